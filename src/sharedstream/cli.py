@@ -1,0 +1,17 @@
+"""The ``sharedstream`` command line: parse, call the rooms, print."""
+
+from __future__ import annotations
+
+import click
+
+from sharedstream import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sharedstream")
+def cli() -> None:
+    """sharedstream: Kafka event triggers through one shared consumer per topic set."""
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,1 @@
+"""Task and asset state stores. Nothing here imports Kafka."""

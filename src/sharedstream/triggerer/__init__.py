@@ -1,0 +1,1 @@
+"""The triggerer process: shared-stream manager, units of work, watcher loading, operations."""
