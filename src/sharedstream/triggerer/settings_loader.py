@@ -1,0 +1,143 @@
+"""Typed loading of ``sharedstream.toml`` sections, with environment overrides.
+
+Each section of the file maps onto a dataclass whose fields carry their defaults.
+Values are checked against the field's type at load time so a typo fails the
+start-up with a one-line error naming the key and the file, before any consumer
+or database connection exists. Environment variables named
+``SHAREDSTREAM__<SECTION>__<KEY>`` override the file; they arrive as strings and
+are parsed as TOML scalars (``10``, ``1.5``, ``true``) or taken as plain strings.
+
+Values that may hold secrets (a database URL with a password) are never echoed
+back in an error: errors name the key, the expected type and the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+ENV_PREFIX = "SHAREDSTREAM__"
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration problem the operator must fix; the CLI exits with code 2."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Source:
+    """Where a section's values came from, for error messages."""
+
+    path: Path | None
+
+    def describe(self, section: str, key: str, *, from_env: bool) -> str:
+        if from_env:
+            return f"environment variable {ENV_PREFIX}{section.upper()}__{key.upper()}"
+        where = str(self.path) if self.path is not None else "built-in defaults"
+        return f"[{section}] {key} in {where}"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file, turning syntax errors into a ConfigError with file and line."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Collect ``SHAREDSTREAM__<SECTION>__<KEY>`` variables as ``{section: {key: value}}``."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].split("__")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError(
+                f"environment variable {name}: expected {ENV_PREFIX}<SECTION>__<KEY>"
+            )
+        section, key = (p.lower() for p in parts)
+        found.setdefault(section, {})[key] = _parse_env_scalar(raw)
+    return found
+
+
+def _parse_env_scalar(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def build_section(
+    cls: type[T],
+    section: str,
+    values: Mapping[str, Any],
+    source: Source,
+    env_keys: frozenset[str] = frozenset(),
+) -> T:
+    """Build dataclass ``cls`` from ``values``, checking every key and type.
+
+    Unknown keys are errors (a misspelt option silently ignored is how data
+    platforms lose a day). ``__post_init__`` validation errors (ValueError /
+    TypeError raised by the dataclass) are re-raised as ConfigError naming the
+    source.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        where = source.describe(section, key, from_env=key in env_keys)
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{where}: unknown option (known: {known})")
+        kwargs[key] = _coerce(value, hints[key], where)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        where = str(source.path) if source.path is not None else "built-in defaults"
+        raise ConfigError(f"[{section}] in {where}: {exc}") from None
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against a field type; ints are accepted where floats are expected."""
+    allowed = _allowed_types(hint)
+    if value is None and type(None) in allowed:
+        return None
+    if isinstance(value, bool):
+        if bool in allowed:
+            return value
+    elif isinstance(value, int) and int in allowed:
+        return value
+    elif isinstance(value, int | float) and float in allowed:
+        return float(value)
+    elif isinstance(value, str | dict | list) and type(value) in allowed:
+        return value
+    names = " or ".join(sorted(t.__name__ for t in allowed))
+    raise ConfigError(f"{where}: expected {names}, got {type(value).__name__}")
+
+
+def _allowed_types(hint: Any) -> set[type]:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        allowed: set[type] = set()
+        for arg in typing.get_args(hint):
+            allowed |= _allowed_types(arg)
+        return allowed
+    if origin is not None:
+        return {origin}
+    if hint is type(None):
+        return {type(None)}
+    if isinstance(hint, type):
+        return {hint}
+    raise TypeError(f"unsupported option type {hint!r}")
