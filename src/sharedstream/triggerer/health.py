@@ -1,0 +1,86 @@
+"""``/livez``, ``/readyz`` and ``/metrics`` on a loopback port.
+
+The server runs on its own daemon thread (standard library ``ThreadingHTTPServer``)
+so a scrape never waits on the event loop and a busy loop never makes the
+process look dead to an orchestrator. Readiness is computed on each request by a
+callable the triggerer supplies; it returns the list of reasons the process is
+not ready (empty list = ready), which ``/readyz`` prints so an operator sees why.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+ReadinessCheck = Callable[[], Sequence[str]]
+
+
+class HealthServer:
+    """Serves liveness, readiness and Prometheus metrics until :meth:`stop`."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        readiness: ReadinessCheck,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._registry = registry
+        self._readiness = readiness
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="sharedstream-health", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        registry = self._registry
+        readiness = self._readiness
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/livez":
+                    self._reply(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8")
+                elif path in ("/readyz", "/healthz"):
+                    try:
+                        reasons = list(readiness())
+                    except Exception as exc:
+                        reasons = [f"readiness check failed: {type(exc).__name__}"]
+                    if reasons:
+                        body = "".join(f"not ready: {r}\n" for r in reasons).encode()
+                        self._reply(HTTPStatus.SERVICE_UNAVAILABLE, body, "text/plain")
+                    else:
+                        self._reply(HTTPStatus.OK, b"ready\n", "text/plain; charset=utf-8")
+                elif path == "/metrics":
+                    self._reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+                else:
+                    self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+
+            def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Scrapes every few seconds would drown the triggerer's log."""
+
+        return Handler
