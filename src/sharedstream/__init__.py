@@ -1,3 +1,22 @@
 """sharedstream: a standalone event triggerer for Kafka with one shared consumer per topic set."""
 
+from sharedstream.triggers import (
+    Asset,
+    AssetWatcher,
+    BaseEventTrigger,
+    KafkaMessage,
+    TriggerEvent,
+    reject_shared_stream_event,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Asset",
+    "AssetWatcher",
+    "BaseEventTrigger",
+    "KafkaMessage",
+    "TriggerEvent",
+    "__version__",
+    "reject_shared_stream_event",
+]

@@ -1,5 +1,11 @@
 """Broker side: the producer contract and its Kafka implementation."""
 
-from sharedstream.producer.contract import AdvanceItem, AdvanceOutcome, SharedStreamProducer
+from sharedstream.producer.contract import (
+    AdvanceItem,
+    AdvanceOutcome,
+    ForgetLanes,
+    SharedStreamProducer,
+    StreamItem,
+)
 
-__all__ = ["AdvanceItem", "AdvanceOutcome", "SharedStreamProducer"]
+__all__ = ["AdvanceItem", "AdvanceOutcome", "ForgetLanes", "SharedStreamProducer", "StreamItem"]

@@ -15,6 +15,10 @@ Failure windows the contract is built around:
   prevented by their idempotency key, not here).
 * ``advance`` can be slow (a DLQ delivery, a commit round trip). It is called
   per lane, so a slow lane never delays another one.
+
+Throughput: messages cross this boundary in batches (``open_stream`` yields
+lists, ``advance`` takes one lane's prefix), so the per-message cost on the
+event loop stays a few attribute lookups, never a thread hop or a Future.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 PayloadT = TypeVar("PayloadT")
 
@@ -33,10 +37,18 @@ class AdvanceOutcome:
 
     ``acked``: watchers whose filter moved past the message and whose unit of work
     committed (or who deliberately filtered it out).
-    ``failed``: watchers that raised, timed out, or were absent; the message is held
-    for them and redelivered after ``retry_after`` seconds.
+    ``failed``: watchers that raised, timed out, were absent, or whose unit of work
+    failed; the message is held for them (the lane's floor) and the producer reads it
+    again after ``retry_after`` seconds. The manager remembers who already acked or
+    rejected it, so the re-read copy goes only to the failed watchers.
     ``rejected``: watcher name -> reason; the message goes to the dead-letter topic
     (or the ``rejected_message`` table) before anything commits past it.
+
+    ``acked`` and ``rejected`` are cumulative over every delivery of the message in
+    this process; ``failed`` is what is still outstanding. A message can therefore be
+    advanced several times (once per delivery round) and only the last, clean one is
+    terminal: deliver its dead letter (one record naming every rejecting watcher) then.
+    Outcomes are immutable and may be shared between messages.
     """
 
     acked: frozenset[str] = frozenset()
@@ -54,12 +66,28 @@ class AdvanceOutcome:
         return self.acked | self.failed | frozenset(self.rejected)
 
 
-@dataclass(frozen=True, slots=True)
-class AdvanceItem(Generic[PayloadT]):
-    """One resolved message of a lane, in broadcast order."""
+class AdvanceItem(NamedTuple, Generic[PayloadT]):
+    """One resolved message of a lane, in broadcast order (a NamedTuple: built per message)."""
 
     broker_payload: PayloadT
     outcome: AdvanceOutcome
+
+
+class ForgetLanes(NamedTuple):
+    """Yielded by :meth:`SharedStreamProducer.open_stream` instead of a batch.
+
+    Tells the manager the producer no longer owns these lanes (Kafka: partitions
+    revoked or lost): the manager drops every in-flight and held message of them,
+    skips their queued copies, and ignores late acks. Nothing of these lanes is
+    passed to ``advance`` after this item is consumed. A producer that must commit
+    the resolved prefix first (revoke) already has it: the manager hands every
+    resolved prefix to ``advance`` as soon as it exists.
+    """
+
+    lanes: frozenset[Hashable]
+
+
+StreamItem = Sequence[tuple[Any, PayloadT]] | ForgetLanes
 
 
 class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
@@ -70,12 +98,16 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
     """
 
     @abc.abstractmethod
-    def open_stream(self) -> AsyncIterator[tuple[Any, PayloadT]]:
-        """Yield ``(raw, broker_payload)`` for the life of the group.
+    def open_stream(self) -> AsyncIterator[StreamItem[PayloadT]]:
+        """Yield batches of ``(raw, broker_payload)`` for the life of the group.
 
         ``raw`` is what watchers' filters receive (``KafkaMessage`` for Kafka);
-        ``broker_payload`` is what comes back in :class:`AdvanceItem`. Returning
-        is an error: the manager evicts the group and fails every watcher.
+        ``broker_payload`` is what comes back in :class:`AdvanceItem`. Yield one
+        batch per ``consume()`` call (empty batches are allowed but pointless), or a
+        :class:`ForgetLanes`. A held message read again (same
+        :meth:`message_identity`) is redelivered to the watchers that still owe it;
+        a copy read while the original is still in flight is dropped. Returning
+        or raising is an error: the manager evicts the group and fails every watcher.
         """
 
     @abc.abstractmethod
@@ -87,7 +119,10 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
 
     @abc.abstractmethod
     def get_advance_lane(self, payload: PayloadT) -> Hashable:
-        """The ordering lane of a message (Kafka: ``(topic, partition)``). Sync and cheap."""
+        """The ordering lane of a message (Kafka: ``(topic, partition)``). Sync and cheap.
+
+        Raising fails the group.
+        """
 
     @abc.abstractmethod
     def message_identity(self, payload: PayloadT) -> Hashable:
@@ -103,11 +138,17 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
 
     @abc.abstractmethod
     def pause(self) -> None:
-        """Stop fetching new messages (in-flight bound reached); stay a live group member."""
+        """Stop fetching new messages (in-flight bound reached); stay a live group member.
+
+        Held messages count towards the bound, so re-reading them after their
+        ``retry_after`` must continue while paused (only reading *past* what was
+        already handed out stops); otherwise a held group could never drain.
+        Batches already fetched may still be yielded after ``pause``. Sync and cheap.
+        """
 
     @abc.abstractmethod
     def resume(self) -> None:
-        """Fetch again after :meth:`pause`."""
+        """Fetch again after :meth:`pause`. Sync and cheap; called only after ``pause``."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:

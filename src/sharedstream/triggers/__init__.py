@@ -1,5 +1,14 @@
 """Trigger side: assets, watchers, trigger events and shared-stream triggers."""
 
+from sharedstream.triggers.assets import Asset, AssetWatcher
+from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.message import KafkaMessage
 
-__all__ = ["KafkaMessage"]
+__all__ = [
+    "Asset",
+    "AssetWatcher",
+    "BaseEventTrigger",
+    "KafkaMessage",
+    "TriggerEvent",
+    "reject_shared_stream_event",
+]
