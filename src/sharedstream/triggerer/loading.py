@@ -1,0 +1,163 @@
+"""Loading a watcher module: every Asset it declares, checked before anything runs.
+
+The triggerer imports the user's module once at start-up. Everything that can be
+checked without a broker or a database is checked here, so a mistake fails the
+start with one clear line (exit code 2) instead of half a process running:
+a missing file, a syntax error (file and line), an import that raises, no assets,
+an asset without watchers, a watcher name used twice, a trigger whose
+``serialize()`` does not rebuild an equal trigger.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from sharedstream.triggers.assets import Asset, AssetWatcher
+from sharedstream.triggers.base import BaseEventTrigger
+
+
+class WatcherLoadError(ValueError):
+    """The watcher module cannot be used; the message names the file or the watcher."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedWatcher:
+    """One declared watcher with the asset it feeds."""
+
+    asset: Asset
+    watcher: AssetWatcher
+
+    @property
+    def name(self) -> str:
+        return self.watcher.name
+
+    @property
+    def trigger(self) -> BaseEventTrigger:
+        return self.watcher.trigger
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherModule:
+    """What a watcher module declares, in declaration order."""
+
+    source: str
+    assets: tuple[Asset, ...]
+
+    def watchers(self) -> Iterator[LoadedWatcher]:
+        for asset in self.assets:
+            for watcher in asset.watchers:
+                yield LoadedWatcher(asset, watcher)
+
+
+def load_watcher_module(target: str) -> WatcherModule:
+    """Import ``target`` (a ``.py`` file or a dotted module path) and collect its assets."""
+    module = _import(target)
+    assets = tuple(_collect_assets(module))
+    if not assets:
+        raise WatcherLoadError(
+            f"{target}: no Asset found at module level (or in module-level lists/dicts)")
+    _check(target, assets)
+    return WatcherModule(source=target, assets=assets)
+
+
+def _import(target: str) -> ModuleType:
+    path = Path(target)
+    looks_like_file = target.endswith(".py") or "/" in target or path.exists()
+    try:
+        if looks_like_file:
+            if not path.is_file():
+                raise WatcherLoadError(f"watcher module not found: {target}")
+            name = f"sharedstream_watchers_{abs(hash(str(path.resolve())))}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise WatcherLoadError(f"{target}: not a loadable Python file")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            return module
+        return importlib.import_module(target)
+    except WatcherLoadError:
+        raise
+    except SyntaxError as exc:
+        raise WatcherLoadError(
+            f"{exc.filename or target}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and target.split(".")[0] == exc.name.split(".")[0]:
+            raise WatcherLoadError(f"watcher module not found: {target}") from None
+        raise WatcherLoadError(f"{target}: import failed: {exc}") from None
+    except Exception as exc:
+        raise WatcherLoadError(f"{target}: import failed{_where(exc)}: "
+                               f"{type(exc).__name__}: {exc}") from None
+
+
+def _where(exc: BaseException) -> str:
+    """`` at file:line`` of the innermost frame of the failing import."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f" at {last.filename}:{last.lineno}"
+
+
+def _collect_assets(module: ModuleType) -> Iterator[Asset]:
+    seen: set[int] = set()
+    for value in vars(module).values():
+        for candidate in _candidates(value):
+            if isinstance(candidate, Asset) and id(candidate) not in seen:
+                seen.add(id(candidate))
+                yield candidate
+
+
+def _candidates(value: object) -> Iterable[object]:
+    if isinstance(value, list | tuple | set | frozenset):
+        return value
+    if isinstance(value, dict):
+        return value.values()
+    return (value,)
+
+
+def _check(target: str, assets: tuple[Asset, ...]) -> None:
+    by_asset_name: dict[str, Asset] = {}
+    owner_of: dict[str, str] = {}
+    for asset in assets:
+        if asset.name in by_asset_name:
+            raise WatcherLoadError(f"{target}: two different assets are named {asset.name!r}")
+        by_asset_name[asset.name] = asset
+        if not asset.watchers:
+            raise WatcherLoadError(f"{target}: asset {asset.name!r} has no watchers")
+        for watcher in asset.watchers:
+            if watcher.name in owner_of:
+                raise WatcherLoadError(
+                    f"{target}: watcher name {watcher.name!r} is used by asset "
+                    f"{owner_of[watcher.name]!r} and asset {asset.name!r}; watcher names "
+                    "must be unique")
+            owner_of[watcher.name] = asset.name
+            _check_serializable(target, watcher)
+
+
+def _check_serializable(target: str, watcher: AssetWatcher) -> None:
+    """``serialize()`` must rebuild an equal trigger: it is how groups compare arguments."""
+    trigger = watcher.trigger
+    what = f"{target}: watcher {watcher.name!r}: trigger {type(trigger).__qualname__}"
+    try:
+        classpath, kwargs = trigger.serialize()
+        module_name, _, qualname = classpath.rpartition(".")
+        cls = getattr(sys.modules.get(module_name) or importlib.import_module(module_name),
+                      qualname)
+        rebuilt = cls(**kwargs)
+        if rebuilt.serialize() != (classpath, kwargs):
+            raise ValueError("serialize() of the rebuilt trigger differs")
+    except Exception as exc:
+        raise WatcherLoadError(f"{what} is not serialisable: {type(exc).__name__}: {exc}") \
+            from None
