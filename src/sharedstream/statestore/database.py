@@ -1,0 +1,396 @@
+"""The default backend: both stores in the SQL database, optionally payloads in files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from sharedstream.statestore.backend import StateBackend, StateEntry
+from sharedstream.statestore.comparison import is_forward
+from sharedstream.statestore.models import asset, asset_state_store, task_state_store
+from sharedstream.statestore.payload import PayloadBackend
+from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
+from sharedstream.statestore.settings import StateStoreSettings
+from sharedstream.statestore.sql import insert_if_absent, upsert
+from sharedstream.statestore.staging import (
+    MISSING,
+    StagedAdvance,
+    StagedDelete,
+    StagedSet,
+    StagedWrites,
+)
+from sharedstream.statestore.values import decode_value
+
+# A compare-and-swap attempt fails only when another writer committed in between, so the
+# loop always makes global progress; the cap turns a bug into an error instead of a hang.
+MAX_CAS_ATTEMPTS = 1000
+
+AfterCommit = Callable[[], None]
+
+
+def task_scope_filter(scope: TaskScope, all_map_indices: bool = False) -> ColumnElement[bool]:
+    t = task_state_store.c
+    condition = and_(t.dag_id == scope.dag_id, t.run_id == scope.run_id,
+                     t.task_id == scope.task_id)
+    return condition if all_map_indices else and_(condition, t.map_index == scope.map_index)
+
+
+class DatabaseBackend(StateBackend):
+    """State rows in the configured database; writes are single-statement upserts.
+
+    With a payload backend, task values live in objects and rows hold their reference
+    (see ``sharedstream.statestore.payload`` for the write order and its failure windows).
+    Asset state always stays in the database: it must commit atomically with events and
+    ``advance`` is a compare-and-swap, neither of which an external object store can join.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        settings: StateStoreSettings,
+        clock: Callable[[], datetime],
+        payload: PayloadBackend | None = None,
+    ) -> None:
+        super().__init__(engine=engine, settings=settings, clock=clock)
+        self.payload = payload
+
+    # -- assets -----------------------------------------------------------------------------
+
+    def asset_id(self, connection: Connection, scope: AssetScope, create: bool) -> int | None:
+        """Resolve ``scope`` to ``asset.id``; with ``create`` a new name gets a row."""
+        a = asset.c
+        if scope.asset_id is not None:
+            found = connection.execute(select(a.id).where(a.id == scope.asset_id)).scalar()
+        elif scope.uri is not None:
+            ids = connection.execute(select(a.id).where(a.uri == scope.uri).limit(2)).scalars()
+            matches = list(ids)
+            if len(matches) > 1:
+                raise LookupError(f"several assets have uri {scope.uri!r}; use name=")
+            found = matches[0] if matches else None
+        else:
+            found = connection.execute(select(a.id).where(a.name == scope.name)).scalar()
+        if found is None and create:
+            if scope.name is None:
+                raise LookupError(f"no asset {scope.label()}; only name= creates an asset")
+            now = self.clock()
+            insert_if_absent(connection, asset, {
+                "name": scope.name, "uri": None, "active": True, "deactivated_at": None,
+                "created_at": now, "updated_at": now,
+            })
+            found = connection.execute(select(a.id).where(a.name == scope.name)).scalar_one()
+        return found
+
+    # -- task store -------------------------------------------------------------------------
+
+    def _not_expired(self) -> ColumnElement[bool]:
+        t = task_state_store.c
+        return or_(t.expires_at.is_(None), t.expires_at > self.clock())
+
+    def _decode_task(self, value: str | None, ref: str | None) -> Any:
+        if ref is not None:
+            if self.payload is None:
+                raise RuntimeError(
+                    f"row references payload {ref!r} but no [workers] state_backend is set"
+                )
+            return decode_value(self.payload.read(ref))
+        assert value is not None, "the value_or_ref check constraint guarantees one"
+        return decode_value(value)
+
+    def task_get(self, scope: TaskScope, key: str) -> Any:
+        t = task_state_store.c
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(t.value, t.payload_ref).where(
+                    task_scope_filter(scope), t.key == key, self._not_expired()
+                )
+            ).first()
+        return MISSING if row is None else self._decode_task(row.value, row.payload_ref)
+
+    def _task_rows(
+        self, scope: TaskScope, writes: Sequence[tuple[str, str, datetime | None]]
+    ) -> list[dict[str, Any]]:
+        """Rows for ``writes`` of (key, text, expires_at); payload objects written first."""
+        now = self.clock()
+        rows = []
+        for key, text, expires_at in writes:
+            ref = None
+            if self.payload is not None:
+                ref = self.payload.reference(scope, key)
+                self.payload.write(ref, text)
+            rows.append({
+                "dag_id": scope.dag_id, "run_id": scope.run_id, "task_id": scope.task_id,
+                "map_index": scope.map_index, "key": key,
+                "value": None if ref else text, "payload_ref": ref,
+                "updated_at": now, "expires_at": expires_at,
+            })
+        return rows
+
+    @staticmethod
+    def _upsert_task_rows(connection: Connection, rows: list[dict[str, Any]]) -> None:
+        upsert(connection, task_state_store, rows,
+               conflict=("dag_id", "run_id", "task_id", "map_index", "key"),
+               update=("value", "payload_ref", "updated_at", "expires_at"))
+
+    def task_set(
+        self, scope: TaskScope, key: str, value: Any, text: str, expires_at: datetime | None
+    ) -> None:
+        rows = self._task_rows(scope, [(key, text, expires_at)])
+        with self.engine.begin() as connection:
+            self._upsert_task_rows(connection, rows)
+
+    def delete_task_rows(
+        self, connection: Connection, condition: ColumnElement[bool]
+    ) -> tuple[int, list[str]]:
+        """Delete rows matching ``condition``; return the count and their payload refs,
+        whose objects the caller removes only after the transaction commits."""
+        t = task_state_store.c
+        refs: list[str] = []
+        if self.payload is not None:
+            refs = [r for r in connection.execute(
+                select(t.payload_ref).where(condition, t.payload_ref.is_not(None))
+            ).scalars() if r is not None]
+        deleted = connection.execute(delete(task_state_store).where(condition)).rowcount
+        return deleted, refs
+
+    def delete_payloads(self, refs: Sequence[str]) -> None:
+        """Remove the objects of deleted rows, after their transaction committed.
+
+        A ref that a row references again (a concurrent ``set`` of the same key since the
+        delete) is kept. The remaining window is a ``set`` that has written its object but
+        not yet committed its row: its object can be removed under it, and a later read of
+        that key raises FileNotFoundError until the key is set again.
+        """
+        if self.payload is None or not refs:
+            return
+        t = task_state_store.c
+        with self.engine.connect() as connection:
+            live = set(connection.execute(
+                select(t.payload_ref).where(t.payload_ref.in_(sorted(set(refs))))
+            ).scalars())
+        for ref in set(refs) - live:
+            self.payload.delete(ref)
+
+    def task_delete(self, scope: TaskScope, key: str) -> bool:
+        with self.engine.begin() as connection:
+            deleted, refs = self.delete_task_rows(
+                connection, and_(task_scope_filter(scope), task_state_store.c.key == key)
+            )
+        self.delete_payloads(refs)
+        return deleted > 0
+
+    def task_clear(self, scope: TaskScope, all_map_indices: bool) -> int:
+        with self.engine.begin() as connection:
+            deleted, refs = self.delete_task_rows(
+                connection, task_scope_filter(scope, all_map_indices)
+            )
+        self.delete_payloads(refs)
+        return deleted
+
+    def task_items(self, scope: TaskScope) -> list[StateEntry]:
+        t = task_state_store.c
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(t.key, t.value, t.payload_ref, t.updated_at, t.expires_at)
+                .where(task_scope_filter(scope), self._not_expired())
+                .order_by(t.key)
+            ).all()
+        entries = []
+        for row in rows:
+            value = self._decode_task(row.value, row.payload_ref)
+            size = len((row.value or "").encode("utf-8"))
+            if row.payload_ref is not None and self.payload is not None:
+                size = len(self.payload.read(row.payload_ref).encode("utf-8"))
+            entries.append(StateEntry(
+                key=row.key, value=value, size=size, updated_at=row.updated_at,
+                expires_at=row.expires_at, payload_ref=row.payload_ref,
+            ))
+        return entries
+
+    # -- asset store ------------------------------------------------------------------------
+
+    def asset_get(self, scope: AssetScope, key: str) -> Any:
+        s = asset_state_store.c
+        with self.engine.connect() as connection:
+            asset_id = self.asset_id(connection, scope, create=False)
+            if asset_id is None:
+                return MISSING
+            text = connection.execute(
+                select(s.value).where(s.asset_id == asset_id, s.key == key)
+            ).scalar()
+        return MISSING if text is None else decode_value(text)
+
+    def _asset_row(self, asset_id: int, key: str, text: str, writer: Writer) -> dict[str, Any]:
+        return {
+            "asset_id": asset_id, "key": key, "value": text, "version": 1,
+            "updated_at": self.clock(), "writer_kind": writer.kind, "writer_id": writer.identity,
+        }
+
+    @staticmethod
+    def _upsert_asset_rows(connection: Connection, rows: list[dict[str, Any]]) -> None:
+        upsert(connection, asset_state_store, rows, conflict=("asset_id", "key"),
+               update=("value", "updated_at", "writer_kind", "writer_id"),
+               extra={"version": asset_state_store.c.version + 1})
+
+    def asset_set(self, scope: AssetScope, key: str, value: Any, text: str,
+                  writer: Writer) -> None:
+        with self.engine.begin() as connection:
+            asset_id = self.asset_id(connection, scope, create=True)
+            assert asset_id is not None
+            self._upsert_asset_rows(connection, [self._asset_row(asset_id, key, text, writer)])
+
+    def asset_delete(self, scope: AssetScope, key: str) -> bool:
+        s = asset_state_store.c
+        with self.engine.begin() as connection:
+            asset_id = self.asset_id(connection, scope, create=False)
+            if asset_id is None:
+                return False
+            result = connection.execute(
+                delete(asset_state_store).where(s.asset_id == asset_id, s.key == key)
+            )
+        return result.rowcount > 0
+
+    def asset_clear(self, scope: AssetScope) -> int:
+        with self.engine.begin() as connection:
+            asset_id = self.asset_id(connection, scope, create=False)
+            if asset_id is None:
+                return 0
+            result = connection.execute(
+                delete(asset_state_store).where(asset_state_store.c.asset_id == asset_id)
+            )
+        return result.rowcount
+
+    def asset_items(self, scope: AssetScope) -> list[StateEntry]:
+        s = asset_state_store.c
+        with self.engine.connect() as connection:
+            asset_id = self.asset_id(connection, scope, create=False)
+            if asset_id is None:
+                return []
+            rows = connection.execute(
+                select(s.key, s.value, s.updated_at, s.writer_kind, s.writer_id)
+                .where(s.asset_id == asset_id).order_by(s.key)
+            ).all()
+        return [
+            StateEntry(key=r.key, value=decode_value(r.value), size=len(r.value.encode("utf-8")),
+                       updated_at=r.updated_at, writer_kind=r.writer_kind, writer_id=r.writer_id)
+            for r in rows
+        ]
+
+    def _advance_once(
+        self, connection: Connection, asset_id: int, key: str, value: Any, text: str,
+        writer: Writer, lock: bool,
+    ) -> bool | None:
+        """One compare-and-swap attempt: True moved, False not forwards, None lost a race.
+
+        The comparison runs in Python (JSON ordering rules SQL cannot express), so the
+        swap is guarded by the row's version: ``UPDATE ... WHERE version = :seen`` matches
+        nothing if anyone wrote since the read. An absent key is claimed by an insert that
+        does nothing on conflict. ``lock`` adds ``FOR UPDATE``: needed inside a long
+        transaction on MySQL, whose repeatable-read snapshot would otherwise show the same
+        stale version forever.
+        """
+        s = asset_state_store.c
+        query = select(s.value, s.version).where(s.asset_id == asset_id, s.key == key)
+        row = connection.execute(query.with_for_update() if lock else query).first()
+        if row is None:
+            inserted = insert_if_absent(
+                connection, asset_state_store, self._asset_row(asset_id, key, text, writer)
+            )
+            return True if inserted else None
+        if not is_forward(value, decode_value(row.value)):
+            return False
+        result = connection.execute(
+            update(asset_state_store)
+            .where(s.asset_id == asset_id, s.key == key, s.version == row.version)
+            .values(value=text, version=row.version + 1, updated_at=self.clock(),
+                    writer_kind=writer.kind, writer_id=writer.identity)
+        )
+        return True if result.rowcount == 1 else None
+
+    def _advance_in(self, connection: Connection, asset_id: int, key: str, value: Any,
+                    text: str, writer: Writer, lock: bool) -> bool:
+        for _ in range(MAX_CAS_ATTEMPTS):
+            outcome = self._advance_once(connection, asset_id, key, value, text, writer, lock)
+            if outcome is not None:
+                return outcome
+        raise RuntimeError(f"advance of {key!r} lost {MAX_CAS_ATTEMPTS} races in a row")
+
+    def asset_advance(self, scope: AssetScope, key: str, value: Any, text: str,
+                      writer: Writer) -> bool:
+        # Each attempt is its own short transaction so a retry reads fresh data on every
+        # dialect and isolation level.
+        for _ in range(MAX_CAS_ATTEMPTS):
+            with self.engine.begin() as connection:
+                asset_id = self.asset_id(connection, scope, create=True)
+                assert asset_id is not None
+                outcome = self._advance_once(connection, asset_id, key, value, text, writer,
+                                             lock=False)
+            if outcome is not None:
+                return outcome
+        raise RuntimeError(f"advance of {key!r} lost {MAX_CAS_ATTEMPTS} races in a row")
+
+    # -- units of work ----------------------------------------------------------------------
+
+    def apply_staged(self, connection: Connection, staged: StagedWrites) -> list[AfterCommit]:
+        """Write ``staged`` inside the caller's transaction with few statements: per scope
+        one clear, one multi-key delete, one multi-row upsert; advances are re-checked
+        under a row lock. Payload objects of deleted task keys are removed only after the
+        caller commits (the returned callables), so a rollback never loses a payload."""
+        refs: list[str] = []
+        for group in sorted(staged.cleared_task_groups):
+            refs += self.delete_task_rows(
+                connection, task_scope_filter(TaskScope(*group), all_map_indices=True)
+            )[1]
+        for task_scope, task in staged.tasks.items():
+            refs += self._apply_task(connection, task_scope, task.cleared, task.ops)
+        if self.payload is not None:
+            # A key deleted or cleared and then set again in one unit keeps its object
+            # (references are deterministic), so it must not be removed after commit.
+            rewritten = {self.payload.reference(scope, key)
+                         for scope, task in staged.tasks.items()
+                         for key, op in task.ops.items() if isinstance(op, StagedSet)}
+            refs = [ref for ref in refs if ref not in rewritten]
+        for asset_scope, asset_staging in staged.assets.items():
+            asset_id = self.asset_id(connection, asset_scope, create=True)
+            assert asset_id is not None
+            s = asset_state_store.c
+            if asset_staging.cleared:
+                connection.execute(delete(asset_state_store).where(s.asset_id == asset_id))
+            ops = asset_staging.ops
+            deleted = [k for k, op in ops.items() if isinstance(op, StagedDelete)]
+            if deleted:
+                connection.execute(delete(asset_state_store).where(
+                    s.asset_id == asset_id, s.key.in_(deleted)))
+            rows = [self._asset_row(asset_id, k, op.text, op.writer)
+                    for k, op in ops.items() if isinstance(op, StagedSet) and op.writer]
+            self._upsert_asset_rows(connection, rows)
+            for key, op in ops.items():
+                if isinstance(op, StagedAdvance):
+                    self._advance_in(connection, asset_id, key, op.value, op.text, op.writer,
+                                     lock=True)
+        return [lambda: self.delete_payloads(refs)] if refs else []
+
+    def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
+                    ops: dict[str, StagedSet | StagedDelete]) -> list[str]:
+        t = task_state_store.c
+        refs: list[str] = []
+        if cleared:
+            refs += self.delete_task_rows(connection, task_scope_filter(scope))[1]
+        deleted = [k for k, op in ops.items() if isinstance(op, StagedDelete)]
+        if deleted:
+            refs += self.delete_task_rows(
+                connection, and_(task_scope_filter(scope), t.key.in_(deleted)))[1]
+        writes = [(k, op.text, op.expires_at) for k, op in ops.items()
+                  if isinstance(op, StagedSet)]
+        self._upsert_task_rows(connection, self._task_rows(scope, writes))
+        return refs
+
+    def count_expired(self, connection: Connection, cutoff: datetime) -> int:
+        t = task_state_store.c
+        return connection.execute(
+            select(func.count()).select_from(task_state_store).where(t.expires_at <= cutoff)
+        ).scalar_one()

@@ -1,0 +1,1 @@
+"""Alembic environment of sharedstream's schema (run programmatically, see ``migrate``)."""

@@ -1,0 +1,147 @@
+"""SQLAlchemy models of every table sharedstream keeps (one initial Alembic revision)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from sharedstream.statestore.types import JsonText, UtcDateTime, utcnow
+
+# Lengths keep every unique key under MySQL/InnoDB's 3072-byte index limit in utf8mb4.
+NAME_LENGTH = 250
+ID_LENGTH = 128
+KEY_LENGTH = 250
+GROUP_KEY_LENGTH = 500
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class AssetRow(Base):
+    __tablename__ = "asset"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    uri: Mapped[str | None] = mapped_column(Text)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    deactivated_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class AssetStateRow(Base):
+    __tablename__ = "asset_state_store"
+    __table_args__ = (
+        CheckConstraint("writer_kind IN ('task', 'watcher', 'api')", name="writer_kind"),
+    )
+
+    asset_id: Mapped[int] = mapped_column(
+        ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(KEY_LENGTH), primary_key=True)
+    value: Mapped[str] = mapped_column(JsonText)
+    # Bumped by every write; advance's compare-and-swap is "UPDATE ... WHERE version = :seen".
+    version: Mapped[int] = mapped_column(BigInteger, default=1)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    writer_kind: Mapped[str] = mapped_column(String(16))
+    writer_id: Mapped[str] = mapped_column(String(NAME_LENGTH))
+
+
+class TaskStateRow(Base):
+    __tablename__ = "task_state_store"
+    __table_args__ = (
+        UniqueConstraint("dag_id", "run_id", "task_id", "map_index", "key"),
+        Index("ix_task_state_store_expires_at", "expires_at"),
+        CheckConstraint("value IS NOT NULL OR payload_ref IS NOT NULL", name="value_or_ref"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    run_id: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    task_id: Mapped[str] = mapped_column(String(ID_LENGTH))
+    map_index: Mapped[int] = mapped_column(Integer, default=-1, server_default="-1")
+    key: Mapped[str] = mapped_column(String(KEY_LENGTH))
+    # NULL when the payload lives in a [workers] state_backend and payload_ref points at it.
+    value: Mapped[str | None] = mapped_column(JsonText)
+    payload_ref: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class AssetEventRow(Base):
+    __tablename__ = "asset_event"
+    __table_args__ = (
+        UniqueConstraint("watcher", "topic_id", "partition", "offset", "event_index"),
+        Index("ix_asset_event_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    asset_id: Mapped[int] = mapped_column(ForeignKey("asset.id", ondelete="CASCADE"), index=True)
+    watcher: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    payload: Mapped[str] = mapped_column(JsonText)
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    topic_id: Mapped[str] = mapped_column(String(64))
+    partition: Mapped[int] = mapped_column(Integer)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    event_index: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class RejectedMessageRow(Base):
+    __tablename__ = "rejected_message"
+    __table_args__ = (UniqueConstraint("watcher", "topic_id", "partition", "offset"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    watcher: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    topic_id: Mapped[str] = mapped_column(String(64))
+    partition: Mapped[int] = mapped_column(Integer)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    reason: Mapped[str] = mapped_column(Text)
+    value_preview: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class StreamGroupRow(Base):
+    """The declared watcher set of a shared-stream group (the triggerer's cohort check)."""
+
+    __tablename__ = "stream_group"
+
+    group_key: Mapped[str] = mapped_column(String(GROUP_KEY_LENGTH), primary_key=True)
+    consumer_group: Mapped[str] = mapped_column(Text)
+    watchers: Mapped[str] = mapped_column(JsonText)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+tables = Base.metadata.tables
+asset = tables["asset"]
+asset_state_store = tables["asset_state_store"]
+task_state_store = tables["task_state_store"]
+asset_event = tables["asset_event"]
+rejected_message = tables["rejected_message"]
+stream_group = tables["stream_group"]

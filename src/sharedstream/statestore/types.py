@@ -1,0 +1,48 @@
+"""Column types that behave the same on SQLite, PostgreSQL and MySQL/MariaDB."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, Text
+from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+# JSON values are stored as text we encode ourselves (stable across dialects); MySQL's TEXT
+# stops at 64 KiB, below a value at the limit plus multi-byte characters, hence MEDIUMTEXT.
+JsonText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every dialect.
+
+    PostgreSQL stores ``timestamptz``; SQLite and MySQL have no zone, so values are stored as
+    naive UTC (MySQL with microseconds) and tagged UTC again on the way out. Naive input is
+    refused: guessing its zone would shift expiry silently.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given where a UTC instant is needed")
+        value = value.astimezone(UTC)
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

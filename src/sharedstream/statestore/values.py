@@ -1,0 +1,66 @@
+"""Validation and JSON encoding of keys and values."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_KEY_LENGTH = 250
+
+
+class ValueTooLargeError(ValueError):
+    """A value's JSON encoding is larger than ``[state_store] max_value_storage_bytes``."""
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"state key must be a str, got {type(key).__name__}")
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"state key must be 1..{MAX_KEY_LENGTH} characters, got {len(key)}")
+    return key
+
+
+def _check_json(key: str, value: object, path: str) -> None:
+    # json.dumps would accept tuples and non-str dict keys and hand back something else on
+    # read; refuse them so that what is read is always what was written.
+    if value is None or isinstance(value, bool | str | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"value of state key {key!r} at {path} is {value}, not JSON")
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_json(key, item, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise TypeError(
+                    f"value of state key {key!r} at {path} has a non-str dict key {k!r}"
+                )
+            _check_json(key, item, f"{path}[{k!r}]")
+        return
+    raise TypeError(
+        f"value of state key {key!r} at {path} is a {type(value).__name__}, not JSON-serialisable"
+    )
+
+
+def encode_value(key: str, value: object, max_bytes: int) -> str:
+    """Return the JSON text stored for ``value``; refuse None, non-JSON and oversize."""
+    if value is None:
+        raise ValueError(f"state key {key!r}: None is not a storable value; use delete()")
+    _check_json(key, value, "$")
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise ValueTooLargeError(
+            f"value of state key {key!r} is {size} bytes, over the limit "
+            f"max_value_storage_bytes={max_bytes}"
+        )
+    return text
+
+
+def decode_value(text: str) -> Any:
+    return json.loads(text)
