@@ -1,0 +1,158 @@
+"""Kafka connections: where a ``kafka_config_id`` comes from and what it may contain.
+
+A connection is a librdkafka config dict, taken from the config file
+(``[connections.<id>]``) or, when absent there, from the environment variable
+``SHAREDSTREAM_CONN_<ID>`` holding a JSON object. Validation happens here, before
+any consumer exists, so a misconfigured connection never reads a single message:
+
+* ``enable.auto.commit`` absent -> forced false. Present and anything but the
+  boolean ``False`` or the string ``"false"`` (any case) -> refused. librdkafka
+  committing on its own would move offsets past messages whose events are not
+  persisted yet (guarantee 1), so there is no "close enough" value: ``0`` and
+  ``"0"`` are refused too.
+* ``enable.auto.offset.store`` is always false: offsets move only through
+  explicit commits of the resolved prefix.
+* ``auto.offset.reset`` absent -> ``earliest``: a new group starts from the
+  beginning instead of silently skipping what was written before it existed.
+
+Secrets (passwords, tokens, key material) never appear in errors or logs; use
+:func:`redacted` before printing a config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ENV_PREFIX = "SHAREDSTREAM_CONN_"
+DEFAULT_GROUP_ID = "sharedstream"
+
+# Keys whose values are secrets: matched on the dotted name, case-insensitive.
+_SECRET_KEY = re.compile(r"(password|secret|token|sasl\.jaas|\.key\.pem|credentials)", re.I)
+
+
+class ConnectionConfigError(ValueError):
+    """A connection is missing or invalid. The message names the connection, never a secret."""
+
+
+def env_var_name(connection_id: str) -> str:
+    """``kafka_default`` -> ``SHAREDSTREAM_CONN_KAFKA_DEFAULT``."""
+    return ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", connection_id).upper()
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy safe to log: every secret-looking value replaced by ``***``."""
+    return {k: ("***" if _SECRET_KEY.search(k) else v) for k, v in config.items()}
+
+
+def _is_false(value: Any) -> bool:
+    # Only an explicit false is accepted; 0/"0"/"no" are refused on purpose (see module doc).
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
+def validate_connection(connection_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply the defaults and refusals above; return the config a consumer may use."""
+    if "bootstrap.servers" not in config:
+        raise ConnectionConfigError(
+            f"connection {connection_id!r}: 'bootstrap.servers' is required"
+        )
+    if "enable.auto.commit" in config and not _is_false(config["enable.auto.commit"]):
+        raise ConnectionConfigError(
+            f"connection {connection_id!r}: 'enable.auto.commit' must be false or absent "
+            "(sharedstream commits only what every watcher has persisted)"
+        )
+    if "enable.auto.offset.store" in config and not _is_false(config["enable.auto.offset.store"]):
+        raise ConnectionConfigError(
+            f"connection {connection_id!r}: 'enable.auto.offset.store' must be false or absent"
+        )
+    resolved = dict(config)
+    resolved["enable.auto.commit"] = False
+    resolved["enable.auto.offset.store"] = False
+    resolved.setdefault("auto.offset.reset", "earliest")
+    return resolved
+
+
+def resolve_connection(
+    connection_id: str,
+    connections: Mapping[str, Mapping[str, Any]],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The validated librdkafka config of ``connection_id``.
+
+    ``connections`` is the config file's ``[connections]`` table; the file wins
+    over the environment so an operator sees one source of truth per id. A JSON
+    error in the environment variable is reported without echoing its content
+    (it may hold a password).
+    """
+    if connection_id in connections:
+        return validate_connection(connection_id, connections[connection_id])
+    env = os.environ if environ is None else environ
+    var = env_var_name(connection_id)
+    raw = env.get(var)
+    if raw is None:
+        raise ConnectionConfigError(
+            f"connection {connection_id!r} is not configured: add [connections.{connection_id}] "
+            f"to the config file or set {var}"
+        )
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConnectionConfigError(
+            f"connection {connection_id!r}: {var} is not valid JSON (line {exc.lineno}, "
+            f"column {exc.colno})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ConnectionConfigError(f"connection {connection_id!r}: {var} must be a JSON object")
+    return validate_connection(connection_id, parsed)
+
+
+def consumer_group_id(config: Mapping[str, Any], topics: Sequence[str]) -> str:
+    """``<group.id>.<sorted topics joined by "+">``: one group per topic set.
+
+    Two shared-stream groups on one connection with different topic sets must
+    never share a consumer group, or the broker would split partitions between
+    consumers that do not subscribe to the same topics.
+    """
+    base = str(config.get("group.id") or DEFAULT_GROUP_ID)
+    return f"{base}.{'+'.join(sorted(topics))}"
+
+
+# Consumer-only properties: handing them to a Producer only produces warnings.
+_CONSUMER_ONLY = (
+    "group.",
+    "enable.auto.",
+    "auto.offset.reset",
+    "auto.commit.",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "max.poll.interval.ms",
+    "isolation.level",
+    "fetch.",
+    "queued.",
+    "enable.partition.eof",
+    "check.crcs",
+    "consume.callback.max.messages",
+    "allow.auto.create.topics",
+)
+
+
+def client_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection config without consumer-only properties (admin and producer clients)."""
+    return {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
+
+
+def dlq_producer_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection config for the dead-letter producer.
+
+    Idempotence and ``acks=all`` make a delivery report mean "durable on the
+    broker"; only then is the rejected message committed past (guarantee 6).
+    """
+    out = client_config(config)
+    out.setdefault("enable.idempotence", True)
+    out.setdefault("acks", "all")
+    out.setdefault("message.timeout.ms", 30000)
+    return out

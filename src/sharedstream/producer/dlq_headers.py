@@ -1,0 +1,150 @@
+"""Dead-letter record headers: names and (de)serialisation, importable without Kafka.
+
+A dead-letter record is the original record (key, value, timestamp, headers)
+plus the headers below, all named ``sharedstream.*``. Tools (``dlq inspect``,
+``dlq replay``) and the producer share this module so names never drift.
+
+Replay: ``dlq replay`` republishes a dead-letter record onto its original topic
+with :func:`replay_headers`, which bumps the replay count. The producer
+recognises such a record (:func:`parse_replay`), addresses it only to the
+watchers that rejected it, and keys its events by the *original* coordinates,
+so a replayed message can never duplicate an event of the original one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+PREFIX = "sharedstream."
+ORIGINAL_TOPIC = "sharedstream.original.topic"
+ORIGINAL_TOPIC_ID = "sharedstream.original.topic_id"
+ORIGINAL_PARTITION = "sharedstream.original.partition"
+ORIGINAL_OFFSET = "sharedstream.original.offset"
+ORIGINAL_TIMESTAMP = "sharedstream.original.timestamp"
+CONSUMER_GROUP = "sharedstream.consumer_group"
+# JSON object {watcher name: reason}; its keys are the rejecting watchers.
+REJECTIONS = "sharedstream.rejections"
+# "<topic id>:<partition>:<offset>" of the original record: dedupe key for tools.
+IDENTITY = "sharedstream.identity"
+# How many times this message has been replayed from the DLQ (0 for a first rejection).
+REPLAY_COUNT = "sharedstream.replay_count"
+
+ALL_HEADERS = (
+    ORIGINAL_TOPIC,
+    ORIGINAL_TOPIC_ID,
+    ORIGINAL_PARTITION,
+    ORIGINAL_OFFSET,
+    ORIGINAL_TIMESTAMP,
+    CONSUMER_GROUP,
+    REJECTIONS,
+    IDENTITY,
+    REPLAY_COUNT,
+)
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a message first came from: the coordinates its events are keyed by."""
+
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    timestamp: int
+
+    @property
+    def identity(self) -> str:
+        return format_identity(self.topic_id, self.partition, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A replayed dead letter read from a watched topic."""
+
+    origin: Origin
+    rejections: Mapping[str, str]
+    replay_count: int
+
+
+def format_identity(topic_id: str, partition: int, offset: int) -> str:
+    return f"{topic_id}:{partition}:{offset}"
+
+
+def user_headers(headers: Iterable[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+    """The record's own headers, without any ``sharedstream.*`` ones (from an earlier trip)."""
+    return [(k, v) for k, v in headers if not k.startswith(PREFIX)]
+
+
+def build_dlq_headers(
+    *,
+    original_headers: Iterable[tuple[str, bytes | None]],
+    origin: Origin,
+    consumer_group: str,
+    rejections: Mapping[str, str],
+    replay_count: int,
+) -> list[tuple[str, bytes | None]]:
+    """Headers of a dead-letter record: the user's headers first, then ours."""
+    ours = {
+        ORIGINAL_TOPIC: origin.topic,
+        ORIGINAL_TOPIC_ID: origin.topic_id,
+        ORIGINAL_PARTITION: str(origin.partition),
+        ORIGINAL_OFFSET: str(origin.offset),
+        ORIGINAL_TIMESTAMP: str(origin.timestamp),
+        CONSUMER_GROUP: consumer_group,
+        REJECTIONS: json.dumps(dict(sorted(rejections.items())), ensure_ascii=False),
+        IDENTITY: origin.identity,
+        REPLAY_COUNT: str(replay_count),
+    }
+    out = user_headers(original_headers)
+    out.extend((k, v.encode()) for k, v in ours.items())
+    return out
+
+
+def _last(headers: Iterable[tuple[str, bytes | None]]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for k, v in headers:
+        if k.startswith(PREFIX) and v is not None:
+            found[k] = v.decode("utf-8", "replace")
+    return found
+
+
+def parse_replay(headers: Iterable[tuple[str, bytes | None]]) -> Replay | None:
+    """The replay information of a record, or None when it is not a replayed dead letter.
+
+    A record counts as a replay only with a replay count of at least 1 and every
+    coordinate header present and well-formed; anything else is an ordinary
+    message for the whole cohort (never silently addressed to nobody).
+    """
+    found = _last(headers)
+    try:
+        count = int(found[REPLAY_COUNT])
+        if count < 1:
+            return None
+        rejections = json.loads(found[REJECTIONS])
+        origin = Origin(
+            topic=found[ORIGINAL_TOPIC],
+            topic_id=found[ORIGINAL_TOPIC_ID],
+            partition=int(found[ORIGINAL_PARTITION]),
+            offset=int(found[ORIGINAL_OFFSET]),
+            timestamp=int(found[ORIGINAL_TIMESTAMP]),
+        )
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(rejections, dict) or not rejections:
+        return None
+    return Replay(origin, {str(k): str(v) for k, v in rejections.items()}, count)
+
+
+def replay_headers(
+    dlq_headers: Iterable[tuple[str, bytes | None]],
+) -> list[tuple[str, bytes | None]]:
+    """Headers to republish a dead-letter record onto its original topic (count + 1)."""
+    headers = list(dlq_headers)
+    count = int(_last(headers).get(REPLAY_COUNT, "0")) + 1
+    out = [(k, v) for k, v in headers if k != REPLAY_COUNT]
+    out.append((REPLAY_COUNT, str(count).encode()))
+    return out

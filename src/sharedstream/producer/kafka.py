@@ -1,0 +1,742 @@
+"""``KafkaSharedStreamProducer``: one Kafka consumer for one shared-stream group.
+
+Threads: a dedicated consumer thread owns the ``Consumer`` (batch ``consume()``,
+rebalance callbacks, coalesced commits, dead-letter delivery reports). The event
+loop owns the manager-facing side (``open_stream``, ``advance``, the rejection
+recorder). Lane state is shared and guarded by one lock; each consumed batch
+crosses to the loop in one hop.
+
+Failure windows:
+
+* Crash after a message was handed out, before its outcome is committed: the
+  broker still has the old committed offset; the message is read again. Terminal
+  offsets above the commit are carried in commit metadata, so only messages
+  resolved within the last commit interval (100 ms) are handed out again.
+* Crash after a dead-letter record was delivered, before the commit: the record
+  is produced again after restart (duplicate, same identity header).
+* Crash after the rejection recorder stored a row, before the commit: the row is
+  recorded again (recorders are idempotent by identity).
+* Revocation: pending dead-letter reports are awaited (``revoke_timeout``) and
+  the revoked partitions' resolved prefix is committed synchronously before the
+  partitions go; outcomes arriving later belong to an old generation and are
+  dropped. A lost partition commits nothing (another member may own it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from sharedstream.producer.connections import (
+    consumer_group_id,
+    dlq_producer_config,
+    validate_connection,
+)
+from sharedstream.producer.contract import AdvanceItem, ForgetLanes, SharedStreamProducer
+from sharedstream.producer.dead_letters import DeadLetterSender, is_permanent
+from sharedstream.producer.lanes import Lane, State
+from sharedstream.producer.payload import KafkaPayload, build_payload
+from sharedstream.producer.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
+from sharedstream.producer.rejections import RejectedMessage, RejectionRecorder
+from sharedstream.producer.topic_ids import TopicIdResolver, describe_topic_ids
+from sharedstream.triggers.message import KafkaMessage
+
+log = logging.getLogger(__name__)
+
+Item = tuple[KafkaMessage, KafkaPayload]
+# A held message is never redelivered sooner than this, whatever retry_after says.
+MIN_RETRY_S = 0.05
+MAX_DLQ_BACKOFF_S = 30.0
+PROBE_INTERVAL_S = 5.0
+
+
+class StreamNotOpenError(RuntimeError):
+    """A broker operation was asked for while no consumer is open."""
+
+
+class StreamFailedError(RuntimeError):
+    """The group's consumer hit a fatal error; the manager evicts the group."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerHealth:
+    """A snapshot for ``/readyz`` and metrics."""
+
+    ready: bool
+    consumer_group: str
+    assigned_partitions: int
+    held_messages: int
+    paused: bool
+    last_error: str | None
+    failed: str | None
+
+
+class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
+    """Broker side of one Kafka shared-stream group (see module docstring).
+
+    ``config`` is a connection config (:func:`resolve_connection`); it is
+    validated again here so no consumer can exist with auto-commit on. The
+    consumer group is ``<group.id>.<sorted topics joined by +>``.
+    """
+
+    def __init__(
+        self,
+        *,
+        topics: Sequence[str],
+        config: Mapping[str, Any],
+        recorder: RejectionRecorder | None,
+        connection_id: str = "kafka_default",
+        dlq_topic: str | None = None,
+        poll_timeout: float = 1.0,
+        batch_size: int = 1000,
+        commit_interval: float = 0.1,
+        revoke_timeout: float = 10.0,
+        max_queued_batches: int = 8,
+        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+        dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+        topic_id_resolver: TopicIdResolver = describe_topic_ids,
+    ) -> None:
+        self.topics = tuple(sorted(set(topics)))
+        if not self.topics:
+            raise ValueError("a shared-stream producer needs at least one topic")
+        self.connection_id = connection_id
+        self._config = validate_connection(connection_id, config)
+        self.consumer_group = consumer_group_id(self._config, self.topics)
+        self.dlq_topic = dlq_topic
+        self._recorder = recorder
+        self._consume_timeout = max(0.001, min(poll_timeout, commit_interval))
+        self._batch_size = batch_size
+        self._commit_interval = commit_interval
+        self._revoke_timeout = revoke_timeout
+        self._max_queued = max_queued_batches
+        self._consumer_factory = consumer_factory
+        self._dlq_producer_factory = dlq_producer_factory
+        self._topic_id_resolver = topic_id_resolver
+        protocol = str(self._config.get("group.protocol", "classic")).lower()
+        strategy = str(self._config.get("partition.assignment.strategy", "cooperative-sticky"))
+        self._incremental = protocol == "consumer" or "cooperative" in strategy
+
+        self._lock = threading.Lock()
+        self._lanes: dict[tuple[str, int], Lane] = {}
+        self._generation = 0
+        self._queued = 0
+        self._topic_ids: dict[str, str] = {}
+        self._metadata_max_chars = DEFAULT_MAX_CHARS
+
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # (counted, batch) from the consumer thread or a redelivery; ForgetLanes after a
+        # revocation; None when the consumer failed.
+        self._queue: asyncio.Queue[tuple[bool, list[Item]] | ForgetLanes | None] = (
+            asyncio.Queue()
+        )
+        self._thread: threading.Thread | None = None
+        self._consumer: Any = None
+        self._dlq: DeadLetterSender | None = None
+        self._commands: queue.SimpleQueue[
+            tuple[Callable[[Any], Any], concurrent.futures.Future[Any]]
+        ] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._pause_requested = False
+        self._applied_pause = False
+        self._opened = False
+        self._closed = False
+        self._ready = False
+        self._last_error: str | None = None
+        self._failure: BaseException | None = None
+        self._to_record: list[tuple[KafkaPayload, RejectedMessage]] = []
+        self._record_wakeup = asyncio.Event()
+        self._recorder_idle = asyncio.Event()
+        self._recorder_idle.set()
+        self._recorder_task: asyncio.Task[None] | None = None
+        self._timers: set[asyncio.TimerHandle] = set()
+
+    # ----------------------------------------------------------------- contract
+
+    async def open_stream(self) -> AsyncIterator[list[Item] | ForgetLanes]:
+        """Start the consumer thread; yield one batch per ``consume()`` (or a redelivery).
+
+        After a revocation or loss it yields :class:`ForgetLanes` for those
+        partitions; their queued copies are dropped here too.
+
+        Topic ids are resolved first: an event identity without its topic id
+        could not tell a recreated topic from the old one (guarantee 2).
+        """
+        if self._opened:
+            raise RuntimeError("open_stream() may be called once per producer")
+        self._opened = True
+        self._loop = asyncio.get_running_loop()
+        self._topic_ids = await asyncio.to_thread(
+            self._topic_id_resolver, self._config, self.topics
+        )
+        if self.dlq_topic is not None:
+            producer = self._dlq_producer_factory(dlq_producer_config(self._config))
+            self._dlq = DeadLetterSender(producer, self.dlq_topic, self.consumer_group)
+        self._recorder_task = asyncio.create_task(self._recorder_loop())
+        self._thread = threading.Thread(
+            target=self._thread_main, name=f"sharedstream:{self.consumer_group}", daemon=True
+        )
+        self._thread.start()
+        log.info("shared stream %s: consumer group %s", self.connection_id, self.consumer_group)
+        while True:
+            yield await self._next_item()
+
+    async def _next_item(self) -> list[Item] | ForgetLanes:
+        """The next batch, with items of a revoked generation dropped."""
+        while True:
+            entry = await self._queue.get()
+            if entry is None:
+                failure = self._failure
+                raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
+            if isinstance(entry, ForgetLanes):
+                return entry
+            counted, items = entry
+            with self._lock:
+                if counted:
+                    self._queued -= 1
+                current = [it for it in items if self._current(it[1]) is not None]
+            if current:
+                return current
+
+    async def advance(self, batch: Sequence[AdvanceItem[KafkaPayload]]) -> None:
+        """Record one lane's resolved prefix; commits follow on the next commit tick.
+
+        Clean and unrejected -> terminal. Failed -> held (the floor) and
+        redelivered after ``retry_after``; rejections seen so far are kept so the
+        single dead-letter record names every rejecting watcher. Clean with
+        rejections -> dead letter (or recorder), terminal once that is durable.
+        """
+        if self._failure is not None:
+            raise StreamFailedError(f"consumer group {self.consumer_group} failed")
+        loop = self._require_loop()
+        to_dead_letter: list[tuple[KafkaPayload, dict[str, str]]] = []
+        with self._lock:
+            for item in batch:
+                payload, outcome = item.broker_payload, item.outcome
+                found = self._current(payload)
+                if found is None:
+                    continue  # late outcome of an old generation or already terminal
+                lane, entry = found
+                if entry.state in (State.TERMINAL, State.DELIVERING):
+                    continue
+                entry.rejections.update(outcome.rejected)
+                if outcome.failed:
+                    if entry.state is not State.HELD:
+                        entry.state = State.HELD
+                        entry.attempts += 1
+                        self._schedule(
+                            loop, max(outcome.retry_after, MIN_RETRY_S), self._redeliver, payload
+                        )
+                    continue
+                if entry.rejections:
+                    entry.state = State.DELIVERING
+                    to_dead_letter.append((payload, dict(entry.rejections)))
+                else:
+                    lane.finish(entry)
+        for payload, rejections in to_dead_letter:
+            self._send_dead_letter(payload, rejections)
+
+    def get_advance_lane(self, payload: KafkaPayload) -> Hashable:
+        return payload.lane
+
+    def message_identity(self, payload: KafkaPayload) -> Hashable:
+        return payload.identity
+
+    def targets(self, payload: KafkaPayload) -> frozenset[str] | None:
+        return payload.targets
+
+    def pause(self) -> None:
+        self._pause_requested = True
+
+    def resume(self) -> None:
+        self._pause_requested = False
+
+    async def aclose(self) -> None:
+        """Drain rejections (bounded), deliver dead letters, commit, close the consumer. Once."""
+        if self._closed:
+            return
+        self._closed = True
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        if self._recorder_task is not None:
+            try:
+                await asyncio.wait_for(self._drain_recorder(), self._revoke_timeout)
+            except TimeoutError:
+                log.warning("%s: rejections still unrecorded at close", self.consumer_group)
+            self._recorder_task.cancel()
+            await asyncio.gather(self._recorder_task, return_exceptions=True)
+        if self._thread is not None:
+            self._stop.set()
+            await asyncio.to_thread(self._thread.join)
+
+    # ------------------------------------------------------------ public extras
+
+    @property
+    def ready(self) -> bool:
+        """False after a transient broker error until the broker answers again, or when failed."""
+        alive = self._thread is not None and self._thread.is_alive()
+        return alive and self._ready and self._failure is None
+
+    def health(self) -> ProducerHealth:
+        with self._lock:
+            assigned = len(self._lanes)
+            held = sum(lane.held() for lane in self._lanes.values())
+        return ProducerHealth(
+            ready=self.ready,
+            consumer_group=self.consumer_group,
+            assigned_partitions=assigned,
+            held_messages=held,
+            paused=self._applied_pause,
+            last_error=self._last_error,
+            failed=None if self._failure is None else str(self._failure),
+        )
+
+    async def commit(self) -> None:
+        """Commit every lane's resolved prefix now and wait for the broker's answer.
+
+        Raises :class:`StreamNotOpenError` without an open consumer.
+        """
+        await self._call(lambda consumer: self._commit_lanes(consumer, asynchronous=False))
+
+    # --------------------------------------------------------------- loop side
+
+    def _require_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise StreamNotOpenError("the shared stream is not open")
+        return self._loop
+
+    async def _call(self, fn: Callable[[Any], Any]) -> Any:
+        thread = self._thread
+        if thread is None or not thread.is_alive() or self._stop.is_set():
+            raise StreamNotOpenError(f"no open consumer for group {self.consumer_group}")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._commands.put((fn, future))
+        return await asyncio.wrap_future(future)
+
+    def _current(self, payload: KafkaPayload) -> tuple[Lane, Any] | None:
+        """The lane and entry of a payload if it belongs to the current generation (lock held)."""
+        lane = self._lanes.get(payload.lane)
+        if lane is None or lane.generation != payload.generation:
+            return None
+        entry = lane.get(payload.offset)
+        return None if entry is None else (lane, entry)
+
+    def _schedule(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        delay: float,
+        fn: Callable[..., None],
+        *args: Any,
+    ) -> None:
+        if self._closed:
+            return
+        handle: asyncio.TimerHandle
+
+        def run() -> None:
+            self._timers.discard(handle)
+            fn(*args)
+
+        handle = loop.call_later(delay, run)
+        self._timers.add(handle)
+
+    def _redeliver(self, payload: KafkaPayload) -> None:
+        """Hand a held message out again (from memory; the manager picks its watchers)."""
+        with self._lock:
+            found = self._current(payload)
+            if found is None or found[1].state is not State.HELD:
+                return
+            found[1].state = State.PENDING
+        self._queue.put_nowait((False, [(payload.message, payload)]))
+
+    def _send_dead_letter(self, payload: KafkaPayload, rejections: dict[str, str]) -> None:
+        if self._dlq is None:
+            self._enqueue_record(payload, rejections, "no dead-letter topic configured")
+            return
+        loop = self._require_loop()
+        attempt = [0]
+
+        def done(error: KafkaError | None) -> None:
+            # Runs on the consumer thread (poll/flush) or inline on the loop (produce refused).
+            if error is None:
+                with self._lock:
+                    found = self._current(payload)
+                    if found is not None and found[1].state is State.DELIVERING:
+                        found[0].finish(found[1])
+            elif is_permanent(error):
+                loop.call_soon_threadsafe(
+                    self._enqueue_record, payload, rejections, f"dead-letter refused: {error.str()}"
+                )
+            else:
+                attempt[0] += 1
+                self._note_error(f"dead-letter delivery failed: {error.str()}")
+                delay = min(MAX_DLQ_BACKOFF_S, 0.1 * 2 ** attempt[0])
+                loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
+
+        def resend() -> None:
+            with self._lock:
+                found = self._current(payload)
+                if found is None or found[1].state is not State.DELIVERING:
+                    return
+            assert self._dlq is not None
+            self._dlq.send(payload, rejections, done)
+
+        self._dlq.send(payload, rejections, done)
+
+    def _enqueue_record(self, payload: KafkaPayload, rejections: dict[str, str], why: str) -> None:
+        msg, origin = payload.message, payload.origin
+        row = RejectedMessage(
+            identity=origin.identity,
+            topic=origin.topic,
+            topic_id=origin.topic_id,
+            partition=origin.partition,
+            offset=origin.offset,
+            timestamp=origin.timestamp,
+            consumer_group=self.consumer_group,
+            rejections=rejections,
+            error=why,
+            key=msg.key,
+            value=msg.value,
+        )
+        self._to_record.append((payload, row))
+        self._recorder_idle.clear()
+        self._record_wakeup.set()
+
+    async def _recorder_loop(self) -> None:
+        """Write rejections in batches; a failing recorder holds them and retries with backoff."""
+        backoff = 0.1
+        while True:
+            await self._record_wakeup.wait()
+            self._record_wakeup.clear()
+            while self._to_record:
+                batch = list(self._to_record)
+                try:
+                    if self._recorder is None:
+                        raise RuntimeError("no rejection recorder configured")
+                    await self._recorder.record([row for _, row in batch])
+                except Exception as exc:
+                    self._note_error(f"rejection recorder failed: {type(exc).__name__}")
+                    log.exception("%s: rejection recorder failed", self.consumer_group)
+                    await asyncio.sleep(backoff)
+                    backoff = min(MAX_DLQ_BACKOFF_S, backoff * 2)
+                    continue
+                backoff = 0.1
+                del self._to_record[: len(batch)]
+                with self._lock:
+                    for payload, _ in batch:
+                        found = self._current(payload)
+                        if found is not None and found[1].state is State.DELIVERING:
+                            found[0].finish(found[1])
+            self._recorder_idle.set()
+
+    async def _drain_recorder(self) -> None:
+        await self._recorder_idle.wait()
+
+    def _note_error(self, text: str) -> None:
+        self._last_error = text
+        self._ready = False
+
+    # ----------------------------------------------------------- consumer thread
+
+    def _consumer_config(self) -> dict[str, Any]:
+        cfg = dict(self._config)
+        cfg["group.id"] = self.consumer_group
+        cfg["enable.partition.eof"] = False
+        cfg["error_cb"] = self._on_error
+        cfg["on_commit"] = self._on_commit
+        if str(cfg.get("group.protocol", "classic")).lower() != "consumer":
+            cfg.setdefault("partition.assignment.strategy", "cooperative-sticky")
+        return cfg
+
+    def _thread_main(self) -> None:
+        consumer: Any = None
+        try:
+            consumer = self._consumer_factory(self._consumer_config())
+            self._consumer = consumer
+            consumer.subscribe(
+                list(self.topics),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self._ready = True
+            last_commit = last_probe = time.monotonic()
+            while not self._stop.is_set():
+                self._run_commands(consumer)
+                self._apply_pause(consumer)
+                records = consumer.consume(
+                    num_messages=self._batch_size, timeout=self._consume_timeout
+                )
+                if self._dlq is not None:
+                    self._dlq.poll()
+                if records:
+                    self._hand_over(records)
+                now = time.monotonic()
+                if now - last_commit >= self._commit_interval:
+                    last_commit = now
+                    self._commit_lanes(consumer, asynchronous=True)
+                if not self._ready and now - last_probe >= PROBE_INTERVAL_S:
+                    last_probe = now
+                    self._probe(consumer)
+            self._shutdown(consumer)
+        except BaseException as exc:
+            log.exception("%s: consumer thread failed", self.consumer_group)
+            self._fail(exc)
+            if consumer is not None:
+                self._close_quietly(consumer)
+        finally:
+            self._consumer = None
+            self._fail_commands()
+
+    def _run_commands(self, consumer: Any) -> None:
+        while True:
+            try:
+                fn, future = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(consumer))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def _fail_commands(self) -> None:
+        while True:
+            try:
+                _, future = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if future.set_running_or_notify_cancel():
+                future.set_exception(StreamNotOpenError("the consumer is closed"))
+
+    def _apply_pause(self, consumer: Any) -> None:
+        want = self._pause_requested or self._queued >= self._max_queued
+        if want == self._applied_pause:
+            return
+        assignment = consumer.assignment()
+        if assignment:
+            (consumer.pause if want else consumer.resume)(assignment)
+        self._applied_pause = want
+
+    def _hand_over(self, records: list[Any]) -> None:
+        """Admit a consumed batch into its lanes; one hop to the loop for the whole batch."""
+        out: list[Item] = []
+        with self._lock:
+            for record in records:
+                error = record.error()
+                if error is not None:
+                    if error.fatal():
+                        raise KafkaException(error)
+                    self._note_error(f"consume error: {error.str()}")
+                    continue
+                lane = self._lanes.get((record.topic(), record.partition()))
+                if lane is None:
+                    continue  # not owned in this generation (raced a revocation)
+                entry = lane.admit(record.offset())
+                if entry is None:
+                    continue
+                payload = build_payload(
+                    record, self._topic_ids.get(record.topic(), ""), lane.generation
+                )
+                entry.payload = payload
+                out.append((payload.message, payload))
+            if out:
+                self._queued += 1
+        if out:
+            self._ready = True
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, out))
+
+    def _commit_offset(self, lane: Lane) -> TopicPartition | None:
+        target = lane.commit_target()
+        if target is None:
+            return None
+        offset, above = target
+        metadata = encode_progress(offset, above, self._metadata_max_chars)
+        if lane.last_sent == (offset, metadata):
+            return None
+        lane.last_sent = (offset, metadata)
+        return TopicPartition(lane.topic, lane.partition, offset, metadata=metadata)
+
+    def _commit_lanes(
+        self, consumer: Any, *, asynchronous: bool, only: Sequence[Lane] | None = None
+    ) -> None:
+        """One commit request for every lane whose target or remembered set moved."""
+        with self._lock:
+            lanes = list(self._lanes.values()) if only is None else list(only)
+            offsets = []
+            for lane in lanes:
+                if only is None and not lane.dirty:
+                    continue
+                lane.dirty = False
+                tp = self._commit_offset(lane)
+                if tp is not None:
+                    offsets.append(tp)
+        if not offsets:
+            return
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=asynchronous)
+        except KafkaException as exc:
+            self._commit_failed(offsets, exc.args[0])
+            if not asynchronous:
+                raise
+            return
+        if not asynchronous and result:
+            self._on_commit(None, result)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [tp for tp in partitions if tp.error is not None]
+        if error is not None or failed:
+            first = error if error is not None else failed[0].error
+            assert first is not None
+            self._commit_failed(failed or partitions, first)
+        else:
+            self._ready = True
+
+    def _commit_failed(self, partitions: Sequence[TopicPartition], error: KafkaError) -> None:
+        """Mark the lanes for recommit; shrink metadata if the broker found it too long."""
+        if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
+            self._metadata_max_chars //= 2
+            log.warning(
+                "%s: broker refused commit metadata; remembering at most %d chars",
+                self.consumer_group,
+                self._metadata_max_chars,
+            )
+        else:
+            self._note_error(f"commit failed: {error.str()}")
+            log.warning("%s: commit failed: %s", self.consumer_group, error.str())
+        with self._lock:
+            for tp in partitions:
+                lane = self._lanes.get((tp.topic, tp.partition))
+                if lane is not None:
+                    lane.dirty = True
+                    lane.last_sent = None
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fail(KafkaException(error))
+            return
+        self._note_error(error.str())
+        log.warning("%s: broker error: %s", self.consumer_group, error.str())
+
+    def _probe(self, consumer: Any) -> None:
+        try:
+            consumer.list_topics(self.topics[0], timeout=1.0)
+        except KafkaException:
+            return
+        self._ready = True
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is not None:
+            return
+        self._failure = exc
+        self._stop.set()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+
+    # rebalance callbacks: run on the consumer thread, inside consume() or close()
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Start new lanes from committed offset + remembered progress (no seek in here)."""
+        try:
+            self._topic_ids.update(self._topic_id_resolver(self._config, self.topics))
+        except Exception as exc:
+            log.warning("%s: topic ids not refreshed: %s", self.consumer_group, exc)
+        committed = self._committed(consumer, partitions)
+        start: list[TopicPartition] = []
+        with self._lock:
+            self._generation += 1
+            for tp in committed:
+                base = tp.offset if tp.offset >= 0 else None
+                remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
+                lane = Lane(tp.topic, tp.partition, self._generation, base, set(remembered))
+                self._lanes[(tp.topic, tp.partition)] = lane
+                start.append(
+                    TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if base is None else base)
+                )
+        if self._incremental:
+            consumer.incremental_assign(start)
+        else:
+            consumer.assign(start)
+        if self._applied_pause:
+            consumer.pause(start)
+        log.info("%s: assigned %s", self.consumer_group, _names(start))
+
+    def _committed(self, consumer: Any, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Committed offsets with metadata; on failure start from the stored offset, forgetful."""
+        try:
+            result: list[TopicPartition] = consumer.committed(
+                partitions, timeout=self._revoke_timeout
+            )
+            return result
+        except KafkaException as exc:
+            log.warning("%s: committed offsets unavailable: %s", self.consumer_group, exc)
+            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Deliver pending dead letters, commit the revoked resolved prefix, drop the lanes."""
+        if self._dlq is not None and self._dlq.flush(self._revoke_timeout):
+            log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
+        with self._lock:
+            lanes = [self._lanes.get((tp.topic, tp.partition)) for tp in partitions]
+            owned = [lane for lane in lanes if lane is not None]
+        try:
+            self._commit_lanes(consumer, asynchronous=False, only=owned)
+        except KafkaException as exc:
+            log.warning("%s: commit at revoke failed: %s", self.consumer_group, exc)
+        self._drop(partitions)
+        log.info("%s: revoked %s", self.consumer_group, _names(partitions))
+
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Another member may own these already: commit nothing, forget everything."""
+        self._drop(partitions)
+        log.warning("%s: lost %s", self.consumer_group, _names(partitions))
+
+    def _drop(self, partitions: list[TopicPartition]) -> None:
+        """Forget the lanes here and tell the manager to forget their messages too."""
+        with self._lock:
+            dropped = frozenset(
+                key
+                for tp in partitions
+                if self._lanes.pop(key := (tp.topic, tp.partition), None) is not None
+            )
+        if dropped and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, ForgetLanes(dropped))
+
+    def _shutdown(self, consumer: Any) -> None:
+        """Clean close: dead letters, final commit, leave the group."""
+        if self._dlq is not None:
+            self._dlq.flush(self._revoke_timeout)
+        try:
+            with self._lock:
+                lanes = list(self._lanes.values())
+            self._commit_lanes(consumer, asynchronous=False, only=lanes)
+        except KafkaException as exc:
+            log.warning("%s: final commit failed: %s", self.consumer_group, exc)
+        self._close_quietly(consumer)
+
+    def _close_quietly(self, consumer: Any) -> None:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("%s: close failed: %s", self.consumer_group, exc)
+
+
+def _names(partitions: Sequence[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

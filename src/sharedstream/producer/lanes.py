@@ -1,0 +1,123 @@
+"""Per-partition lane state: which offsets are handed out, held, delivering or terminal.
+
+A lane is one partition of one assignment generation. It answers one question
+for the commit loop: how far may the committed offset move, and which terminal
+offsets above it must be remembered (guarantee 7)?
+
+States of an offset the consumer read:
+
+* ``PENDING``: handed to the manager, outcome unknown.
+* ``HELD``: some watcher failed it; it is the lane's floor until it turns
+  terminal, and it is redelivered after the manager's ``retry_after``.
+* ``DELIVERING``: clean but rejected by someone; terminal once its dead-letter
+  record is acknowledged (or recorded in ``rejected_message``).
+* ``TERMINAL``: acked by all, or rejected and delivered. Terminal entries at the
+  head of the lane are dropped as the commit target passes them.
+
+The commit target is the first non-terminal offset (everything before it is
+terminal) or, when nothing is outstanding, one past the last terminal offset.
+Offsets are not assumed contiguous (compaction and transaction markers leave
+gaps): entries are kept in read order and the target follows them.
+
+Not thread-safe: the producer guards every lane with its own lock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class State(enum.Enum):
+    PENDING = "pending"
+    HELD = "held"
+    DELIVERING = "delivering"
+    TERMINAL = "terminal"
+
+
+@dataclass(slots=True)
+class Entry:
+    """One offset the consumer read. ``payload`` is dropped once terminal (frees key/value)."""
+
+    offset: int
+    state: State
+    payload: Any = None
+    rejections: dict[str, str] = field(default_factory=dict)
+    attempts: int = 0
+
+
+@dataclass(slots=True)
+class Lane:
+    """One assigned partition.
+
+    ``base`` is the committed position the lane started from (None until known:
+    a new group starts wherever ``auto.offset.reset`` puts it, learnt from the
+    first message read). ``remembered`` holds terminal offsets decoded from the
+    commit metadata that have not been read yet in this generation.
+    """
+
+    topic: str
+    partition: int
+    generation: int
+    base: int | None = None
+    remembered: set[int] = field(default_factory=set)
+    entries: OrderedDict[int, Entry] = field(default_factory=OrderedDict)
+    dirty: bool = False
+    # (offset, metadata) of the last commit sent, so an unchanged lane is not recommitted.
+    last_sent: tuple[int, str] | None = None
+
+    def admit(self, offset: int) -> Entry | None:
+        """Record a freshly read offset; the new entry when it must be handed out.
+
+        None for a remembered terminal offset (guarantee 7), for an offset below
+        the committed position, and for a copy of one already read in this
+        generation (a librdkafka re-fetch after pause/resume). The caller sets
+        the entry's payload, so skipped messages cost no decoding.
+        """
+        if self.base is None:
+            self.base = offset
+        if offset < self.base or offset in self.entries:
+            return None
+        if offset in self.remembered:
+            self.remembered.discard(offset)
+            self.entries[offset] = Entry(offset, State.TERMINAL)
+            self.dirty = True
+            return None
+        entry = Entry(offset, State.PENDING)
+        self.entries[offset] = entry
+        return entry
+
+    def get(self, offset: int) -> Entry | None:
+        return self.entries.get(offset)
+
+    def finish(self, entry: Entry) -> None:
+        """Mark an entry terminal and release its payload."""
+        entry.state = State.TERMINAL
+        entry.payload = None
+        entry.rejections = {}
+        self.dirty = True
+
+    def commit_target(self) -> tuple[int, list[int]] | None:
+        """``(offset to commit, terminal offsets above it)`` or None before anything is known.
+
+        Drops terminal entries the target passes: once committed they need no memory.
+        """
+        if self.base is None:
+            return None
+        while self.entries:
+            offset, entry = next(iter(self.entries.items()))
+            if entry.state is not State.TERMINAL:
+                break
+            self.entries.popitem(last=False)
+            self.base = offset + 1
+        target = next(iter(self.entries)) if self.entries else self.base
+        self.base = target
+        self.remembered = {o for o in self.remembered if o >= target}
+        above = [o for o, e in self.entries.items() if e.state is State.TERMINAL]
+        above.extend(self.remembered)
+        return target, above
+
+    def held(self) -> int:
+        return sum(1 for e in self.entries.values() if e.state is State.HELD)
