@@ -142,9 +142,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._loop: asyncio.AbstractEventLoop | None = None
         # (counted, batch) from the consumer thread or a redelivery; ForgetLanes after a
         # revocation; None when the consumer failed.
-        self._queue: asyncio.Queue[tuple[bool, list[Item]] | ForgetLanes | None] = (
-            asyncio.Queue()
-        )
+        self._queue: asyncio.Queue[tuple[bool, list[Item]] | ForgetLanes | None] = asyncio.Queue()
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
         self._dlq: DeadLetterSender | None = None

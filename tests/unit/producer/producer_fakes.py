@@ -204,9 +204,9 @@ def topic_ids(config: Any, topics: Any) -> dict[str, str]:
     return {t: f"id-{t}" for t in topics}
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
     """Poll ``check`` until true or fail at the deadline (no sleep-and-hope)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met before the deadline")

@@ -29,9 +29,10 @@ def test_auto_commit_anything_but_false_is_refused_naming_the_connection(value: 
 
 @pytest.mark.parametrize("value", [False, "false", "FALSE", "False"])
 def test_auto_commit_false_is_accepted(value: Any) -> None:
-    assert resolve_connection("c", {"c": {**BASE, "enable.auto.commit": value}})[
-        "enable.auto.commit"
-    ] is False
+    assert (
+        resolve_connection("c", {"c": {**BASE, "enable.auto.commit": value}})["enable.auto.commit"]
+        is False
+    )
 
 
 def test_defaults_are_applied() -> None:
@@ -39,13 +40,14 @@ def test_defaults_are_applied() -> None:
     assert cfg["enable.auto.commit"] is False
     assert cfg["enable.auto.offset.store"] is False
     assert cfg["auto.offset.reset"] == "earliest"
-    assert resolve_connection("c", {"c": {**BASE, "auto.offset.reset": "latest"}})[
-        "auto.offset.reset"
-    ] == "latest"
+    assert (
+        resolve_connection("c", {"c": {**BASE, "auto.offset.reset": "latest"}})["auto.offset.reset"]
+        == "latest"
+    )
 
 
 def test_offset_store_cannot_be_turned_on() -> None:
-    with pytest.raises(ConnectionConfigError, match="enable.auto.offset.store"):
+    with pytest.raises(ConnectionConfigError, match=r"enable\.auto\.offset\.store"):
         resolve_connection("c", {"c": {**BASE, "enable.auto.offset.store": "true"}})
 
 

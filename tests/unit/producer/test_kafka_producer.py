@@ -75,9 +75,9 @@ def committed(cluster: FakeCluster) -> int | None:
     return cluster.committed_offset(T)
 
 
-def remembered(cluster: FakeCluster) -> frozenset[int] | None:
+def remembered(cluster: FakeCluster) -> set[int] | None:
     found = cluster.committed.get((T, 0))
-    return None if found is None else decode_progress(found[0], found[1])
+    return None if found is None else set(decode_progress(found[0], found[1]))
 
 
 async def test_all_acked_commits_past_the_batch_in_one_request() -> None:
@@ -184,8 +184,9 @@ async def test_rejection_and_failure_in_one_round_make_one_dead_letter_later() -
     first = AdvanceOutcome(failed=frozenset({"a"}), rejected={"b": "nope"}, retry_after=0.01)
     await producer.advance([AdvanceItem(p, first)])
     assert await take(stream, 1) == [p]
-    await producer.advance([AdvanceItem(p, AdvanceOutcome(acked=frozenset({"a"}),
-                                                          rejected={"b": "nope"}))])
+    await producer.advance(
+        [AdvanceItem(p, AdvanceOutcome(acked=frozenset({"a"}), rejected={"b": "nope"}))]
+    )
     await eventually(lambda: committed(cluster) == 1)
     [record] = cluster.dead_letters
     assert json.loads(dict(record["headers"])[h.REJECTIONS]) == {"b": "nope"}

@@ -17,8 +17,11 @@ def test_round_trip_when_it_fits(base: int, rel: set[int]) -> None:
     assert decode_progress(base, text) == terminal
 
 
-@given(base=st.integers(min_value=0, max_value=10**9), rel=offsets,
-       limit=st.integers(min_value=0, max_value=4000))
+@given(
+    base=st.integers(min_value=0, max_value=10**9),
+    rel=offsets,
+    limit=st.integers(min_value=0, max_value=4000),
+)
 def test_oversize_keeps_a_prefix_nearest_the_commit_within_the_limit(
     base: int, rel: set[int], limit: int
 ) -> None:
