@@ -1,0 +1,345 @@
+"""``sharedstream db ...`` and ``sharedstream state-store ...`` commands.
+
+Exit codes: 0 ok, 1 runtime failure (database, missing key, ...), 2 usage or config error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from sharedstream.statestore.accessors import AssetState, TaskState
+from sharedstream.statestore.cliconfig import ConfigProblem, load_store_config
+from sharedstream.statestore.durations import parse_duration
+from sharedstream.statestore.retention import NEVER_EXPIRE
+from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
+from sharedstream.statestore.store import StateStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+console = Console()
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _fail(message: str, code: int) -> click.exceptions.Exit:
+    click.echo(f"error: {message}", err=True)
+    return click.exceptions.Exit(code)
+
+
+def _handled(fn: Callable[P, R]) -> Callable[P, R]:
+    """Map failures to exit codes; never print the database URL (it may hold a password)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit):
+            raise
+        except (ConfigProblem, ArgumentError) as exc:
+            raise _fail(str(exc), 2) from None
+        except SQLAlchemyError as exc:
+            detail = getattr(exc, "orig", None) or exc
+            raise _fail(f"database: {type(exc).__name__}: {detail}", 1) from None
+        except (LookupError, ValueError, TypeError, NotImplementedError, OSError) as exc:
+            raise _fail(str(exc), 1) from None
+
+    return wrapper
+
+
+def _open_store(ctx: click.Context) -> StateStore:
+    options = ctx.find_root().params | (ctx.parent.params if ctx.parent else {}) | ctx.params
+    config = load_store_config(options.get("config"), options.get("database_url"))
+    store = StateStore.from_url(config.database_url, config.state_store)
+    ctx.call_on_close(store.close)
+    return store
+
+
+def _connection_options(fn: Callable[P, R]) -> Callable[P, R]:
+    fn = click.option("--database-url", "database_url", metavar="URL",
+                      help="SQLAlchemy URL; overrides [database] url.")(fn)
+    fn = click.option("--config", "config", metavar="PATH", type=click.Path(dir_okay=False),
+                      help="sharedstream.toml to read.")(fn)
+    return fn
+
+
+def _scope_options(fn: Callable[P, R]) -> Callable[P, R]:
+    for decorator in reversed([
+        click.option("--asset", "asset_name", metavar="NAME", help="Asset state of NAME."),
+        click.option("--dag-id", metavar="ID"),
+        click.option("--run-id", metavar="ID"),
+        click.option("--task-id", metavar="ID"),
+        click.option("--map-index", type=int, default=-1, show_default=True),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+def _accessor(store: StateStore, params: dict[str, Any]) -> TaskState | AssetState:
+    task_parts = [params["dag_id"], params["run_id"], params["task_id"]]
+    if params["asset_name"] is not None:
+        if any(part is not None for part in task_parts):
+            raise click.UsageError("give --asset or --dag-id/--run-id/--task-id, not both")
+        return store.asset(AssetScope(name=params["asset_name"]), writer=Writer.api("cli"))
+    if any(part is None for part in task_parts):
+        raise click.UsageError("give --asset NAME, or all of --dag-id, --run-id, --task-id")
+    dag_id, run_id, task_id = task_parts
+    return store.task(TaskScope(dag_id, run_id, task_id, params["map_index"]))
+
+
+def _scope_label(accessor: TaskState | AssetState) -> str:
+    kind = "asset" if isinstance(accessor, AssetState) else "task"
+    return f"{kind} {accessor.scope.label()}"
+
+
+@click.group("db")
+def db_group() -> None:
+    """Database schema."""
+
+
+@db_group.command("upgrade")
+@_connection_options
+@click.option("--revision", default="head", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def db_upgrade(ctx: click.Context, /, config: str | None, database_url: str | None,
+               revision: str, as_json: bool) -> None:
+    """Migrate the database to the newest schema (or --revision)."""
+    store = _open_store(ctx)
+    before = store.revision()
+    store.upgrade(revision)
+    after = store.revision()
+    target = make_url(str(store.engine.url)).render_as_string(hide_password=True)
+    if as_json:
+        _emit_json({"database": target, "from": before, "to": after})
+    else:
+        console.print(f"{target}: {before or 'empty'} -> {after}")
+
+
+@click.group("state-store")
+def state_store_group() -> None:
+    """Task and asset state stores."""
+
+
+@state_store_group.command("get")
+@click.argument("key")
+@_scope_options
+@_connection_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_get(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
+    """Print the value of KEY."""
+    accessor = _accessor(_open_store(ctx), ctx.params)
+    missing = object()
+    value = accessor.get(key, missing)
+    if value is missing:
+        raise _fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
+    if as_json:
+        _emit_json({"key": key, "value": value})
+    else:
+        click.echo(json.dumps(value, ensure_ascii=False))
+
+
+@state_store_group.command("set")
+@click.argument("key")
+@click.argument("value")
+@_scope_options
+@_connection_options
+@click.option("--retention", metavar="DURATION|never",
+              help="Task state only: 7d, 12h, ... or 'never'; default [state_store].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, as_json: bool,
+           **_: Any) -> None:
+    """Set KEY to VALUE (a JSON document: 42, '"text"', '[1,2]', '{"a":1}')."""
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="VALUE") from None
+    accessor = _accessor(_open_store(ctx), ctx.params)
+    if isinstance(accessor, TaskState):
+        keep: object = None
+        if retention is not None:
+            try:
+                keep = NEVER_EXPIRE if retention == "never" else parse_duration(retention)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--retention") from None
+        accessor.set(key, parsed, retention=keep)
+    else:
+        if retention is not None:
+            raise click.UsageError("--retention applies to task state only")
+        accessor.set(key, parsed)
+    if as_json:
+        _emit_json({"key": key, "value": parsed, "scope": _scope_label(accessor)})
+    else:
+        console.print(f"set {key!r} in {_scope_label(accessor)}")
+
+
+@state_store_group.command("delete")
+@click.argument("key")
+@_scope_options
+@_connection_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_delete(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
+    """Delete KEY (exit 1 if it did not exist)."""
+    accessor = _accessor(_open_store(ctx), ctx.params)
+    existed = accessor.delete(key)
+    if as_json:
+        _emit_json({"key": key, "deleted": existed})
+    elif existed:
+        console.print(f"deleted {key!r} from {_scope_label(accessor)}")
+    if not existed:
+        raise _fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
+
+
+@state_store_group.command("list")
+@_scope_options
+@_connection_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
+    """List the keys of one scope."""
+    accessor = _accessor(_open_store(ctx), ctx.params)
+    entries = accessor.items()
+    if as_json:
+        _emit_json([asdict(entry) for entry in entries])
+        return
+    table = Table(title=_scope_label(accessor))
+    for column in ("key", "value", "bytes", "updated_at", "expires_at / writer"):
+        table.add_column(column)
+    for entry in entries:
+        extra = (f"{entry.writer_kind}:{entry.writer_id}" if entry.writer_kind
+                 else str(entry.expires_at or "never"))
+        shown = json.dumps(entry.value, ensure_ascii=False)
+        table.add_row(entry.key, shown if len(shown) <= 60 else shown[:57] + "...",
+                      str(entry.size), entry.updated_at.isoformat(), extra)
+    console.print(table)
+
+
+@state_store_group.command("stats")
+@_connection_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_stats(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
+    """Row counts per store, expired rows not yet cleaned, value size distribution."""
+    data = _open_store(ctx).stats()
+    if as_json:
+        _emit_json(data)
+        return
+    table = Table(title="state stores")
+    table.add_column("store")
+    table.add_column("rows", justify="right")
+    table.add_column("expired (not cleaned)", justify="right")
+    table.add_column("bytes min/avg/max")
+    table.add_column("size buckets")
+    for name in ("task_state_store", "asset_state_store"):
+        part = data[name]
+        sizes = part["sizes"]
+        table.add_row(name, str(part["rows"]), str(part.get("expired_not_deleted", "-")),
+                      f"{sizes['min_bytes']}/{sizes['avg_bytes']}/{sizes['max_bytes']}",
+                      "  ".join(f"{k}: {v}" for k, v in sizes["buckets"].items()))
+    console.print(table)
+    console.print(f"assets active {data['assets']['active']}, inactive "
+                  f"{data['assets']['inactive']}; asset events {data['asset_events']}; "
+                  f"rejected messages {data['rejected_messages']}")
+
+
+@state_store_group.command("clean")
+@_connection_options
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted.")
+@click.option("--batch-size", type=click.IntRange(min=0),
+              help="Override [state_store] state_cleanup_batch_size (0 = one statement).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_json: bool,
+             **_: Any) -> None:
+    """Delete expired task state rows (asset state is never touched)."""
+    report = _open_store(ctx).cleanup(dry_run=dry_run, batch_size=batch_size)
+    if as_json:
+        _emit_json(asdict(report))
+    elif report.skipped:
+        console.print(report.skipped)
+    else:
+        verb = "would delete" if dry_run else "deleted"
+        console.print(f"{verb} {report.rows} expired rows in {report.batches} batches "
+                      f"({report.seconds:.3f}s)")
+
+
+@state_store_group.command("orphans")
+@_connection_options
+@click.option("--delete", "delete_them", is_flag=True, help="Delete the orphaned objects.")
+@click.option("--min-age", default="1m", show_default=True, metavar="DURATION",
+              help="Ignore objects younger than this (a set may be about to reference them).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: bool,
+               **_: Any) -> None:
+    """List ([workers] state_backend) payload objects no row references."""
+    try:
+        age = parse_duration(min_age)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--min-age") from None
+    report = _open_store(ctx).orphans(delete=delete_them, min_age=age)
+    if as_json:
+        _emit_json({"orphans": [asdict(o) for o in report.orphans], "deleted": report.deleted})
+        return
+    table = Table(title=f"orphaned payloads ({len(report.orphans)})")
+    for column in ("ref", "bytes", "modified_at"):
+        table.add_column(column)
+    for o in report.orphans:
+        table.add_row(o.ref, str(o.size), o.modified_at.isoformat())
+    console.print(table)
+    if delete_them:
+        console.print(f"deleted {report.deleted}")
+
+
+@state_store_group.command("sweep")
+@_connection_options
+@click.option("--inactive-for", required=True, metavar="DURATION",
+              help="Remove state of assets inactive at least this long (e.g. 30d).")
+@click.option("--dry-run", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_handled
+def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: bool,
+             **_: Any) -> None:
+    """Remove asset state of assets deactivated longer than --inactive-for."""
+    try:
+        grace: timedelta = parse_duration(inactive_for)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--inactive-for") from None
+    report = _open_store(ctx).sweep(grace, dry_run=dry_run)
+    if as_json:
+        _emit_json(asdict(report))
+    else:
+        verb = "would remove" if dry_run else "removed"
+        names = ", ".join(report.assets) or "none"
+        console.print(f"{verb} {report.rows} state rows of inactive assets: {names}")
