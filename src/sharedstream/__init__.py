@@ -5,6 +5,7 @@ from sharedstream.triggers import (
     AssetWatcher,
     BaseEventTrigger,
     KafkaMessage,
+    KafkaSharedStreamTrigger,
     TriggerEvent,
     reject_shared_stream_event,
 )
@@ -16,6 +17,7 @@ __all__ = [
     "AssetWatcher",
     "BaseEventTrigger",
     "KafkaMessage",
+    "KafkaSharedStreamTrigger",
     "TriggerEvent",
     "__version__",
     "reject_shared_stream_event",

@@ -2,6 +2,7 @@
 
 from sharedstream.triggers.assets import Asset, AssetWatcher
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent, reject_shared_stream_event
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 from sharedstream.triggers.message import KafkaMessage
 
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "AssetWatcher",
     "BaseEventTrigger",
     "KafkaMessage",
+    "KafkaSharedStreamTrigger",
     "TriggerEvent",
     "reject_shared_stream_event",
 ]
