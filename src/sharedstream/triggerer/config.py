@@ -1,0 +1,180 @@
+"""``sharedstream.toml``: the whole configuration, loaded and validated at start-up.
+
+Sections: ``[database] url``, ``[triggerer]`` (the shared-stream manager's knobs
+plus the process's own), ``[state_store]``, ``[workers]`` and
+``[connections.<id>]`` (librdkafka dicts, checked by the Kafka producer room).
+Every option can be overridden with ``SHAREDSTREAM__<SECTION>__<KEY>``.
+
+Everything is validated before any consumer or database connection exists: an
+invalid option is a :class:`ConfigError` naming the key and the file, and the CLI
+exits with code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sharedstream.statestore.settings import StateStoreSettings
+from sharedstream.triggerer.settings_loader import (
+    ConfigError,
+    Source,
+    build_section,
+    env_overrides,
+    read_toml,
+)
+from sharedstream.triggerer.streamconfig import ManagerSettings
+
+DEFAULT_DATABASE_URL = "sqlite:///sharedstream.db"
+CONFIG_ENV = "SHAREDSTREAM_CONFIG"
+
+__all__ = ["Config", "ConfigError", "load_config"]
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """``[database]``: where events and state live (any SQLAlchemy URL)."""
+
+    url: str = DEFAULT_DATABASE_URL
+
+    def __post_init__(self) -> None:
+        if not self.url.strip():
+            raise ValueError("url must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSettings:
+    """The process's own ``[triggerer]`` options (the manager's are in ManagerSettings).
+
+    * ``shutdown_timeout``: seconds SIGTERM waits for in-flight work before exiting.
+    * ``health_host`` / ``health_port``: where ``/livez``, ``/readyz``, ``/metrics``
+      are served (loopback by default; port 0 picks a free one; -1 disables).
+    * ``uow_batch_size`` / ``uow_max_delay``: a unit-of-work transaction is flushed
+      when it holds this many windows or its oldest window is this old (seconds).
+    """
+
+    shutdown_timeout: float = 30.0
+    health_host: str = "127.0.0.1"
+    health_port: int = 8794
+    uow_batch_size: int = 500
+    uow_max_delay: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not self.shutdown_timeout > 0:
+            raise ValueError("shutdown_timeout must be > 0")
+        if not -1 <= self.health_port <= 65535:
+            raise ValueError("health_port must be -1 (off), 0 (any free port) or a port number")
+        if self.uow_batch_size < 1:
+            raise ValueError("uow_batch_size must be >= 1")
+        if not self.uow_max_delay >= 0:
+            raise ValueError("uow_max_delay must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkersSettings:
+    """``[workers]``: where large state payloads live (a backend dotted path and its dir)."""
+
+    state_backend: str | None = None
+    state_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The loaded configuration. ``path`` is None when only defaults/env were used."""
+
+    path: Path | None = None
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    manager: ManagerSettings = field(default_factory=ManagerSettings)
+    process: ProcessSettings = field(default_factory=ProcessSettings)
+    state_store: StateStoreSettings = field(default_factory=StateStoreSettings)
+    connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+_SECTIONS = ("database", "triggerer", "state_store", "workers", "connections")
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load ``path`` (or ``$SHAREDSTREAM_CONFIG``, or ``./sharedstream.toml`` if present).
+
+    An explicitly named file must exist; the implicit ``./sharedstream.toml`` is
+    optional, so a first run works with defaults only.
+    """
+    environ = os.environ if env is None else env
+    chosen = path if path is not None else environ.get(CONFIG_ENV)
+    if chosen is not None:
+        file_path: Path | None = Path(chosen)
+        raw = read_toml(Path(chosen))
+    elif Path("sharedstream.toml").is_file():
+        file_path = Path("sharedstream.toml")
+        raw = read_toml(file_path)
+    else:
+        file_path, raw = None, {}
+    return _build(raw, file_path, env_overrides(environ))
+
+
+def _build(raw: Mapping[str, Any], path: Path | None,
+           overrides: Mapping[str, Mapping[str, Any]]) -> Config:
+    source = Source(path)
+    where = str(path) if path is not None else "built-in defaults"
+    for section in (*raw, *overrides):
+        if section not in _SECTIONS:
+            raise ConfigError(f"[{section}] in {where}: unknown section "
+                              f"(known: {', '.join(_SECTIONS)})")
+    for section, value in raw.items():
+        if not isinstance(value, dict):
+            raise ConfigError(f"{section} in {where}: expected a [{section}] table")
+
+    def values(section: str) -> tuple[dict[str, Any], frozenset[str]]:
+        merged = dict(raw.get(section, {}))
+        env_values = overrides.get(section, {})
+        merged.update(env_values)
+        return merged, frozenset(env_values)
+
+    database = build_section(DatabaseSettings, "database", *_with_source(values("database"),
+                                                                         source))
+    manager, process = _triggerer(values("triggerer"), source)
+    workers = build_section(WorkersSettings, "workers", *_with_source(values("workers"), source))
+    state_values, state_env = values("state_store")
+    state_store = build_section(StateStoreSettings, "state_store",
+                                {**state_values, "payload_backend": workers.state_backend,
+                                 "payload_dir": workers.state_dir}, source, state_env)
+    connections = raw.get("connections", {})
+    if "connections" in overrides:
+        raise ConfigError("connections come from [connections.<id>] tables or "
+                          "SHAREDSTREAM_CONN_<ID> (JSON), not SHAREDSTREAM__CONNECTIONS__*")
+    for conn_id, conn in connections.items():
+        if not isinstance(conn, dict):
+            raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
+                              'librdkafka options ("bootstrap.servers" = "...")')
+    return Config(path=path, database=database, manager=manager, process=process,
+                  state_store=state_store, connections=connections)
+
+
+def _with_source(merged_env: tuple[dict[str, Any], frozenset[str]],
+                 source: Source) -> tuple[dict[str, Any], Source, frozenset[str]]:
+    merged, env_keys = merged_env
+    return merged, source, env_keys
+
+
+def _triggerer(merged_env: tuple[dict[str, Any], frozenset[str]],
+               source: Source) -> tuple[ManagerSettings, ProcessSettings]:
+    """Split ``[triggerer]`` between the manager's knobs and the process's own."""
+    merged, env_keys = merged_env
+    manager_keys = {f.name for f in dataclasses.fields(ManagerSettings)}
+    process_keys = {f.name for f in dataclasses.fields(ProcessSettings)}
+    for key in merged:
+        if key not in manager_keys | process_keys:
+            raise ConfigError(
+                f"{source.describe('triggerer', key, from_env=key in env_keys)}: unknown option "
+                f"(known: {', '.join(sorted(manager_keys | process_keys))})")
+    manager = build_section(ManagerSettings, "triggerer",
+                            {k: v for k, v in merged.items() if k in manager_keys}, source,
+                            env_keys)
+    process = build_section(ProcessSettings, "triggerer",
+                            {k: v for k, v in merged.items() if k in process_keys}, source,
+                            env_keys)
+    return manager, process
