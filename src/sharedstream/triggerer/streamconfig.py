@@ -1,0 +1,155 @@
+"""Settings, clock and errors of the shared-stream manager.
+
+The clock is injectable so tests can drive ack timeouts, grace periods and
+backoffs deterministically (:class:`ManualClock`) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSettings:
+    """``[triggerer]`` knobs the manager uses (seconds for durations).
+
+    * ``subscriber_queue_size``: messages queued per watcher before fetching pauses.
+    * ``max_in_flight``: messages per group broadcast and not yet fully resolved,
+      plus messages held for a watcher; at the bound fetching pauses (never fails anyone).
+    * ``ack_timeout``: how long a watcher's filter may stay on one message, from receipt.
+    * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.
+    * ``retry_backoff_initial`` / ``retry_backoff_max``: exponential backoff of held
+      messages' redelivery and of trigger restarts.
+    * ``max_attempts``: failures (exception or ack timeout) of one watcher on one
+      message before its outcome becomes a rejection.
+    """
+
+    subscriber_queue_size: int = 1024
+    max_in_flight: int = 10_000
+    ack_timeout: float = 300.0
+    cohort_grace_period: float = 10.0
+    retry_backoff_initial: float = 1.0
+    retry_backoff_max: float = 60.0
+    max_attempts: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("subscriber_queue_size", "max_in_flight", "max_attempts"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("ack_timeout", "retry_backoff_initial", "retry_backoff_max"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if not self.cohort_grace_period >= 0:
+            raise ValueError(f"cohort_grace_period must be >= 0, got {self.cohort_grace_period!r}")
+        if self.retry_backoff_max < self.retry_backoff_initial:
+            raise ValueError("retry_backoff_max must be >= retry_backoff_initial")
+
+    def backoff(self, attempt: int) -> float:
+        """Delay before retry number ``attempt`` (1-based): doubling, capped."""
+        return min(self.retry_backoff_max,
+                   self.retry_backoff_initial * 2.0 ** min(max(attempt, 1) - 1, 64))
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Clock(Protocol):
+    """Monotonic time and timers, as the manager sees them."""
+
+    def now(self) -> float: ...
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+    async def sleep(self, delay: float) -> None: ...
+
+
+class LoopClock:
+    """The running event loop's monotonic clock (production)."""
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_at(when, callback)
+
+    async def sleep(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+
+
+class _ManualTimer:
+    __slots__ = ("callback", "cancelled")
+
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests).
+
+    :meth:`advance` runs every timer due by the new time, in time order, synchronously;
+    tasks woken by it (``sleep``) run when the test next yields to the loop.
+    """
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._timers: list[tuple[float, int, _ManualTimer]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> TimerHandle:
+        timer = _ManualTimer(callback)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
+
+    async def sleep(self, delay: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake() -> None:
+            if not future.done():
+                future.set_result(None)
+
+        self.call_at(self._now + delay, wake)
+        await future
+
+    def advance(self, delta: float) -> None:
+        """Move time forward by ``delta`` seconds, firing due timers."""
+        target = self._now + delta
+        while self._timers and self._timers[0][0] <= target:
+            when, _, timer = heapq.heappop(self._timers)
+            self._now = max(self._now, when)
+            if not timer.cancelled:
+                timer.callback()
+        self._now = target
+
+    @property
+    def pending_timers(self) -> int:
+        return sum(1 for _, _, t in self._timers if not t.cancelled)
+
+
+class SharedStreamError(Exception):
+    """Base of the manager's errors."""
+
+
+class GroupFailedError(SharedStreamError):
+    """The group's producer failed (stream ended or raised, ``advance`` raised).
+
+    Raised from every member watcher's stream; the group is evicted, so the next
+    subscribe starts a fresh one. ``__cause__`` is the producer's exception.
+    """
+
+
+class ProducerFactoryError(SharedStreamError):
+    """``create_shared_stream_producer`` raised: terminal, the watcher is not retried."""
