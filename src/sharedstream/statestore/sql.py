@@ -64,5 +64,9 @@ def insert_if_absent(connection: Connection, table: Table, row: Mapping[str, Any
         return True
     stmt = (postgresql.insert(table) if connection.dialect.name == "postgresql"
             else sqlite.insert(table))
-    result = connection.execute(stmt.values(dict(row)).on_conflict_do_nothing())
-    return result.rowcount == 1
+    # RETURNING rather than rowcount: drivers may report -1 for INSERT ... ON CONFLICT.
+    first_pk = next(iter(table.primary_key.columns))
+    result = connection.execute(
+        stmt.values(dict(row)).on_conflict_do_nothing().returning(first_pk)
+    )
+    return result.first() is not None
