@@ -64,6 +64,10 @@ Item = tuple[KafkaMessage, KafkaPayload]
 MIN_RETRY_S = 0.05
 MAX_DLQ_BACKOFF_S = 30.0
 PROBE_INTERVAL_S = 5.0
+# Commit answers that mean "a rebalance overtook this request", retried afterwards.
+_REBALANCE_ERRORS = frozenset(
+    {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
+)
 
 
 class StreamNotOpenError(RuntimeError):
@@ -616,6 +620,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 self.consumer_group,
                 self._metadata_max_chars,
             )
+        elif error.code() in _REBALANCE_ERRORS:
+            # The group moved to a new generation under this request; the lanes still
+            # owned afterwards are recommitted on the next tick. Not a failure.
+            log.info("%s: commit deferred by a rebalance: %s", self.consumer_group, error.str())
         else:
             self._note_error(f"commit failed: {error.str()}")
             log.warning("%s: commit failed: %s", self.consumer_group, error.str())

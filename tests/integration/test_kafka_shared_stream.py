@@ -1,0 +1,323 @@
+"""KafkaSharedStreamProducer against the real broker: commits, DLQ, holds, restarts, rebalances.
+
+The manager is not involved here: ``kafka_members.drive`` plays its part (fan-out
+outcome per message, advance per lane), so each test pins one producer behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka_members import WATCHERS, ack_all, conn, drive
+
+from sharedstream.producer import AdvanceOutcome
+from sharedstream.producer import dlq_headers as h
+from sharedstream.producer.connections import ConnectionConfigError, resolve_connection
+from sharedstream.producer.kafka import KafkaSharedStreamProducer
+from sharedstream.producer.payload import KafkaPayload
+from sharedstream.producer.progress import decode_progress
+from sharedstream.producer.rejections import InMemoryRejectionRecorder
+
+MEMBER = Path(__file__).with_name("kafka_members.py")
+Identity = tuple[str, int, int]
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        p.produce(topic, f"m{i}".encode(), partition=i % partitions, headers=[("trace", b"t")])
+    assert p.flush(30) == 0
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[TopicPartition]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        result: list[TopicPartition] = c.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+        return result
+    finally:
+        c.close()
+
+
+async def until(check: Callable[[], bool], within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(0.05)
+
+
+async def until_committed(bootstrap: str, group: str, topic: str, offset: int) -> TopicPartition:
+    found: list[TopicPartition] = []
+
+    def check() -> bool:
+        found[:] = committed(bootstrap, group, topic)
+        return found[0].offset == offset
+
+    await until(check)
+    return found[0]
+
+
+def spawn_member(bootstrap: str, group: str, topic: str, fail_offset: int) -> subprocess.Popen[str]:
+    """A member in its own process (see ``kafka_members``), so it can be SIGKILLed."""
+    return subprocess.Popen(
+        [sys.executable, str(MEMBER), bootstrap, group, topic, str(fail_offset)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+class Member:
+    """One in-process producer driven by ``drive`` in a task."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: list[str],
+        decide: Any = ack_all,
+        persisted: Callable[[Identity], None] | None = None,
+        **kw: Any,
+    ) -> None:
+        self.producer = KafkaSharedStreamProducer(
+            topics=topics, config=conn(bootstrap, group), recorder=InMemoryRejectionRecorder(), **kw
+        )
+        self.handed: list[KafkaPayload] = []
+        self.events: set[Identity] = set()
+        self.task = asyncio.create_task(
+            drive(self.producer, decide, persisted or self.events.add, self.handed)
+        )
+
+    async def close(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.producer.aclose()
+
+
+def fail_offsets(*offsets: int, retry_after: float = 3600) -> Callable[[KafkaPayload], Any]:
+    """Offsets failed by w2 on their first delivery only, acked by both afterwards."""
+    seen: set[int] = set()
+
+    def decide(p: KafkaPayload) -> AdvanceOutcome:
+        if p.offset in offsets and p.offset not in seen:
+            seen.add(p.offset)
+            return AdvanceOutcome(
+                acked=frozenset({"w1"}), failed=frozenset({"w2"}), retry_after=retry_after
+            )
+        return AdvanceOutcome(acked=WATCHERS)
+
+    return decide
+
+
+async def test_rejected_goes_to_dlq_with_every_header_then_is_committed_past(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic, dlq = create_topic("orders"), create_topic("orders-dlq")
+    produce(kafka_bootstrap, topic, 3)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+
+    def decide(p: KafkaPayload) -> AdvanceOutcome:
+        if p.offset == 1:
+            return AdvanceOutcome(acked=frozenset({"w1"}), rejected={"w2": "bad amount"})
+        return AdvanceOutcome(acked=WATCHERS)
+
+    member = Member(kafka_bootstrap, group, [topic], decide, dlq_topic=dlq)
+    tp = await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, 3)
+    assert tp.metadata in ("", None)
+    reader = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": "reader",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    reader.assign([TopicPartition(dlq, 0, 0)])
+    records: list[Any] = []
+    deadline = time.monotonic() + 30
+    while not records and time.monotonic() < deadline:
+        records = [m for m in reader.consume(10, 1.0) if m.error() is None]
+    reader.close()
+    await member.close()
+    [record] = records
+    headers: dict[str, Any] = dict(record.headers() or [])
+    topic_id = member.handed[0].origin.topic_id
+    assert len(topic_id) > 10 and record.value() == b"m1"
+    assert record.timestamp()[1] == member.handed[1].message.timestamp
+    assert headers["trace"] == b"t"
+    assert headers[h.ORIGINAL_TOPIC] == topic.encode()
+    assert headers[h.ORIGINAL_TOPIC_ID] == topic_id.encode()
+    assert headers[h.ORIGINAL_PARTITION] == b"0" and headers[h.ORIGINAL_OFFSET] == b"1"
+    assert headers[h.ORIGINAL_TIMESTAMP] == str(member.handed[1].message.timestamp).encode()
+    assert headers[h.CONSUMER_GROUP] == f"{group}.{topic}".encode()
+    assert json.loads(headers[h.REJECTIONS]) == {"w2": "bad amount"}
+    assert headers[h.IDENTITY] == f"{topic_id}:0:1".encode()
+    assert headers[h.REPLAY_COUNT] == b"0"
+
+
+async def test_failed_is_redelivered_without_restart_and_committed_after_its_ack(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 4)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    member = Member(kafka_bootstrap, group, [topic], fail_offsets(1, retry_after=2.0))
+    tp = await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, 1)
+    assert decode_progress(1, tp.metadata) == {2, 3}  # accepted by the real broker
+    await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, 4)
+    assert [p.offset for p in member.handed] == [0, 1, 2, 3, 1]
+    await member.close()
+
+
+async def test_earliest_held_offset_wins(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 5)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    member = Member(kafka_bootstrap, group, [topic], fail_offsets(1, 3, retry_after=3600))
+    await until(lambda: len(member.handed) == 5)
+    p = {x.offset: x for x in member.handed}
+    # Release the later hold first: the commit must stay at the earlier one.
+    await member.producer.advance([_item(p[3])])
+    await member.producer.commit()
+    tp = committed(kafka_bootstrap, f"{group}.{topic}", topic)[0]
+    assert tp.offset == 1 and decode_progress(1, tp.metadata) == {2, 3, 4}
+    await member.producer.advance([_item(p[1])])
+    await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, 5)
+    await member.close()
+
+
+def _item(p: KafkaPayload) -> Any:
+    from sharedstream.producer import AdvanceItem
+
+    return AdvanceItem(p, AdvanceOutcome(acked=WATCHERS))
+
+
+def test_auto_commit_connection_is_refused(kafka_bootstrap: str) -> None:
+    with pytest.raises(ConnectionConfigError, match="'live'"):
+        resolve_connection(
+            "live", {"live": {"bootstrap.servers": kafka_bootstrap, "enable.auto.commit": "true"}}
+        )
+
+
+async def test_two_topic_sets_on_one_connection_do_not_split_partitions(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    a, b = create_topic("a", partitions=3), create_topic("b")
+    produce(kafka_bootstrap, a, 9, partitions=3)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    only_a = Member(kafka_bootstrap, group, [a])
+    both = Member(kafka_bootstrap, group, [b, a])
+    assert only_a.producer.consumer_group != both.producer.consumer_group
+    await until(lambda: len(only_a.events) == 9 and len(both.events) == 9)
+    await only_a.close()
+    await both.close()
+
+
+async def test_restart_after_kill_hands_out_only_the_held_offset(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 6)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    child = spawn_member(kafka_bootstrap, group, topic, 2)
+    try:
+        persisted = 0
+        assert child.stdout is not None
+        while persisted < 5:
+            line = child.stdout.readline()
+            assert line, "member exited early"
+            persisted += not line.startswith("COMMITTED")
+        while not child.stdout.readline().startswith("COMMITTED"):
+            pass
+    finally:
+        child.kill()  # SIGKILL: no revoke, no final commit, no leave-group
+        child.wait()
+    tp = committed(kafka_bootstrap, f"{group}.{topic}", topic)[0]
+    assert tp.offset == 2 and decode_progress(2, tp.metadata) == {3, 4, 5}
+    member = Member(kafka_bootstrap, group, [topic])
+    await until(lambda: len(member.handed) == 1)
+    produce(kafka_bootstrap, topic, 1)
+    await until(lambda: len(member.handed) == 2)
+    assert [p.offset for p in member.handed] == [2, 6]
+    await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, 7)
+    await member.close()
+
+
+@pytest.mark.parametrize("leave", ["graceful", "killed"])
+async def test_rebalance_with_traffic_keeps_every_event_exactly_once(
+    kafka_bootstrap: str,
+    create_topic: Callable[..., str],
+    leave: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sharedstream")
+    topic = create_topic("orders", partitions=6)
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    events: set[Identity] = set()  # the idempotent "asset_event" table, keyed by identity
+    total = 0
+
+    async def traffic(rounds: int) -> None:
+        nonlocal total
+        for _ in range(rounds):
+            await asyncio.to_thread(produce, kafka_bootstrap, topic, 60, 6)
+            total += 60
+            await asyncio.sleep(0.1)
+
+    first = Member(kafka_bootstrap, group, [topic], persisted=events.add)
+    await traffic(5)
+    child: subprocess.Popen[str] | None = None
+    second: Member | None = None
+    if leave == "graceful":
+        second = Member(kafka_bootstrap, group, [topic], persisted=events.add)
+        await until(lambda: second.producer.health().assigned_partitions > 0)
+        await traffic(10)
+        await second.close()
+    else:
+        child = spawn_member(kafka_bootstrap, group, topic, -1)
+        assert child.stdout is not None
+        stdout = child.stdout
+
+        def read_child() -> None:
+            for line in stdout:
+                if not line.startswith("COMMITTED"):
+                    events.add(tuple(json.loads(line)))
+
+        reader = asyncio.create_task(asyncio.to_thread(read_child))
+        await until(lambda: first.producer.health().assigned_partitions < 6)
+        await traffic(10)
+        child.kill()
+        await reader
+    await traffic(5)
+    await until(lambda: first.producer.health().assigned_partitions == 6)
+    await until(lambda: len(events) == total)
+    await until(
+        lambda: (
+            sum(tp.offset for tp in committed(kafka_bootstrap, f"{group}.{topic}", topic, 6))
+            == total
+        )
+    )
+    await first.close()
+    by_partition: dict[int, set[int]] = {}
+    for _tid, partition, offset in events:
+        by_partition.setdefault(partition, set()).add(offset)
+    assert sum(len(v) for v in by_partition.values()) == total
+    assert all(v == set(range(len(v))) for v in by_partition.values())
+    errors = [
+        r.getMessage()
+        for r in caplog.records
+        if "commit" in r.getMessage() and ("failed" in r.getMessage())
+    ]
+    assert errors == []
