@@ -130,12 +130,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Dropping a table drops its indexes; dropping them first fails on MariaDB, where the
+    # index on asset_event.asset_id backs the foreign key.
     op.drop_table("stream_group")
     op.drop_table("rejected_message")
-    op.drop_index("ix_asset_event_created_at", table_name="asset_event")
-    op.drop_index("ix_asset_event_asset_id", table_name="asset_event")
     op.drop_table("asset_event")
-    op.drop_index("ix_task_state_store_expires_at", table_name="task_state_store")
     op.drop_table("task_state_store")
     op.drop_table("asset_state_store")
     op.drop_table("asset")
