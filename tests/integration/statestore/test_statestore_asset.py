@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
@@ -133,7 +133,8 @@ json_values = st.recursive(
 ).filter(lambda v: v is not None)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=json_values)
 def test_json_round_trip(store: StateStore, value: Any) -> None:
     key = uuid.uuid4().hex

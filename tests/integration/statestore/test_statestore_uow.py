@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from conftest import FakeClock
 from sqlalchemy.engine import Connection
 
+from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
