@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 from sharedstream.producer.runtime import configure_kafka_runtime
