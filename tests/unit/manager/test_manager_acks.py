@@ -1,0 +1,222 @@
+"""Acks, the unit-of-work seam, rejections and timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from manager_fakes import FakeTrigger, Harness, one_event, settle
+
+from sharedstream.triggerer.window import current_window
+from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
+
+pytestmark = pytest.mark.unit
+
+
+async def test_filtered_out_messages_resolve_without_the_sink() -> None:
+    h = Harness(["a", "b"])
+    h.start("a")
+    h.start("b")
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    assert h.sink.batches == []
+    assert [(p, o.acked, o.is_clean) for p, o in h.producer.items()] == [
+        (("p", 0), {"a", "b"}, True), (("p", 1), {"a", "b"}, True)]
+    await h.stop()
+
+
+async def test_ack_needs_the_filter_to_move_past_and_the_unit_of_work_to_commit() -> None:
+    h = Harness(["a"])
+    h.start("a", one_event)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    # After yielding, the filter asked for the next message: it moved past p:0,
+    # whose window went to the sink.
+    [window] = h.sink.windows
+    assert (window.watcher, window.raw, window.payload) == ("a", "p:0", ("p", 0))
+    assert [e.payload for e in window.events] == ["p:0"]
+    assert h.producer.items() == []  # not confirmed yet
+    h.sink.confirm("a", "p:0")
+    await settle()
+    assert h.producer.outcome(("p", 0)).acked == {"a"}
+    await h.stop()
+
+
+async def test_a_multi_event_message_needs_every_watchers_unit_of_work() -> None:
+    async def two_events(message: str) -> list[Any]:
+        return [f"{message}#0", f"{message}#1"]
+
+    h = Harness(["a", "b"])
+    h.start("a", two_events)
+    h.start("b", two_events)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    window = h.sink._find("a", "p:0")
+    # events[i] is the event's index within the message (part of its idempotency key)
+    assert [e.payload for e in window.events] == ["p:0#0", "p:0#1"]
+    h.sink.confirm("a", "p:0")
+    await settle()
+    assert h.producer.items() == []
+    h.sink.confirm("b", "p:0")
+    await settle()
+    assert h.producer.outcome(("p", 0)).acked == {"a", "b"}
+    await h.stop()
+
+
+async def test_staged_state_without_events_goes_through_the_sink() -> None:
+    async def stage(message: str) -> list[Any]:
+        window = current_window()
+        assert window is not None and window.is_open
+        window.staged = {"last_seen": message}
+        return []
+
+    h = Harness(["a"])
+    h.start("a", stage)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    assert [w.staged for w in h.sink.windows] == [{"last_seen": "p:0"}, {"last_seen": "p:1"}]
+    assert [w.events for w in h.sink.windows] == [[], []]
+    assert current_window() is None  # outside a watcher: write through
+    await h.stop()
+
+
+async def test_reject_resolves_at_once_with_its_reason_and_skips_the_sink() -> None:
+    hold = asyncio.Event()
+
+    async def reject_then_wait(message: str) -> list[Any]:
+        reject_shared_stream_event("missing amount")
+        await hold.wait()
+        return [message]  # reject-then-yield binds nothing
+
+    h = Harness(["a", "b"])
+    h.start("a", reject_then_wait)
+    h.start("b")
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    outcome = h.producer.outcome(("p", 0))  # the filter is still on p:0
+    assert outcome.rejected == {"a": "missing amount"}
+    assert outcome.acked == {"b"}
+    assert outcome.is_clean
+    hold.set()
+    h.producer.feed(("p", 1))
+    await settle()
+    assert h.sink.batches == []
+    await h.stop()
+
+
+async def test_yield_then_reject_discards_the_events() -> None:
+    class YieldThenReject(FakeTrigger):
+        async def filter_shared_stream(
+                self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+            async for message in stream:
+                yield TriggerEvent(message)
+                reject_shared_stream_event("changed my mind")
+
+    h = Harness(["a"])
+    h.tasks["a"] = asyncio.create_task(h.manager.run_watcher("a", YieldThenReject()))
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    assert h.sink.batches == []
+    assert h.producer.outcome(("p", 0)).rejected == {"a": "changed my mind"}
+    await h.stop()
+
+
+async def test_reject_outside_a_window_warns_and_does_nothing() -> None:
+    with pytest.warns(RuntimeWarning, match="outside a message window"):
+        reject_shared_stream_event("nope")
+
+
+async def test_ack_timeout_fails_only_the_laggard_exactly_at_the_deadline() -> None:
+    stuck = asyncio.Event()
+
+    async def hang(message: str) -> list[Any]:
+        await stuck.wait()
+        return []
+
+    h = Harness(["slow", "fast"], ack_timeout=30.0, retry_backoff_initial=1.0)
+    h.start("slow", hang)
+    h.start("fast")
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    h.clock.advance(29.999)
+    await settle()
+    assert h.producer.items() == []  # just under: not failed
+    h.clock.advance(0.001)
+    await settle()
+    outcome = h.producer.outcome(("p", 0))
+    assert outcome.failed == {"slow"} and outcome.acked == {"fast"}
+    # the stuck filter was cancelled and restarts after the backoff
+    assert h.triggers["slow"].starts == 1
+    h.clock.advance(1.0)
+    await settle()
+    assert h.triggers["slow"].starts == 2
+    await h.stop()
+
+
+async def test_a_slow_watcher_is_never_failed_for_being_slow_only_paused() -> None:
+    gate = asyncio.Event()
+
+    async def slow(message: str) -> list[Any]:
+        await gate.wait()
+        return []
+
+    h = Harness(["slow", "fast"], max_in_flight=4, ack_timeout=1000.0)
+    h.start("slow", slow)
+    h.start("fast")
+    await settle()
+    h.producer.feed(*[("p", i) for i in range(3)])
+    await settle()
+    assert not h.producer.paused
+    h.producer.feed(("p", 3), ("p", 4))
+    await settle()
+    assert h.producer.paused and h.producer.pause_calls == 1
+    gate.set()
+    await settle()
+    assert not h.producer.paused and h.producer.resume_calls == 1
+    outcomes = [o for _, o in h.producer.items()]
+    assert len(outcomes) == 5 and all(o.is_clean for o in outcomes)
+    await h.stop()
+
+
+async def test_a_full_subscriber_queue_pauses_fetching() -> None:
+    gate = asyncio.Event()
+
+    async def slow(message: str) -> list[Any]:
+        await gate.wait()
+        return []
+
+    h = Harness(["a"], subscriber_queue_size=2, max_in_flight=100)
+    h.start("a", slow)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1), ("p", 2))  # p:0 handed out, two queued
+    await settle()
+    assert h.producer.paused
+    gate.set()
+    await settle()
+    assert not h.producer.paused
+    await h.stop()
+
+
+async def test_unit_of_work_failure_holds_without_using_an_attempt() -> None:
+    h = Harness(["a"], max_attempts=1)
+    h.start("a", one_event)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    h.sink.fail("a", "p:0", ConnectionError("database down"))
+    await settle()
+    outcome = h.producer.outcome(("p", 0))
+    assert outcome.failed == {"a"} and outcome.rejected == {}  # never dead-lettered
+    h.producer.feed(("p", 0))  # the producer reads the held message again
+    await settle()
+    assert h.triggers["a"].seen.count("p:0") == 2
+    await h.stop()
