@@ -1,0 +1,1 @@
+"""Alembic revisions (a package so setuptools ships them in the wheel)."""
