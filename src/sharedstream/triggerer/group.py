@@ -42,7 +42,7 @@ from sharedstream.triggerer.entries import (
     Lane,
 )
 from sharedstream.triggerer.stream import SharedStream
-from sharedstream.triggerer.streamconfig import Clock, ManagerSettings, TimerHandle
+from sharedstream.triggerer.streamconfig import Clock, LoopClock, ManagerSettings, TimerHandle
 from sharedstream.triggerer.window import Window, WorkSink
 
 if TYPE_CHECKING:
@@ -93,7 +93,10 @@ class Group:
     # -- membership ----------------------------------------------------------------
 
     def add(self, name: str) -> SharedStream:
-        stream = SharedStream(self, name, self.clock.now)
+        # The loop's own clock skips two calls per message on the hot path.
+        now = (asyncio.get_running_loop().time if isinstance(self.clock, LoopClock)
+               else self.clock.now)
+        stream = SharedStream(self, name, now)
         self.streams[name] = stream
         self._membership_changed()
         if not self.polling and len(self.streams) == len(self.cohort):
