@@ -19,11 +19,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sharedstream.statestore.accessors import AssetState, TaskState
-from sharedstream.statestore.cliconfig import ConfigProblem, load_store_config
 from sharedstream.statestore.durations import parse_duration
 from sharedstream.statestore.retention import NEVER_EXPIRE
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.store import StateStore
+from sharedstream.triggerer.config import ConfigError, load_config
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -55,7 +55,7 @@ def _handled(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit):
             raise
-        except (ConfigProblem, ArgumentError) as exc:
+        except (ConfigError, ArgumentError) as exc:
             raise _fail(str(exc), 2) from None
         except SQLAlchemyError as exc:
             detail = getattr(exc, "orig", None) or exc
@@ -68,8 +68,9 @@ def _handled(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _open_store(ctx: click.Context) -> StateStore:
     options = ctx.find_root().params | (ctx.parent.params if ctx.parent else {}) | ctx.params
-    config = load_store_config(options.get("config"), options.get("database_url"))
-    store = StateStore.from_url(config.database_url, config.state_store)
+    config = load_config(options.get("config"))
+    store = StateStore.from_url(options.get("database_url") or config.database.url,
+                                config.state_store)
     ctx.call_on_close(store.close)
     return store
 
