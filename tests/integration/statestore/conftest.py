@@ -1,22 +1,15 @@
-"""Fixtures of the state-store integration tests: every test gets its own database.
-
-SQLite: a file in the test's tmp dir. PostgreSQL: a fresh schema in the session's
-throwaway database (``search_path`` set through the URL, so subprocesses get it too),
-dropped afterwards. Both start empty and are migrated by ``StateStore.upgrade()``.
+"""Fixtures of the state-store integration tests: every test gets its own database
+(``db_url`` from ``tests/integration/conftest.py``), migrated by ``StateStore.upgrade()``.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from sharedstream.statestore import StateStore, StateStoreSettings
 
@@ -30,28 +23,6 @@ class FakeClock:
 
     def advance(self, delta: timedelta) -> None:
         self.now += delta
-
-
-def postgres_schema_url(base_url: str) -> Iterator[str]:
-    schema = f"ss_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(base_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'state.db'}"
-    else:
-        yield from postgres_schema_url(request.getfixturevalue("database_url"))
 
 
 @pytest.fixture

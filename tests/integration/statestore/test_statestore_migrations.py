@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from db_schemas import postgres_schema_url
 
-from conftest import postgres_schema_url
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.migrate import head_revision
 from sharedstream.statestore.models import Base
