@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+
+from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
+from sharedstream.statestore import AssetScope, StateStore
+from sharedstream.statestore.models import asset as asset_table
+from sharedstream.triggerer.registration import (
+    CohortMismatchError,
+    GroupDeclaration,
+    register_assets,
+    register_groups,
+)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[StateStore]:
+    store = StateStore.from_url(db_url)
+    store.upgrade()
+    yield store
+    store.close()
+
+
+def _asset(name: str, watcher: str) -> Asset:
+    trigger = KafkaSharedStreamTrigger(topics=[name])
+    return Asset(name, uri=f"kafka://{name}", watchers=[AssetWatcher(watcher, trigger)])
+
+
+def _active(store: StateStore) -> dict[str, bool]:
+    with store.engine.connect() as c:
+        return {r.name: r.active for r in c.execute(select(asset_table.c.name,
+                                                           asset_table.c.active))}
+
+
+def test_assets_created_deactivated_and_reactivated_keeping_state(store: StateStore) -> None:
+    ids = register_assets(store, [_asset("orders", "w1"), _asset("payments", "w2")])
+    assert set(ids) == {"orders", "payments"}
+    store.asset(AssetScope(name="payments")).set("cursor", 7)
+
+    register_assets(store, [_asset("orders", "w1")])
+    assert _active(store) == {"orders": True, "payments": False}
+    assert store.asset(AssetScope(name="payments")).get("cursor") == 7
+
+    again = register_assets(store, [_asset("orders", "w1"), _asset("payments", "w2")])
+    assert again == ids
+    assert _active(store) == {"orders": True, "payments": True}
+
+
+KEY = ("kafka-shared-stream", ("orders",), "kafka_default")
+
+
+def test_same_watcher_set_scales_out(store: StateStore) -> None:
+    group = GroupDeclaration(KEY, "triggerer.orders", frozenset({"a", "b"}))
+    register_groups(store, [group], takeover=False)
+    register_groups(store, [group], takeover=False)
+
+
+def test_different_watcher_set_refused_naming_difference(store: StateStore) -> None:
+    register_groups(store, [GroupDeclaration(KEY, "triggerer.orders", frozenset({"a", "b"}))],
+                    takeover=False)
+    changed = GroupDeclaration(KEY, "triggerer.orders", frozenset({"a", "c"}))
+    with pytest.raises(CohortMismatchError) as info:
+        register_groups(store, [changed], takeover=False)
+    message = str(info.value)
+    assert "triggerer.orders" in message
+    assert "adds ['c']" in message and "drops ['b']" in message
+    assert "--takeover" in message
+
+    register_groups(store, [changed], takeover=True)
+    register_groups(store, [changed], takeover=False)
