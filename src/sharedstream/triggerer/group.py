@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Hashable, Mapping, Sequence
+from collections.abc import Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.producer.contract import (
@@ -47,6 +47,7 @@ from sharedstream.triggerer.window import Window, WorkSink
 
 if TYPE_CHECKING:
     from sharedstream.triggerer.manager import SharedStreamManager
+    from sharedstream.triggers.base import BaseEventTrigger
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,13 @@ class Group:
     """Runtime state of one ``shared_stream_key``. Internal to the manager."""
 
     def __init__(self, manager: SharedStreamManager, key: Hashable, cohort: frozenset[str],
-                 producer: SharedStreamProducer[Any], kwargs: Mapping[str, Any],
-                 founder: str) -> None:
+                 producer: SharedStreamProducer[Any],
+                 founder: tuple[str, BaseEventTrigger]) -> None:
         self.manager = manager
         self.key = key
         self.cohort = cohort
         self.producer = producer
-        self.kwargs = kwargs
+        # The first subscriber: later ones must agree with its shared_stream_arguments().
         self.founder = founder
         self.settings: ManagerSettings = manager.settings
         self.clock: Clock = manager.clock
@@ -76,6 +77,7 @@ class Group:
         self.known: dict[Hashable, Entry] = {}
         self.lanes: dict[Hashable, Lane] = {}
         self.paused = False
+        self.quiesced = False
         self.polling = False
         self.stopping = False
         self.failure: BaseException | None = None
@@ -250,9 +252,16 @@ class Group:
             self.paused = True
             self.producer.pause()
 
+    def quiesce(self) -> None:
+        """Fetch nothing new from now on (shutdown); what is in flight still resolves."""
+        self.quiesced = True
+        if not self.paused:
+            self.paused = True
+            self.producer.pause()
+
     def maybe_resume(self) -> None:
         """Resume fetching once in-flight and every queue fell to half their bound."""
-        if not self.paused or self.failure is not None or self.stopping:
+        if not self.paused or self.failure is not None or self.stopping or self.quiesced:
             return
         low_queue = self.settings.subscriber_queue_size // 2
         if len(self.known) <= self.settings.max_in_flight // 2 and all(

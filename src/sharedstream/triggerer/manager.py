@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from sharedstream.producer.contract import SharedStreamProducer
 from sharedstream.triggerer.group import Group
 from sharedstream.triggerer.stream import SharedStream
 from sharedstream.triggerer.streamconfig import (
@@ -25,9 +27,27 @@ from sharedstream.triggerer.streamconfig import (
     ProducerFactoryError,
 )
 from sharedstream.triggerer.window import WorkSink
-from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
+from sharedstream.triggers.base import (
+    BaseEventTrigger,
+    TriggerEvent,
+    check_shared_stream_group,
+)
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """One group as ``/readyz`` and ``/metrics`` see it."""
+
+    key: Hashable
+    producer: SharedStreamProducer[Any]
+    cohort: frozenset[str]
+    present: frozenset[str]
+    polling: bool
+    paused: bool
+    in_flight: int
+    queued: int
 
 
 class SharedStreamManager:
@@ -75,7 +95,8 @@ class SharedStreamManager:
         The first subscriber of a key builds the producer (a factory failure raises
         :class:`ProducerFactoryError`, terminal). Raises ValueError for a None key, a
         watcher already subscribed, an undeclared cohort or a watcher outside it, and
-        for a trigger whose kwargs differ from the group's first trigger (naming both).
+        and :class:`SharedStreamConflictError` (a ValueError) for a trigger whose
+        ``shared_stream_arguments()`` differ from the group's first trigger (naming both).
         """
         key = trigger.shared_stream_key()
         if key is None:
@@ -89,21 +110,18 @@ class SharedStreamManager:
         if watcher not in cohort:
             raise ValueError(f"watcher {watcher!r} is not in the cohort of {key!r}: "
                              f"{sorted(cohort)}")
-        _, kwargs = trigger.serialize()
         group = self._groups.get(key)
         if group is None:
+            arguments = trigger.shared_stream_arguments()
             try:
-                producer = type(trigger).create_shared_stream_producer(kwargs)
+                producer = type(trigger).create_shared_stream_producer(arguments)
             except Exception as exc:
                 raise ProducerFactoryError(
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
-            group = self._groups[key] = Group(self, key, cohort, producer, kwargs, watcher)
-        elif group.kwargs != kwargs:
-            differ = sorted(k for k in group.kwargs.keys() | kwargs.keys()
-                            if group.kwargs.get(k, _MISSING) != kwargs.get(k, _MISSING))
-            raise ValueError(f"watchers {group.founder!r} and {watcher!r} share {key!r} but "
-                             f"disagree on {differ}")
+            group = self._groups[key] = Group(self, key, cohort, producer, (watcher, trigger))
+        else:
+            check_shared_stream_group([group.founder, (watcher, trigger)])
         self._membership[watcher] = group
         return group.add(watcher)
 
@@ -151,6 +169,19 @@ class SharedStreamManager:
         """The key of the group a watcher is subscribed to, or None."""
         group = self._membership.get(watcher)
         return None if group is None else group.key
+
+    def status(self) -> list[GroupStatus]:
+        """A snapshot of every running group, for readiness and metrics."""
+        return [GroupStatus(key=g.key, producer=g.producer, cohort=g.cohort,
+                            present=frozenset(g.streams), polling=g.polling, paused=g.paused,
+                            in_flight=len(g.known),
+                            queued=sum(len(s._queue) for s in g.streams.values()))
+                for g in self._groups.values()]
+
+    def pause_all(self) -> None:
+        """Stop fetching in every group for good (shutdown): in-flight work still resolves."""
+        for group in self._groups.values():
+            group.quiesce()
 
     def in_flight(self, key: Hashable) -> int:
         """Messages of group ``key`` in flight or held (0 if no such group)."""
@@ -238,5 +269,3 @@ async def _aclose(events: Any) -> None:
     if aclose is not None:
         await aclose()
 
-
-_MISSING = object()
