@@ -99,3 +99,42 @@ def test_unserialisable_trigger(tmp_path: Path) -> None:
     with pytest.raises(WatcherLoadError, match="watcher 'w': trigger Lossy is not serialisable: "
                                                 "TypeError"):
         load_watcher_module(target)
+
+
+def test_group_conflict_is_a_load_error_naming_both_watchers(tmp_path: Path) -> None:
+    target = write(tmp_path, '''
+        from sharedstream import KafkaSharedStreamTrigger
+        a = Asset("a", watchers=[AssetWatcher("wa", KafkaSharedStreamTrigger(
+            topics=["o"], dlq_topic="o.dlq"))])
+        b = Asset("b", watchers=[AssetWatcher("wb", KafkaSharedStreamTrigger(
+            topics=["o"], dlq_topic="other.dlq"))])
+    ''')
+    with pytest.raises(WatcherLoadError, match=r"watchers.py: watchers 'wa' and 'wb' share the "
+                                                r"stream .* disagree on dlq_topic"):
+        load_watcher_module(target)
+
+
+def test_groups_are_checked_separately_and_filter_only_kwargs_agree(tmp_path: Path) -> None:
+    target = write(tmp_path, '''
+        from sharedstream import KafkaSharedStreamTrigger
+
+        class PaidOrders(KafkaSharedStreamTrigger):
+            def __init__(self, *, min_amount=0, **kwargs):
+                super().__init__(**kwargs)
+                self.min_amount = min_amount
+            def serialize(self):
+                path, kwargs = super().serialize()
+                return path, {**kwargs, "min_amount": self.min_amount}
+
+        orders = Asset("orders", watchers=[
+            AssetWatcher("all", KafkaSharedStreamTrigger(topics=["o"], dlq_topic="d")),
+            AssetWatcher("paid", PaidOrders(topics=["o"], dlq_topic="d", min_amount=5)),
+        ])
+        # Another topic set is another group: its own dlq_topic is no conflict.
+        refunds = Asset("refunds", watchers=[
+            AssetWatcher("refunds", KafkaSharedStreamTrigger(topics=["r"], dlq_topic="r.dlq")),
+            AssetWatcher("local", T()),
+        ])
+    ''')
+    module = load_watcher_module(target)
+    assert [w.name for w in module.watchers()] == ["all", "paid", "refunds", "local"]

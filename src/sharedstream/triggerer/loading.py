@@ -5,7 +5,8 @@ checked without a broker or a database is checked here, so a mistake fails the
 start with one clear line (exit code 2) instead of half a process running:
 a missing file, a syntax error (file and line), an import that raises, no assets,
 an asset without watchers, a watcher name used twice, a trigger whose
-``serialize()`` does not rebuild an equal trigger.
+``serialize()`` does not rebuild an equal trigger, two watchers of one
+shared-stream group that disagree on the group's arguments.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from sharedstream.triggers.assets import Asset, AssetWatcher
-from sharedstream.triggers.base import BaseEventTrigger
+from sharedstream.triggers.base import (
+    BaseEventTrigger,
+    SharedStreamConflictError,
+    check_shared_stream_group,
+)
 
 
 class WatcherLoadError(ValueError):
@@ -64,6 +69,7 @@ def load_watcher_module(target: str) -> WatcherModule:
         raise WatcherLoadError(
             f"{target}: no Asset found at module level (or in module-level lists/dicts)")
     _check(target, assets)
+    _check_groups(target, assets)
     return WatcherModule(source=target, assets=assets)
 
 
@@ -161,3 +167,22 @@ def _check_serializable(target: str, watcher: AssetWatcher) -> None:
     except Exception as exc:
         raise WatcherLoadError(f"{what} is not serialisable: {type(exc).__name__}: {exc}") \
             from None
+
+
+def _check_groups(target: str, assets: tuple[Asset, ...]) -> None:
+    """Every shared-stream group's watchers agree on ``shared_stream_arguments()``.
+
+    Checked here, before any group starts, so a conflict is a start-up error rather
+    than the second watcher of a running group failing to subscribe.
+    """
+    groups: dict[Hashable, list[tuple[str, BaseEventTrigger]]] = {}
+    for asset in assets:
+        for watcher in asset.watchers:
+            key = watcher.trigger.shared_stream_key()
+            if key is not None:
+                groups.setdefault(key, []).append((watcher.name, watcher.trigger))
+    for members in groups.values():
+        try:
+            check_shared_stream_group(members)
+        except SharedStreamConflictError as exc:
+            raise WatcherLoadError(f"{target}: {exc}") from None

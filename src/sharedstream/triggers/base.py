@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,12 +41,17 @@ def classpath(obj: object) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+class SharedStreamConflictError(ValueError):
+    """Two watchers of one group disagree on an argument the group's producer is built from."""
+
+
 class BaseEventTrigger:
     """Base class of every event trigger an :class:`~sharedstream.AssetWatcher` runs.
 
     Subclasses implement :meth:`serialize`, and either :meth:`run` (a trigger with
     its own loop) or the shared-stream hooks (:meth:`shared_stream_key`,
-    :meth:`create_shared_stream_producer`, optionally :meth:`filter_shared_stream`).
+    :meth:`create_shared_stream_producer`, optionally :meth:`filter_shared_stream`
+    and :meth:`shared_stream_arguments`).
     """
 
     def shared_stream_key(self) -> Hashable | None:
@@ -56,9 +61,21 @@ class BaseEventTrigger:
         """
         return None
 
+    def shared_stream_arguments(self) -> Mapping[str, Any]:
+        """The arguments every trigger of this group must agree on.
+
+        The group's one producer is built from them
+        (:meth:`create_shared_stream_producer`), so a disagreement would silently
+        apply one watcher's settings to another: :func:`check_shared_stream_group`
+        refuses it instead. Arguments only the filter uses (a subclass's threshold)
+        belong outside this mapping, so such watchers can share a stream.
+        The default is every serialized kwarg: safe, but strict.
+        """
+        return self.serialize()[1]
+
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> SharedStreamProducer[Any]:
-        """Build the group's producer from the serialized kwargs of a member trigger.
+        """Build the group's producer from :meth:`shared_stream_arguments` of a member.
 
         Called once per group, when its first watcher subscribes. Raising is
         terminal for the group: the subscribing watchers fail, nothing is retried.
@@ -105,6 +122,37 @@ class BaseEventTrigger:
     @asset_state_store.setter
     def asset_state_store(self, store: Any) -> None:
         setattr(self, _STORE_ATTR, store)
+
+
+def check_shared_stream_group(members: Sequence[tuple[str, BaseEventTrigger]]) -> None:
+    """Refuse a group whose triggers disagree on :meth:`~BaseEventTrigger.shared_stream_arguments`.
+
+    ``members`` are ``(watcher name, trigger)`` of one group (equal keys), the first
+    being the reference. Raises :class:`SharedStreamConflictError` naming both
+    watchers, the argument and both values. The manager calls it at subscribe and
+    the loader at start-up, so a conflict never reaches a running group.
+    """
+    if len(members) < 2:
+        return
+    first_name, first = members[0]
+    reference = first.shared_stream_arguments()
+    for name, trigger in members[1:]:
+        arguments = trigger.shared_stream_arguments()
+        for arg in sorted(reference.keys() | arguments.keys()):
+            mine, theirs = reference.get(arg, _MISSING), arguments.get(arg, _MISSING)
+            if mine != theirs:
+                raise SharedStreamConflictError(
+                    f"watchers {first_name!r} and {name!r} share the stream "
+                    f"{first.shared_stream_key()!r} but disagree on {arg}: "
+                    f"{mine!r} != {theirs!r}")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
 
 
 def reject_shared_stream_event(reason: str = "") -> None:

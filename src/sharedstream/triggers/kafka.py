@@ -2,10 +2,10 @@
 
 Every trigger with the same topics and connection joins one shared-stream group
 (one consumer, one consumer group ``<group.id>.<topics joined by +>``). The group's
-producer is built from the first member's kwargs; every other member must agree
-on the non-key arguments (:func:`check_kafka_group`), or the triggerer refuses
-to start: a silent "first subscriber wins" would send one watcher's dead letters
-to another watcher's topic.
+producer is built from :meth:`KafkaSharedStreamTrigger.shared_stream_arguments`;
+every member must agree on them (``check_shared_stream_group``), or the triggerer
+refuses to start: a silent "first subscriber wins" would send one watcher's dead
+letters to another watcher's topic. Subclasses may add filter-only kwargs freely.
 """
 
 from __future__ import annotations
@@ -28,10 +28,6 @@ from sharedstream.triggers.message import KafkaMessage
 log = logging.getLogger(__name__)
 
 STREAM_KIND = "kafka-shared-stream"
-
-
-class SharedStreamConflictError(ValueError):
-    """Two watchers of one group disagree on an argument that is not part of the key."""
 
 
 class KafkaSharedStreamTrigger(BaseEventTrigger):
@@ -74,6 +70,15 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             },
         )
 
+    def shared_stream_arguments(self) -> Mapping[str, Any]:
+        """What the group's consumer is built from; a subclass's own kwargs are not in it."""
+        return {
+            "topics": list(self.topics),
+            "kafka_config_id": self.kafka_config_id,
+            "poll_timeout": self.poll_timeout,
+            "dlq_topic": self.dlq_topic,
+        }
+
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> KafkaSharedStreamProducer:
         """The group's producer; connection and recorder come from the process runtime."""
@@ -102,28 +107,3 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
                 continue
             yield TriggerEvent(text)
 
-
-# Arguments that must agree inside one group (the key covers topics and connection).
-_GROUP_ARGUMENTS = ("dlq_topic", "poll_timeout")
-
-
-def check_kafka_group(members: Sequence[tuple[str, BaseEventTrigger]]) -> None:
-    """Raise :class:`SharedStreamConflictError` naming two watchers that disagree.
-
-    ``members`` are ``(watcher name, trigger)`` of one group (equal keys). Only
-    Kafka shared-stream triggers are compared; the first member is the reference.
-    """
-    kafka = [(n, t) for n, t in members if isinstance(t, KafkaSharedStreamTrigger)]
-    if not kafka:
-        return
-    first_name, first = kafka[0]
-    reference = first.serialize()[1]
-    for name, trigger in kafka[1:]:
-        kwargs = trigger.serialize()[1]
-        for arg in _GROUP_ARGUMENTS:
-            if kwargs[arg] != reference[arg]:
-                raise SharedStreamConflictError(
-                    f"watchers {first_name!r} and {name!r} share the stream "
-                    f"{first.shared_stream_key()!r} but disagree on {arg}: "
-                    f"{reference[arg]!r} != {kwargs[arg]!r}"
-                )

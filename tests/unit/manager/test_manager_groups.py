@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from manager_fakes import FakeSink, FakeTrigger, Harness, make_manager, one_event, settle
@@ -13,7 +15,7 @@ from sharedstream.triggerer.streamconfig import (
     ManualClock,
     ProducerFactoryError,
 )
-from sharedstream.triggers.base import BaseEventTrigger
+from sharedstream.triggers.base import BaseEventTrigger, SharedStreamConflictError
 
 pytestmark = pytest.mark.unit
 
@@ -85,8 +87,33 @@ async def test_triggers_disagreeing_on_an_argument_name_both_watchers() -> None:
     manager = make_manager(FakeSink(), ManualClock())
     manager.declare_cohort("k", ["a", "b"])
     manager.subscribe("a", FakeTrigger(dlq_topic="x.dlq"))
-    with pytest.raises(ValueError, match=r"'a' and 'b'.*dlq_topic"):
+    with pytest.raises(SharedStreamConflictError, match=r"'a' and 'b'.*dlq_topic"):
         manager.subscribe("b", FakeTrigger(dlq_topic="y.dlq"))
+    await manager.stop_all()
+
+
+async def test_filter_only_arguments_do_not_split_a_group() -> None:
+    class Threshold(FakeTrigger):
+        """Adds ``limit`` (a filter-only kwarg) outside its shared-stream arguments."""
+
+        def __init__(self, limit: int) -> None:
+            super().__init__(dlq_topic="x.dlq")
+            self.limit = limit
+
+        def serialize(self) -> tuple[str, dict[str, Any]]:
+            path, kwargs = super().serialize()
+            return path, {**kwargs, "limit": self.limit}
+
+        def shared_stream_arguments(self) -> Mapping[str, Any]:
+            return {"key": self.key, **self.extra}
+
+    manager = make_manager(FakeSink(), ManualClock())
+    manager.declare_cohort("k", ["a", "b", "c"])
+    manager.subscribe("a", Threshold(1))
+    manager.subscribe("b", Threshold(2))
+    manager.subscribe("c", FakeTrigger(dlq_topic="x.dlq"))
+    [producer] = FakeTrigger.producers
+    assert producer.kwargs == {"key": "k", "dlq_topic": "x.dlq"}
     await manager.stop_all()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -12,11 +13,8 @@ from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.triggers import kafka as trigger_module
-from sharedstream.triggers.kafka import (
-    KafkaSharedStreamTrigger,
-    SharedStreamConflictError,
-    check_kafka_group,
-)
+from sharedstream.triggers.base import SharedStreamConflictError, check_shared_stream_group
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 from sharedstream.triggers.message import KafkaMessage
 
 
@@ -73,12 +71,42 @@ async def test_run_is_not_supported() -> None:
         await anext(KafkaSharedStreamTrigger(topics=["t"]).run())
 
 
-def test_group_conflicts_name_both_watchers() -> None:
+class PaidOrders(KafkaSharedStreamTrigger):
+    """A user subclass with a filter-only kwarg: it shares the stream of its base class."""
+
+    def __init__(self, *, min_amount: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_amount = min_amount
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        path, kwargs = super().serialize()
+        return path, {**kwargs, "min_amount": self.min_amount}
+
+
+def test_group_conflicts_name_both_watchers_and_the_argument() -> None:
     same = KafkaSharedStreamTrigger(topics=["t"], dlq_topic="d")
-    check_kafka_group([("w1", same), ("w2", KafkaSharedStreamTrigger(topics=["t"], dlq_topic="d"))])
+    check_shared_stream_group(
+        [("w1", same), ("w2", KafkaSharedStreamTrigger(topics=["t"], dlq_topic="d"))])
     other = KafkaSharedStreamTrigger(topics=["t"], dlq_topic="elsewhere")
-    with pytest.raises(SharedStreamConflictError, match=r"'w1' and 'w3'.*dlq_topic"):
-        check_kafka_group([("w1", same), ("w2", same), ("w3", other)])
+    with pytest.raises(SharedStreamConflictError,
+                       match=r"'w1' and 'w3'.*dlq_topic: 'd' != 'elsewhere'"):
+        check_shared_stream_group([("w1", same), ("w2", same), ("w3", other)])
+    slower = KafkaSharedStreamTrigger(topics=["t"], dlq_topic="d", poll_timeout=5.0)
+    with pytest.raises(SharedStreamConflictError, match=r"'w1' and 'w2'.*poll_timeout"):
+        check_shared_stream_group([("w1", same), ("w2", slower)])
+
+
+def test_subclass_with_filter_only_kwargs_shares_the_group() -> None:
+    base = KafkaSharedStreamTrigger(topics=["t"], dlq_topic="d")
+    paid = PaidOrders(topics=["t"], dlq_topic="d", min_amount=10.0)
+    assert paid.serialize()[1]["min_amount"] == 10.0
+    assert paid.shared_stream_arguments() == base.shared_stream_arguments() == {
+        "topics": ["t"], "kafka_config_id": "kafka_default", "poll_timeout": 1.0,
+        "dlq_topic": "d"}
+    check_shared_stream_group([("all", base), ("paid", paid), ("big", PaidOrders(
+        topics=["t"], dlq_topic="d", min_amount=1000.0))])
+    with pytest.raises(SharedStreamConflictError, match=r"'all' and 'paid'.*dlq_topic"):
+        check_shared_stream_group([("all", base), ("paid", PaidOrders(topics=["t"]))])
 
 
 def test_producer_comes_from_the_runtime_connections() -> None:
@@ -86,8 +114,8 @@ def test_producer_comes_from_the_runtime_connections() -> None:
     recorder = InMemoryRejectionRecorder()
     configure_kafka_runtime({"c": {"bootstrap.servers": "b:1", "group.id": "g"}}, recorder)
     try:
-        kwargs = KafkaSharedStreamTrigger(topics=["y", "x"], kafka_config_id="c").serialize()[1]
-        producer = KafkaSharedStreamTrigger.create_shared_stream_producer(kwargs)
+        trigger = PaidOrders(topics=["y", "x"], kafka_config_id="c", min_amount=3.0)
+        producer = PaidOrders.create_shared_stream_producer(trigger.shared_stream_arguments())
         assert isinstance(producer, KafkaSharedStreamProducer)
         assert producer.consumer_group == "g.x+y"
     finally:
