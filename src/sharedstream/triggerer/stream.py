@@ -159,6 +159,10 @@ class SharedStream:
         self._group.fail(window._entry, self.name, f"unit of work failed: {exc!r}",
                          counts=False)
 
+    def _window_rejected(self, window: Window, reason: str) -> None:
+        self._in_sink.discard(window)
+        self._group.reject(window._entry, self.name, reason)
+
     # -- driven by the runner ------------------------------------------------------
 
     def moved_past(self) -> None:

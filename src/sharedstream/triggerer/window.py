@@ -39,6 +39,8 @@ class _WindowOwner(Protocol):
 
     def _window_failed(self, window: Window, exc: BaseException) -> None: ...
 
+    def _window_rejected(self, window: Window, reason: str) -> None: ...
+
 
 class _StreamContext(Protocol):
     """What the current-stream contextvar holds (the watcher's stream)."""
@@ -83,6 +85,11 @@ class Window:
         """True while the filter is still handling the message (staging is allowed)."""
         return self._state == OPEN
 
+    @property
+    def is_submitted(self) -> bool:
+        """True while the sink holds the window (neither confirmed, failed, nor given up)."""
+        return self._state == SUBMITTED
+
     def confirm(self) -> None:
         """The unit of work (events + staged state) committed: the watcher acks."""
         if self._state == SUBMITTED:
@@ -97,6 +104,15 @@ class Window:
         if self._state == SUBMITTED:
             self._state = DONE
             self._owner._window_failed(self, exc)
+
+    def reject(self, reason: str) -> None:
+        """The sink refuses the window's content as a watcher bug (e.g. an event payload
+        that is not JSON): resolved as this watcher's rejection, nothing of it persisted.
+        """
+        if self._state == SUBMITTED:
+            self._state = DONE
+            self.rejected = reason
+            self._owner._window_rejected(self, reason)
 
     def __repr__(self) -> str:
         return (f"Window(watcher={self.watcher!r}, payload={self.payload!r}, "

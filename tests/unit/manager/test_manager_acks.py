@@ -220,3 +220,23 @@ async def test_unit_of_work_failure_holds_without_using_an_attempt() -> None:
     await settle()
     assert h.triggers["a"].seen.count("p:0") == 2
     await h.stop()
+
+
+async def test_a_sink_rejecting_a_submitted_window_resolves_it_as_that_watchers_rejection() -> None:
+    h = Harness(["a", "b"])
+    h.start("a", one_event)
+    h.start("b", one_event)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    window = h.sink._find("a", "p:0")
+    assert window.is_submitted
+    window.reject("event payload not JSON: boom")
+    assert not window.is_submitted and window.rejected == "event payload not JSON: boom"
+    window.confirm()  # ignored: already resolved
+    h.sink.confirm("b", "p:0")
+    await settle()
+    outcome = h.producer.outcome(("p", 0))
+    assert outcome.acked == {"b"}
+    assert outcome.rejected == {"a": "event payload not JSON: boom"}
+    await h.stop()
