@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from sharedstream.statestore.backend import StateBackend, StateEntry
@@ -388,9 +388,3 @@ class DatabaseBackend(StateBackend):
                   if isinstance(op, StagedSet)]
         self._upsert_task_rows(connection, self._task_rows(scope, writes))
         return refs
-
-    def count_expired(self, connection: Connection, cutoff: datetime) -> int:
-        t = task_state_store.c
-        return connection.execute(
-            select(func.count()).select_from(task_state_store).where(t.expires_at <= cutoff)
-        ).scalar_one()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, LargeBinary, case, cast, delete, func, select
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 from sharedstream.statestore.database import DatabaseBackend
 from sharedstream.statestore.models import (
@@ -37,38 +39,78 @@ class CleanupReport:
 def cleanup(backend: DatabaseBackend, batch_size: int, dry_run: bool) -> CleanupReport:
     """Delete task rows expired at the start of the run; asset rows are never touched.
 
-    ``batch_size`` 0 deletes in one statement. Otherwise each batch selects up to
-    ``batch_size`` ids and deletes them in its own short transaction, so writers wait for
-    one batch at most, and an interrupted cleanup keeps the batches already committed.
     Rows expiring after the start are left for the next run, which keeps the run finite
-    while writers keep writing.
+    while writers keep writing. Payload objects of deleted rows are removed after each
+    batch commits (never before: a rolled-back batch must keep its objects).
     """
-    started = time.perf_counter()
-    cutoff = backend.clock()
+
+    def delete_rows(connection: Connection, condition: ColumnElement[bool]) -> AfterCommit:
+        deleted, refs = backend.delete_task_rows(connection, condition)
+        return deleted, functools.partial(backend.delete_payloads, refs)
+
     t = task_state_store.c
+    return delete_in_batches(backend.engine, t.id, t.expires_at <= backend.clock(),
+                             batch_size=batch_size, dry_run=dry_run, delete_rows=delete_rows)
+
+
+# A batch's deleted row count and what to do once its transaction has committed.
+AfterCommit = tuple[int, Callable[[], None]]
+RowDeleter = Callable[[Connection, ColumnElement[bool]], AfterCommit]
+
+
+def delete_in_batches(
+    engine: Engine,
+    id_column: ColumnElement[Any],
+    condition: ColumnElement[bool],
+    *,
+    batch_size: int,
+    dry_run: bool,
+    delete_rows: RowDeleter | None = None,
+) -> CleanupReport:
+    """Delete the rows of ``id_column``'s table matching ``condition``.
+
+    ``batch_size`` 0 deletes in one statement. Otherwise each batch selects up to
+    ``batch_size`` ids (in id order) and deletes them in its own short transaction, so
+    writers wait for one batch at most, and an interrupted cleanup keeps the batches
+    already committed. The caller fixes any time cutoff inside ``condition`` once,
+    before the run, so rows that start matching meanwhile cannot keep it going forever.
+    ``delete_rows`` replaces the plain DELETE when rows own something outside the
+    database (task payload objects); a dry run counts and deletes nothing.
+    """
+    table = id_column.table
+    if delete_rows is None:
+        def delete_rows(connection: Connection, where: ColumnElement[bool]) -> AfterCommit:
+            return connection.execute(delete(table).where(where)).rowcount, _nothing
+
+    started = time.perf_counter()
     if dry_run:
-        with backend.engine.connect() as connection:
-            rows = backend.count_expired(connection, cutoff)
+        with engine.connect() as connection:
+            rows = int(connection.execute(
+                select(func.count()).select_from(table).where(condition)).scalar_one())
         batches = 0 if rows == 0 else (1 if batch_size == 0 else math.ceil(rows / batch_size))
         return CleanupReport(rows, batches, time.perf_counter() - started, dry_run=True)
     if batch_size == 0:
-        with backend.engine.begin() as connection:
-            rows, refs = backend.delete_task_rows(connection, t.expires_at <= cutoff)
-        backend.delete_payloads(refs)
+        with engine.begin() as connection:
+            rows, after_commit = delete_rows(connection, condition)
+        after_commit()
         return CleanupReport(rows, 1 if rows else 0, time.perf_counter() - started)
     rows = batches = 0
     while True:
-        with backend.engine.begin() as connection:
+        with engine.begin() as connection:
             ids = list(connection.execute(
-                select(t.id).where(t.expires_at <= cutoff).order_by(t.id).limit(batch_size)
+                select(id_column).where(condition).order_by(id_column).limit(batch_size)
             ).scalars())
             if not ids:
                 break
-            deleted, refs = backend.delete_task_rows(connection, t.id.in_(ids))
-        backend.delete_payloads(refs)
+            deleted, after_commit = delete_rows(connection, id_column.in_(ids))
+        after_commit()
         rows += deleted
         batches += 1
     return CleanupReport(rows, batches, time.perf_counter() - started)
+
+
+def _nothing() -> None:
+    """Plain rows own nothing outside the database."""
 
 
 @dataclass(frozen=True)
