@@ -5,82 +5,25 @@ Exit codes: 0 ok, 1 runtime failure (database, missing key, ...), 2 usage or con
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from sharedstream.clitools import console, database_options, emit_json, fail, handled, open_store
 from sharedstream.statestore.accessors import AssetState, TaskState
 from sharedstream.statestore.durations import parse_duration
 from sharedstream.statestore.retention import NEVER_EXPIRE
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.store import StateStore
-from sharedstream.triggerer.config import ConfigError, load_config
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-console = Console()
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _fail(message: str, code: int) -> click.exceptions.Exit:
-    click.echo(f"error: {message}", err=True)
-    return click.exceptions.Exit(code)
-
-
-def _handled(fn: Callable[P, R]) -> Callable[P, R]:
-    """Map failures to exit codes; never print the database URL (it may hold a password)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except (click.ClickException, click.exceptions.Exit):
-            raise
-        except (ConfigError, ArgumentError) as exc:
-            raise _fail(str(exc), 2) from None
-        except SQLAlchemyError as exc:
-            detail = getattr(exc, "orig", None) or exc
-            raise _fail(f"database: {type(exc).__name__}: {detail}", 1) from None
-        except (LookupError, ValueError, TypeError, NotImplementedError, OSError) as exc:
-            raise _fail(str(exc), 1) from None
-
-    return wrapper
-
-
-def _open_store(ctx: click.Context) -> StateStore:
-    options = ctx.find_root().params | (ctx.parent.params if ctx.parent else {}) | ctx.params
-    config = load_config(options.get("config"))
-    store = StateStore.from_url(options.get("database_url") or config.database.url,
-                                config.state_store)
-    ctx.call_on_close(store.close)
-    return store
-
-
-def _connection_options(fn: Callable[P, R]) -> Callable[P, R]:
-    fn = click.option("--database-url", "database_url", metavar="URL",
-                      help="SQLAlchemy URL; overrides [database] url.")(fn)
-    fn = click.option("--config", "config", metavar="PATH", type=click.Path(dir_okay=False),
-                      help="sharedstream.toml to read.")(fn)
-    return fn
 
 
 def _scope_options(fn: Callable[P, R]) -> Callable[P, R]:
@@ -118,21 +61,21 @@ def db_group() -> None:
 
 
 @db_group.command("upgrade")
-@_connection_options
+@database_options
 @click.option("--revision", default="head", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def db_upgrade(ctx: click.Context, /, config: str | None, database_url: str | None,
                revision: str, as_json: bool) -> None:
     """Migrate the database to the newest schema (or --revision)."""
-    store = _open_store(ctx)
+    store = open_store(ctx)
     before = store.revision()
     store.upgrade(revision)
     after = store.revision()
     target = make_url(str(store.engine.url)).render_as_string(hide_password=True)
     if as_json:
-        _emit_json({"database": target, "from": before, "to": after})
+        emit_json({"database": target, "from": before, "to": after})
     else:
         console.print(f"{target}: {before or 'empty'} -> {after}")
 
@@ -145,19 +88,19 @@ def state_store_group() -> None:
 @state_store_group.command("get")
 @click.argument("key")
 @_scope_options
-@_connection_options
+@database_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_get(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
     """Print the value of KEY."""
-    accessor = _accessor(_open_store(ctx), ctx.params)
+    accessor = _accessor(open_store(ctx), ctx.params)
     missing = object()
     value = accessor.get(key, missing)
     if value is missing:
-        raise _fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
+        raise fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
     if as_json:
-        _emit_json({"key": key, "value": value})
+        emit_json({"key": key, "value": value})
     else:
         click.echo(json.dumps(value, ensure_ascii=False))
 
@@ -166,12 +109,12 @@ def ss_get(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
 @click.argument("key")
 @click.argument("value")
 @_scope_options
-@_connection_options
+@database_options
 @click.option("--retention", metavar="DURATION|never",
               help="Task state only: 7d, 12h, ... or 'never'; default [state_store].")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, as_json: bool,
            **_: Any) -> None:
     """Set KEY to VALUE (a JSON document: 42, '"text"', '[1,2]', '{"a":1}')."""
@@ -179,7 +122,7 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="VALUE") from None
-    accessor = _accessor(_open_store(ctx), ctx.params)
+    accessor = _accessor(open_store(ctx), ctx.params)
     if isinstance(accessor, TaskState):
         keep: object = None
         if retention is not None:
@@ -193,7 +136,7 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
             raise click.UsageError("--retention applies to task state only")
         accessor.set(key, parsed)
     if as_json:
-        _emit_json({"key": key, "value": parsed, "scope": _scope_label(accessor)})
+        emit_json({"key": key, "value": parsed, "scope": _scope_label(accessor)})
     else:
         console.print(f"set {key!r} in {_scope_label(accessor)}")
 
@@ -201,34 +144,34 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
 @state_store_group.command("delete")
 @click.argument("key")
 @_scope_options
-@_connection_options
+@database_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_delete(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
     """Delete KEY (exit 1 if it did not exist)."""
-    accessor = _accessor(_open_store(ctx), ctx.params)
+    accessor = _accessor(open_store(ctx), ctx.params)
     existed = accessor.delete(key)
     if as_json:
-        _emit_json({"key": key, "deleted": existed})
+        emit_json({"key": key, "deleted": existed})
     elif existed:
         console.print(f"deleted {key!r} from {_scope_label(accessor)}")
     if not existed:
-        raise _fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
+        raise fail(f"{key!r} not found in {_scope_label(accessor)}", 1)
 
 
 @state_store_group.command("list")
 @_scope_options
-@_connection_options
+@database_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
     """List the keys of one scope."""
-    accessor = _accessor(_open_store(ctx), ctx.params)
+    accessor = _accessor(open_store(ctx), ctx.params)
     entries = accessor.items()
     if as_json:
-        _emit_json([asdict(entry) for entry in entries])
+        emit_json([asdict(entry) for entry in entries])
         return
     table = Table(title=_scope_label(accessor))
     for column in ("key", "value", "bytes", "updated_at", "expires_at / writer"):
@@ -243,15 +186,15 @@ def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
 
 
 @state_store_group.command("stats")
-@_connection_options
+@database_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_stats(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
     """Row counts per store, expired rows not yet cleaned, value size distribution."""
-    data = _open_store(ctx).stats()
+    data = open_store(ctx).stats()
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     table = Table(title="state stores")
     table.add_column("store")
@@ -272,19 +215,19 @@ def ss_stats(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
 
 
 @state_store_group.command("clean")
-@_connection_options
+@database_options
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted.")
 @click.option("--batch-size", type=click.IntRange(min=0),
               help="Override [state_store] state_cleanup_batch_size (0 = one statement).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_json: bool,
              **_: Any) -> None:
     """Delete expired task state rows (asset state is never touched)."""
-    report = _open_store(ctx).cleanup(dry_run=dry_run, batch_size=batch_size)
+    report = open_store(ctx).cleanup(dry_run=dry_run, batch_size=batch_size)
     if as_json:
-        _emit_json(asdict(report))
+        emit_json(asdict(report))
     elif report.skipped:
         console.print(report.skipped)
     else:
@@ -294,13 +237,13 @@ def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_js
 
 
 @state_store_group.command("orphans")
-@_connection_options
+@database_options
 @click.option("--delete", "delete_them", is_flag=True, help="Delete the orphaned objects.")
 @click.option("--min-age", default="1m", show_default=True, metavar="DURATION",
               help="Ignore objects younger than this (a set may be about to reference them).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: bool,
                **_: Any) -> None:
     """List ([workers] state_backend) payload objects no row references."""
@@ -308,9 +251,9 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
         age = parse_duration(min_age)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--min-age") from None
-    report = _open_store(ctx).orphans(delete=delete_them, min_age=age)
+    report = open_store(ctx).orphans(delete=delete_them, min_age=age)
     if as_json:
-        _emit_json({"orphans": [asdict(o) for o in report.orphans], "deleted": report.deleted})
+        emit_json({"orphans": [asdict(o) for o in report.orphans], "deleted": report.deleted})
         return
     table = Table(title=f"orphaned payloads ({len(report.orphans)})")
     for column in ("ref", "bytes", "modified_at"):
@@ -323,13 +266,13 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
 
 
 @state_store_group.command("sweep")
-@_connection_options
+@database_options
 @click.option("--inactive-for", required=True, metavar="DURATION",
               help="Remove state of assets inactive at least this long (e.g. 30d).")
 @click.option("--dry-run", is_flag=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_handled
+@handled
 def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: bool,
              **_: Any) -> None:
     """Remove asset state of assets deactivated longer than --inactive-for."""
@@ -337,9 +280,9 @@ def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: b
         grace: timedelta = parse_duration(inactive_for)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--inactive-for") from None
-    report = _open_store(ctx).sweep(grace, dry_run=dry_run)
+    report = open_store(ctx).sweep(grace, dry_run=dry_run)
     if as_json:
-        _emit_json(asdict(report))
+        emit_json(asdict(report))
     else:
         verb = "would remove" if dry_run else "removed"
         names = ", ".join(report.assets) or "none"
