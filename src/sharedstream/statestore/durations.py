@@ -1,9 +1,9 @@
-"""Parse operator durations such as ``90s``, ``15m``, ``12h``, ``7d``, ``2w`` or ``1d12h``."""
+"""Parse operator durations (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``) and instants."""
 
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 _PART = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -17,3 +17,21 @@ def parse_duration(text: str) -> timedelta:
     for amount, unit in _PART.findall(cleaned):
         total += timedelta(**{_UNITS[unit]: int(amount)})
     return total
+
+
+def parse_instant(text: str, now: datetime) -> datetime:
+    """An ISO-8601 instant (naive means UTC), or a duration before ``now`` (``10m`` ago).
+
+    Operators type both: "since 2024-05-01T10:00Z" after an incident, "since 2h" while
+    watching. A naive timestamp is taken as UTC because every stored time is UTC.
+    """
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 time or a duration: {text!r} "
+                         "(use e.g. 2024-05-01T10:00:00Z, 10m, 2h, 7d)") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,117 @@
+"""``sharedstream events list|clean`` against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from sharedstream.cli import cli
+from sharedstream.statestore.models import asset_event
+from sharedstream.statestore.store import StateStore
+from sharedstream.statestore.types import utcnow
+
+Run = Callable[..., str]
+
+
+@pytest.fixture
+def store(db_url: str) -> StateStore:
+    store = StateStore.from_url(db_url)
+    store.upgrade()
+    return store
+
+
+@pytest.fixture
+def run(db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHAREDSTREAM_CONFIG", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = runner.invoke(cli, [*args, "--database-url", db_url])
+        assert result.exit_code == code, result.output
+        return result.stdout
+
+    return invoke
+
+
+def seed(store: StateStore, ages_hours: dict[tuple[str, str], list[float]]) -> None:
+    """Events of (asset, watcher) created the given numbers of hours ago, offsets 0..n-1."""
+    now = utcnow()
+    rows = []
+    for (asset_name, watcher), ages in ages_hours.items():
+        asset_id = store.register_asset(asset_name)
+        rows += [{"asset_id": asset_id, "watcher": watcher, "payload": json.dumps({"n": i}),
+                  "topic": "orders", "topic_id": "tid", "partition": i % 2, "offset": i,
+                  "event_index": 0, "created_at": now - timedelta(hours=age)}
+                 for i, age in enumerate(ages)]
+    with store.engine.begin() as connection:
+        connection.execute(asset_event.insert(), rows)
+
+
+def count(store: StateStore) -> int:
+    with store.engine.connect() as connection:
+        return int(connection.execute(
+            sa.select(sa.func.count()).select_from(asset_event)).scalar_one())
+
+
+def test_list_newest_first_with_filters(store: StateStore, run: Run) -> None:
+    seed(store, {("orders", "w_orders"): [5, 1, 3], ("payments", "w_pay"): [2, 48]})
+    listed = json.loads(run("events", "list", "--json"))
+    assert [(e["asset"], e["offset"]) for e in listed] == [
+        ("orders", 1), ("payments", 0), ("orders", 2), ("orders", 0), ("payments", 1)]
+    first = listed[0]
+    assert first == first | {"watcher": "w_orders", "topic": "orders", "topic_id": "tid",
+                             "partition": 1, "event_index": 0, "payload": {"n": 1}}
+    assert [e["offset"] for e in json.loads(run("events", "list", "--asset", "orders",
+                                                 "--json"))] == [1, 2, 0]
+    assert [e["asset"] for e in json.loads(run("events", "list", "--watcher", "w_pay",
+                                                "--json"))] == ["payments", "payments"]
+    recent = json.loads(run("events", "list", "--since", "4h", "--json"))
+    assert [(e["asset"], e["offset"]) for e in recent] == [
+        ("orders", 1), ("payments", 0), ("orders", 2)]
+    cutoff = (utcnow() - timedelta(hours=24)).isoformat()
+    assert len(json.loads(run("events", "list", "--since", cutoff, "--json"))) == 4
+    assert len(json.loads(run("events", "list", "--limit", "2", "--json"))) == 2
+    assert json.loads(run("events", "list", "--asset", "nope", "--json")) == []
+    table = run("events", "list", "--asset", "orders")
+    assert "w_orders" in table and "orders[1]@1" in table and '{"n":1}' in table
+
+
+def test_clean_in_batches_and_dry_run(store: StateStore, run: Run, tmp_path: Path) -> None:
+    seed(store, {("orders", "w"): [30, 31, 32, 33, 34, 1, 2]})
+    config = tmp_path / "batching.toml"
+    config.write_text("[state_store]\nstate_cleanup_batch_size = 2\n")
+    dry = json.loads(run("events", "clean", "--older-than", "1d", "--dry-run", "--json",
+                         "--config", str(config)))
+    assert (dry["rows"], dry["batches"], dry["dry_run"]) == (5, 3, True)
+    assert count(store) == 7
+    report = json.loads(run("events", "clean", "--older-than", "1d", "--json",
+                            "--config", str(config)))
+    assert (report["rows"], report["batches"], report["dry_run"]) == (5, 3, False)
+    assert report["seconds"] >= 0
+    assert sorted(e["offset"] for e in json.loads(run("events", "list", "--json"))) == [5, 6]
+    again = json.loads(run("events", "clean", "--older-than", "1d", "--json",
+                           "--config", str(config)))
+    assert (again["rows"], again["batches"]) == (0, 0)
+    assert "deleted 2 asset events" in run("events", "clean", "--older-than", "30m")
+    assert count(store) == 0
+
+
+def test_clean_in_one_statement_by_default(store: StateStore, run: Run) -> None:
+    seed(store, {("orders", "w"): [30, 40, 50, 1]})
+    report = json.loads(run("events", "clean", "--older-than", "1d", "--json"))
+    assert (report["rows"], report["batches"]) == (3, 1)
+    assert count(store) == 1
+    forced = json.loads(run("events", "clean", "--older-than", "1m", "--batch-size", "1",
+                            "--dry-run", "--json"))
+    assert (forced["rows"], forced["batches"]) == (1, 1)
+
+
+def test_database_without_schema_is_a_runtime_error(db_url: str, run: Run) -> None:
+    run("events", "list", code=1)
