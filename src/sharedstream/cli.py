@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from sharedstream import __version__
+from sharedstream.producer.offsets_commands import offsets_group
 from sharedstream.statestore.commands import db_group, state_store_group
+from sharedstream.triggerer.events_commands import events_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +18,8 @@ def cli() -> None:
 
 cli.add_command(db_group)
 cli.add_command(state_store_group)
+cli.add_command(events_group)
+cli.add_command(offsets_group)
 
 
 def main() -> None:
