@@ -1,0 +1,418 @@
+"""SharedStreamManager + KafkaSharedStreamProducer on the real broker, end to end (no database).
+
+Unlike ``test_kafka_shared_stream`` (which plays the manager's part itself), these
+tests run real watchers through :meth:`SharedStreamManager.run_watcher`: the
+stream, windows, the unit-of-work hand-off, holds, targeted redelivery, lanes and
+``advance``. ``DictSink`` is the unit of work: an idempotent "asset_event" table
+in a dict keyed by (watcher, topic id, partition, offset, index), confirmed at once.
+
+Nothing sleeps and hopes: every wait polls a condition under a deadline, and a
+"commit has not moved" check forces a synchronous commit first, so the broker's
+answer is the state the producer had decided on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from test_kafka_shared_stream import committed, produce, until
+
+from sharedstream.producer import dlq_headers as h
+from sharedstream.producer.connections import resolve_connection
+from sharedstream.producer.kafka import KafkaSharedStreamProducer
+from sharedstream.producer.payload import KafkaPayload
+from sharedstream.producer.progress import decode_progress
+from sharedstream.producer.rejections import InMemoryRejectionRecorder
+from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.triggerer.manager import SharedStreamManager
+from sharedstream.triggerer.streamconfig import ManagerSettings
+from sharedstream.triggerer.window import Window
+from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.triggers.message import KafkaMessage
+
+EventKey = tuple[str, str, int, int, int]
+# Fast, bounded retries: a held message comes back within a fraction of a second.
+SETTINGS = ManagerSettings(retry_backoff_initial=0.05, retry_backoff_max=0.2, max_attempts=1000)
+
+
+class DictSink:
+    """The unit of work without a database: events by idempotency key, then confirm."""
+
+    def __init__(self) -> None:
+        self.events: dict[EventKey, Any] = {}
+        self.writes: Counter[EventKey] = Counter()
+
+    def submit(self, windows: Sequence[Window]) -> None:
+        for window in windows:
+            payload: KafkaPayload = window.payload
+            for index, event in enumerate(window.events):
+                key = (window.watcher, *payload.identity, index)
+                self.writes[key] += 1
+                self.events[key] = event.payload
+            window.confirm()
+
+    def offsets(self, watcher: str) -> list[tuple[int, int]]:
+        """(partition, offset) of every message ``watcher`` has an event for, sorted."""
+        return sorted((k[2], k[3]) for k in self.events if k[0] == watcher)
+
+
+class DeliveryGate:
+    """Wraps the dead-letter producer and withholds its delivery reports until opened.
+
+    Records are really produced; only the producer's knowledge that they arrived
+    waits, which is exactly what a commit past a rejected message must wait for.
+    """
+
+    def __init__(self) -> None:
+        self.open = False
+        self.withheld: list[Callable[[], None]] = []
+
+    def factory(self, config: dict[str, Any]) -> Any:
+        gate, inner = self, Producer(config)
+
+        class Gated:
+            def produce(self, topic: str, value: Any, key: Any, *, on_delivery: Any,
+                        **kw: Any) -> None:
+                def report(err: KafkaError | None, msg: Any) -> None:
+                    if gate.open:
+                        on_delivery(err, msg)
+                    else:
+                        gate.withheld.append(lambda: on_delivery(err, msg))
+
+                inner.produce(topic, value, key, on_delivery=report, **kw)
+
+            def poll(self, timeout: float) -> int:
+                if gate.open:
+                    while gate.withheld:
+                        gate.withheld.pop(0)()
+                return int(inner.poll(timeout))
+
+            def flush(self, timeout: float) -> int:
+                return int(inner.flush(timeout))
+
+        return Gated()
+
+
+class Scripted(KafkaSharedStreamTrigger):
+    """The default trigger plus a per-watcher ``script``: message -> "event" | "reject" | raise.
+
+    ``seen`` lists every offset handed to the filter (redeliveries included).
+    """
+
+    dlq_gate: ClassVar[DeliveryGate | None] = None
+
+    def __init__(self, script: Callable[[KafkaMessage], str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.script = script or (lambda _m: "event")
+        self.seen: list[tuple[int, int]] = []
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> KafkaSharedStreamProducer:
+        if cls.dlq_gate is None:
+            return super().create_shared_stream_producer(kwargs)
+        runtime = kafka_runtime()
+        return KafkaSharedStreamProducer(
+            topics=kwargs["topics"], recorder=runtime.recorder,
+            config=resolve_connection(kwargs["kafka_config_id"], runtime.connections),
+            connection_id=kwargs["kafka_config_id"], dlq_topic=kwargs["dlq_topic"],
+            dlq_producer_factory=cls.dlq_gate.factory)
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            self.seen.append((message.partition, message.offset))
+            if self.script(message) == "reject":
+                reject_shared_stream_event(f"rejected {message.value!r}")
+                continue
+            yield TriggerEvent(message.value.decode() if message.value else None)
+
+
+class Triggerer:
+    """One manager running ``watchers`` (name -> trigger) of one group."""
+
+    def __init__(self, sink: DictSink, watchers: dict[str, Scripted]) -> None:
+        self.manager = SharedStreamManager(sink, SETTINGS)
+        self.watchers = watchers
+        first = next(iter(watchers.values()))
+        self.manager.declare_cohort(first.shared_stream_key(), watchers)
+        self.tasks = [asyncio.create_task(self.manager.run_watcher(n, t))
+                      for n, t in watchers.items()]
+
+    @classmethod
+    async def start(cls, sink: DictSink, watchers: dict[str, Scripted]) -> Triggerer:
+        """Start it and wait until its watchers subscribed (the group and producer exist)."""
+        triggerer = cls(sink, watchers)
+        await until(lambda: len(triggerer.manager.status()) == 1)
+        return triggerer
+
+    @property
+    def producer(self) -> KafkaSharedStreamProducer:
+        [status] = self.manager.status()
+        assert isinstance(status.producer, KafkaSharedStreamProducer)
+        return status.producer
+
+    async def stop(self) -> None:
+        await self.manager.stop_all()
+        await asyncio.gather(*self.tasks)
+
+
+@pytest.fixture
+def connection(kafka_bootstrap: str) -> Iterator[Callable[..., str]]:
+    """Factory: a fresh connection id (its own group.id) in the Kafka runtime."""
+    before = kafka_runtime()
+    connections: dict[str, dict[str, Any]] = {}
+
+    def make(**extra: Any) -> str:
+        conn_id = f"c{len(connections)}"
+        connections[conn_id] = {"bootstrap.servers": kafka_bootstrap,
+                                "group.id": f"it-{uuid.uuid4().hex[:8]}", **extra}
+        configure_kafka_runtime(connections, InMemoryRejectionRecorder())
+        return conn_id
+
+    yield make
+    configure_kafka_runtime(before.connections, before.recorder, before.environ)
+    Scripted.dlq_gate = None
+
+
+def group_of(conn_id: str, topic: str) -> str:
+    return f"{kafka_runtime().connections[conn_id]['group.id']}.{topic}"
+
+
+async def committed_tps(bootstrap: str, group: str, topic: str,
+                        partitions: int = 1) -> list[TopicPartition]:
+    """Committed offsets; [] while the group coordinator is still loading (retriable)."""
+    try:
+        return await asyncio.to_thread(committed, bootstrap, group, topic, partitions)
+    except KafkaException as exc:
+        if exc.args[0].retriable():
+            return []
+        raise
+
+
+async def committed_at(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
+    return [tp.offset for tp in await committed_tps(bootstrap, group, topic, partitions)]
+
+
+async def until_committed(bootstrap: str, group: str, topic: str, offsets: list[int]) -> None:
+    found: list[int] = []
+
+    async def poll() -> None:
+        while True:
+            found[:] = await committed_at(bootstrap, group, topic, len(offsets))
+            if found == offsets:
+                return
+            await asyncio.sleep(0.05)
+
+    try:
+        await asyncio.wait_for(poll(), 60)
+    except TimeoutError:
+        raise AssertionError(f"committed {found}, expected {offsets}") from None
+
+
+async def committed_once(triggerer: Triggerer, bootstrap: str, group: str, topic: str,
+                         remembered: set[int]) -> TopicPartition:
+    """Commit synchronously until the broker holds ``remembered`` above the commit; return it.
+
+    An ack reaches the producer one ``advance`` after the sink confirmed it, so the
+    first forced commit may predate it; the remembered set is what tells them apart.
+    """
+    found: list[TopicPartition] = []
+
+    async def check() -> bool:
+        await triggerer.producer.commit()
+        found[:] = await committed_tps(bootstrap, group, topic)
+        return bool(found) and decode_progress(found[0].offset, found[0].metadata) == remembered
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"committed {found}"
+        await asyncio.sleep(0.05)
+    return found[0]
+
+
+def fails_on(offsets: set[int], gates: dict[int, asyncio.Event]) -> Callable[[KafkaMessage], str]:
+    """A script that raises on each of ``offsets`` until its gate is set."""
+    def script(message: KafkaMessage) -> str:
+        if message.offset in offsets and not gates[message.offset].is_set():
+            raise RuntimeError(f"cannot handle offset {message.offset} yet")
+        return "event"
+
+    return script
+
+
+async def test_commits_through_the_manager_after_every_watcher_persisted(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    topic = create_topic("orders", partitions=2)
+    produce(kafka_bootstrap, topic, 20, partitions=2)
+    conn = connection()
+    sink = DictSink()
+    triggerer = await Triggerer.start(
+        sink, {w: Scripted(topics=[topic], kafka_config_id=conn) for w in ("w1", "w2")})
+    await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [10, 10])
+    expected = sorted((i % 2, i // 2) for i in range(20))
+    assert sink.offsets("w1") == sink.offsets("w2") == expected
+    assert set(sink.writes.values()) == {1}
+    [topic_id] = {key[1] for key in sink.events}
+    assert sink.events[("w1", topic_id, 1, 0, 0)] == "m1"
+    await triggerer.stop()
+
+
+async def test_rejected_goes_to_the_dlq_with_every_header_and_is_committed_past_after_delivery(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    topic, dlq = create_topic("orders"), create_topic("orders-dlq")
+    produce(kafka_bootstrap, topic, 3)
+    conn = connection()
+    gate = Scripted.dlq_gate = DeliveryGate()
+    sink = DictSink()
+    picky = Scripted(lambda m: "reject" if m.value == b"m1" else "event",
+                     topics=[topic], kafka_config_id=conn, dlq_topic=dlq)
+    plain = Scripted(topics=[topic], kafka_config_id=conn, dlq_topic=dlq)
+    triggerer = await Triggerer.start(sink, {"all": plain, "picky": picky})
+    group = group_of(conn, topic)
+    await until(lambda: len(sink.offsets("all")) == 3 and len(sink.offsets("picky")) == 2)
+    await until(lambda: len(gate.withheld) == 1)
+    # The record is on the broker but its report is withheld: the commit stops at 1.
+    tp = await committed_once(triggerer, kafka_bootstrap, group, topic, {2})
+    assert tp.offset == 1
+    gate.open = True
+    await until_committed(kafka_bootstrap, group, topic, [3])
+    reader = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "reader",
+                       "auto.offset.reset": "earliest"})
+    reader.assign([TopicPartition(dlq, 0, 0)])
+    records: list[Any] = []
+
+    def read() -> bool:
+        records.extend(m for m in reader.consume(10, 0.2) if m.error() is None)
+        return bool(records)
+
+    await until(read, within=30)
+    reader.close()
+    [topic_id] = {key[1] for key in sink.events}
+    await triggerer.stop()
+    [record] = records
+    headers: dict[str, Any] = dict(record.headers() or [])
+    assert record.value() == b"m1" and headers["trace"] == b"t"
+    assert headers[h.ORIGINAL_TOPIC] == topic.encode()
+    assert headers[h.ORIGINAL_TOPIC_ID] == topic_id.encode()
+    assert headers[h.ORIGINAL_PARTITION] == b"0" and headers[h.ORIGINAL_OFFSET] == b"1"
+    assert int(headers[h.ORIGINAL_TIMESTAMP]) == record.timestamp()[1] > 0
+    assert headers[h.CONSUMER_GROUP] == group.encode()
+    assert json.loads(headers[h.REJECTIONS]) == {"picky": "rejected b'm1'"}
+    assert headers[h.IDENTITY] == f"{topic_id}:0:1".encode()
+    assert headers[h.REPLAY_COUNT] == b"0"
+    assert sink.offsets("picky") == [(0, 0), (0, 2)]
+
+
+async def test_failed_is_redelivered_to_the_failing_watcher_only_and_committed_after_its_ack(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 4)
+    conn = connection()
+    gates = {1: asyncio.Event()}
+    sink = DictSink()
+    steady = Scripted(topics=[topic], kafka_config_id=conn)
+    flaky = Scripted(fails_on({1}, gates), topics=[topic], kafka_config_id=conn)
+    triggerer = await Triggerer.start(sink, {"steady": steady, "flaky": flaky})
+    producer = triggerer.producer
+    group = group_of(conn, topic)
+    # flaky raised on 1 at least twice: it was redelivered (no restart of the consumer).
+    await until(lambda: flaky.seen.count((0, 1)) >= 2 and len(sink.offsets("flaky")) == 3)
+    tp = await committed_once(triggerer, kafka_bootstrap, group, topic, {2, 3})
+    assert tp.offset == 1
+    gates[1].set()
+    await until_committed(kafka_bootstrap, group, topic, [4])
+    assert triggerer.producer is producer
+    assert steady.seen == [(0, 0), (0, 1), (0, 2), (0, 3)]  # the sibling saw it exactly once
+    assert sink.offsets("flaky") == sink.offsets("steady") == [(0, o) for o in range(4)]
+    assert set(sink.writes.values()) == {1}
+    await triggerer.stop()
+
+
+async def test_earliest_held_offset_wins(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 5)
+    conn = connection()
+    gates = {1: asyncio.Event(), 3: asyncio.Event()}
+    sink = DictSink()
+    flaky = Scripted(fails_on({1, 3}, gates), topics=[topic], kafka_config_id=conn)
+    steady = Scripted(topics=[topic], kafka_config_id=conn)
+    triggerer = await Triggerer.start(sink, {"steady": steady, "flaky": flaky})
+    group = group_of(conn, topic)
+    await until(lambda: len(sink.offsets("steady")) == 5 and len(sink.offsets("flaky")) == 3)
+    gates[3].set()  # the later hold lifts first: the commit must stay at the earlier one
+    await until(lambda: (0, 3) in sink.offsets("flaky"))
+    tp = await committed_once(triggerer, kafka_bootstrap, group, topic, {2, 3, 4})
+    assert tp.offset == 1
+    gates[1].set()
+    await until_committed(kafka_bootstrap, group, topic, [5])
+    assert sink.offsets("flaky") == [(0, o) for o in range(5)]
+    await triggerer.stop()
+
+
+async def test_rebalance_under_the_consumer_protocol_keeps_every_event_exactly_once(
+    kafka_bootstrap: str,
+    create_topic: Callable[..., str],
+    connection: Callable[..., str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KIP-848: the second triggerer joins under traffic, then leaves; nothing lost or doubled."""
+    caplog.set_level(logging.INFO, logger="sharedstream")
+    topic = create_topic("orders", partitions=6)
+    conn = connection(**{"group.protocol": "consumer"})
+    sink = DictSink()  # both triggerers persist into one "table", as two processes would
+    total = 0
+
+    async def traffic(rounds: int) -> None:
+        nonlocal total
+        for _ in range(rounds):
+            await asyncio.to_thread(produce, kafka_bootstrap, topic, 60, 6)
+            total += 60
+
+    def watchers() -> dict[str, Scripted]:
+        return {w: Scripted(topics=[topic], kafka_config_id=conn) for w in ("w1", "w2")}
+
+    first = await Triggerer.start(sink, watchers())
+    await until(lambda: first.producer.health().assigned_partitions == 6)
+    await traffic(5)
+    second = await Triggerer.start(sink, watchers())
+    await until(lambda: second.producer.health().assigned_partitions > 0)
+    await until(lambda: first.producer.health().assigned_partitions < 6)
+    await traffic(10)
+    await until(lambda: all(t.seen for t in second.watchers.values()))
+    await second.stop()
+    await traffic(5)
+    await until(lambda: first.producer.health().assigned_partitions == 6)
+    await until(lambda: len(sink.events) == 2 * total)
+    group = group_of(conn, topic)
+
+    async def all_committed() -> bool:
+        return sum(await committed_at(kafka_bootstrap, group, topic, 6)) == total
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while not await all_committed():
+        assert asyncio.get_running_loop().time() < deadline, "commits did not reach the end"
+        await asyncio.sleep(0.05)
+    await first.stop()
+    per_partition = {p: total // 6 for p in range(6)}
+    for watcher in ("w1", "w2"):
+        offsets = sink.offsets(watcher)
+        assert offsets == sorted((p, o) for p, n in per_partition.items() for o in range(n))
+    assert "assigned" in caplog.text and "revoked" in caplog.text
+    errors = [r.getMessage() for r in caplog.records
+              if r.levelno >= logging.WARNING and "commit" in r.getMessage()]
+    assert errors == []
