@@ -70,3 +70,29 @@ def insert_if_absent(connection: Connection, table: Table, row: Mapping[str, Any
         stmt.values(dict(row)).on_conflict_do_nothing().returning(first_pk)
     )
     return result.first() is not None
+
+
+def insert_ignore_many(
+    connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+) -> int:
+    """Insert ``rows`` as multi-row statements, skipping each row whose unique key
+    exists; return how many were inserted.
+
+    PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING ... RETURNING``; the RETURNING makes
+    SQLAlchemy send pages of multi-row VALUES instead of one statement per row, and its
+    rows count what was really inserted. MySQL/MariaDB: ``ON DUPLICATE KEY UPDATE`` of the
+    primary key to itself, a no-op on duplicates that, unlike INSERT IGNORE, still raises
+    for foreign-key and other errors (the driver batches executemany into multi-row VALUES).
+    """
+    if not rows:
+        return 0
+    first_pk = next(iter(table.primary_key.columns))
+    if _is_mysql(connection):
+        my_stmt = mysql.insert(table)
+        result = connection.execute(
+            my_stmt.on_duplicate_key_update({first_pk.name: first_pk}), list(rows))
+        return max(result.rowcount, 0)
+    stmt = (postgresql.insert(table) if connection.dialect.name == "postgresql"
+            else sqlite.insert(table))
+    result = connection.execute(stmt.on_conflict_do_nothing().returning(first_pk), list(rows))
+    return len(result.all())

@@ -1,0 +1,66 @@
+"""What a window turns into in the database: encoded event payloads and ``asset_event`` rows.
+
+Payloads are encoded once, on the event loop when the window is submitted, so that a
+payload that cannot be stored (not JSON, too large: a watcher bug) is found before the
+window joins a batch and is resolved as that watcher's rejection instead of failing the
+whole batch forever. The rows themselves are built on the writer thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sharedstream.producer.payload import KafkaPayload
+
+# MEDIUMTEXT, the payload column on MySQL/MariaDB, holds at most 2**24 - 1 bytes.
+MAX_EVENT_BYTES = 2**24 - 1
+
+
+class EventCoordinates(NamedTuple):
+    """What an event is keyed by (with the watcher and its index within the message)."""
+
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+
+
+Coordinates = Callable[[Any], EventCoordinates]
+
+
+def kafka_coordinates(payload: KafkaPayload) -> EventCoordinates:
+    """The coordinates of a Kafka message: its ORIGINAL ones for a replayed dead letter,
+    so a replay of a message some watcher already persisted never writes it twice."""
+    o = payload.origin
+    return EventCoordinates(o.topic, o.topic_id, o.partition, o.offset)
+
+
+class PayloadRefused(ValueError):
+    """An event payload the database cannot take; its text is the rejection reason."""
+
+
+def encode_payload(payload: Any, max_bytes: int) -> str:
+    """The JSON text stored for ``payload``; PayloadRefused when it cannot be stored."""
+    try:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise PayloadRefused(f"event payload not JSON: {exc}") from exc
+    # A str holds at most 4 UTF-8 bytes per character: measure only when that could matter.
+    if len(text) * 4 > max_bytes and (size := len(text.encode("utf-8"))) > max_bytes:
+        raise PayloadRefused(
+            f"event payload not JSON: {size} bytes, over the {max_bytes}-byte limit")
+    return text
+
+
+def event_rows(asset_id: int, watcher: str, where: EventCoordinates, texts: list[str],
+               created_at: datetime) -> list[dict[str, Any]]:
+    """One ``asset_event`` row per encoded payload; the list index is ``event_index``."""
+    return [
+        {"asset_id": asset_id, "watcher": watcher, "payload": text, "topic": where.topic,
+         "topic_id": where.topic_id, "partition": where.partition, "offset": where.offset,
+         "event_index": index, "created_at": created_at}
+        for index, text in enumerate(texts)
+    ]

@@ -1,0 +1,296 @@
+"""``DatabaseWorkSink``: the unit of work, windows committed in batches (guarantee 3).
+
+Flow: ``submit`` (event loop, never blocks) encodes each event payload once and queues
+the window; a flusher task forms a batch when ``batch_size`` windows wait or the oldest
+has waited ``max_delay`` seconds, and commits it on one dedicated writer thread in ONE
+transaction: every event of the batch as ``asset_event`` rows (one multi-row insert
+that skips rows already there) plus the windows' staged state writes, folded in window
+order. Only after the commit returns are the windows confirmed, on the loop, in one hop
+per batch; the manager then acks them and the producer may commit past them.
+
+Failure windows:
+
+* process dies before the commit: nothing of the batch is in the database and nothing
+  was confirmed, so Kafka never committed past it; everything is redelivered.
+* dies between commit and confirm (or between confirm and the Kafka commit): events and
+  state are in the database but the offsets are not committed; the messages are
+  redelivered, the filter runs again, and the event key (watcher, topic id, partition,
+  offset, index) makes the re-insert a no-op. State written with ``advance`` is already
+  at its new value, so a watcher that skips "seen" messages skips them, and a
+  re-staged ``advance`` to the same value changes nothing.
+* database unavailable (or any error during the commit): the transaction rolls back,
+  the batch is kept and retried with capped exponential backoff, forever; nothing is
+  confirmed meanwhile, so nothing is committed to Kafka past it. ``healthy`` is False
+  and ``last_error`` says why until a commit succeeds. The manager's ``max_in_flight``
+  bound pauses fetching, so the queue stays bounded during a long outage.
+* an event payload that cannot be stored (not JSON, too large) is a watcher bug, not
+  infrastructure: that window is rejected for that watcher (dead-lettered with the
+  reason) at submit time, and never blocks a batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sharedstream.statestore.models import asset_event
+from sharedstream.statestore.sql import insert_ignore_many
+from sharedstream.statestore.store import StateStore
+from sharedstream.statestore.types import utcnow
+from sharedstream.triggerer.batchmerge import fold_staged
+from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.eventrows import (
+    MAX_EVENT_BYTES,
+    Coordinates,
+    PayloadRefused,
+    encode_payload,
+    event_rows,
+    kafka_coordinates,
+)
+from sharedstream.triggerer.window import Window
+
+log = logging.getLogger(__name__)
+
+
+class _Queued(NamedTuple):
+    window: Window
+    asset_id: int
+    texts: list[str]
+    since: float  # loop time of submit
+
+
+class DatabaseWorkSink:
+    """Commits closed windows (events + staged asset state) in batched transactions.
+
+    ``assets`` maps every watcher name to its asset's id (``store.register_asset``
+    first); ``settings`` gives ``uow_batch_size`` and ``uow_max_delay``. Use on one event
+    loop; the flusher task starts with :meth:`start` or the first ``submit``. Counters
+    are plain attributes (and :meth:`counters`), read by the metrics collector at scrape
+    time.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        assets: Mapping[str, int],
+        settings: ProcessSettings | None = None,
+        *,
+        coordinates: Coordinates = kafka_coordinates,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+        retry_initial: float = 0.1,
+        retry_cap: float = 5.0,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        settings = settings or ProcessSettings()
+        self._store = store
+        self._assets = dict(assets)
+        self._batch_size = settings.uow_batch_size
+        self._max_delay = settings.uow_max_delay
+        self._coordinates = coordinates
+        self._max_event_bytes = max_event_bytes
+        self._retry_initial = retry_initial
+        self._retry_cap = retry_cap
+        self._clock = clock
+        # One writer thread: batches commit in order (a later batch's state writes land
+        # after an earlier one's), and never queue behind state reads on the store's pool.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="uow-writer")
+        self._queue: deque[_Queued] = deque()
+        self._wake = asyncio.Event()  # queue became non-empty or full, or shutdown
+        self._idle = asyncio.Event()  # nothing queued, nothing being committed
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._draining = 0
+        self._closing = False
+        # readiness
+        self.healthy = True
+        self.last_error: str | None = None
+        # metrics
+        self.batches = 0
+        self.events_written = 0  # new rows; redelivered duplicates are not counted
+        self.windows_confirmed = 0
+        self.windows_rejected = 0
+        self.batch_latency_sum = 0.0  # seconds from a batch's first attempt to its commit
+        self.batch_latency_count = 0
+        self.failures = 0  # failed commit attempts
+
+    def counters(self) -> dict[str, float]:
+        """The metrics, by Prometheus name (without the prefix)."""
+        return {
+            "uow_batches": self.batches,
+            "uow_events_written": self.events_written,
+            "uow_windows_confirmed": self.windows_confirmed,
+            "uow_windows_rejected": self.windows_rejected,
+            "uow_batch_latency_seconds_sum": self.batch_latency_sum,
+            "uow_batch_latency_seconds_count": self.batch_latency_count,
+            "uow_commit_failures": self.failures,
+        }
+
+    @property
+    def queued(self) -> int:
+        """Windows waiting for a batch (not counting the one being committed)."""
+        return len(self._queue)
+
+    # -- intake (event loop) -------------------------------------------------------------------
+
+    def submit(self, windows: Sequence[Window]) -> None:
+        """Queue ``windows``; reject at once those whose payloads cannot be stored."""
+        if self._closing and (self._task is None or self._task.done()):
+            closed = RuntimeError("the unit-of-work sink is closed")
+            for window in windows:
+                window.fail(closed)
+            return
+        self.start()
+        now = asyncio.get_running_loop().time()
+        queue = self._queue
+        was_empty = not queue
+        limit = self._max_event_bytes
+        for window in windows:
+            asset_id = self._assets[window.watcher]
+            try:
+                texts = [encode_payload(event.payload, limit) for event in window.events]
+            except PayloadRefused as refused:
+                log.error("watcher %r: %s; rejecting %r", window.watcher, refused,
+                          window.payload)
+                self.windows_rejected += 1
+                window.reject(str(refused))
+                continue
+            queue.append(_Queued(window, asset_id, texts, now))
+        if queue:
+            self._idle.clear()
+            if was_empty or len(queue) >= self._batch_size:
+                self._wake.set()
+
+    # -- flusher (event loop) ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the flusher task on the running loop (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="uow-flusher")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        wake = self._wake
+        queue = self._queue
+        while True:
+            if not queue:
+                self._idle.set()
+                if self._closing:
+                    return
+                wake.clear()
+                await wake.wait()
+                continue
+            if len(queue) < self._batch_size and not (self._draining or self._closing):
+                delay = queue[0].since + self._max_delay - loop.time()
+                if delay > 0:
+                    wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), delay)
+                    continue
+            take = min(len(queue), self._batch_size)
+            await self._commit([queue.popleft() for _ in range(take)])
+
+    async def _commit(self, batch: list[_Queued]) -> None:
+        """Commit ``batch`` until it succeeds, then confirm its windows (one hop back)."""
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        backoff = self._retry_initial
+        while True:
+            # A window the manager gave up on (its watcher left, the group stopped) will be
+            # redelivered: leave it out rather than commit for nobody.
+            batch = [q for q in batch if q.window.is_submitted]
+            if not batch:
+                return
+            try:
+                written = await loop.run_in_executor(self._writer, self._write, batch)
+            except Exception as exc:
+                self.failures += 1
+                self.healthy = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("unit of work: commit of %d windows failed (%s); retrying in "
+                            "%.2fs", len(batch), self.last_error, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._retry_cap)
+                continue
+            break
+        if not self.healthy:
+            log.info("unit of work: the database answers again")
+        self.healthy = True
+        self.last_error = None
+        self.batches += 1
+        self.events_written += written
+        self.batch_latency_sum += time.perf_counter() - started
+        self.batch_latency_count += 1
+        for queued in batch:
+            queued.window.confirm()
+        self.windows_confirmed += len(batch)
+
+    # -- writer thread --------------------------------------------------------------------------
+
+    def _write(self, batch: list[_Queued]) -> int:
+        """One transaction: the batch's events, then its folded state writes; commit."""
+        created_at = self._clock()
+        rows: list[dict[str, Any]] = []
+        units = []
+        for window, asset_id, texts, _ in batch:
+            if texts:
+                rows += event_rows(asset_id, window.watcher, self._coordinates(window.payload),
+                                   texts, created_at)
+            if window.staged:
+                units.append(window.staged.staged)
+        uow = self._store.unit_of_work()
+        uow.staged = fold_staged(units)
+        try:
+            with self._store.engine.begin() as connection:
+                written = insert_ignore_many(connection, asset_event, rows)
+                uow.apply(connection)
+        except BaseException:
+            uow.discard()
+            raise
+        uow.committed()
+        return written
+
+    # -- shutdown -------------------------------------------------------------------------------
+
+    async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Commit and confirm everything submitted so far, without waiting for
+        ``max_delay``; True once nothing is queued or being committed, False on timeout.
+
+        At SIGTERM: after fetching paused and before the manager stops its groups (which
+        gives up on unconfirmed windows). The sink keeps running: call :meth:`aclose` last.
+        """
+        if self._task is None:
+            return True
+        self._draining += 1
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            log.warning("unit of work: %d windows not committed within %ss",
+                        len(self._queue), timeout)
+            return False
+        finally:
+            self._draining -= 1
+        return True
+
+    async def aclose(self) -> None:
+        """Commit what is queued, then stop the flusher and the writer thread.
+
+        Cancelled (e.g. by a shutdown timeout while the database is down), the flusher
+        stops at once; what it had not confirmed is redelivered after the restart. An
+        attempt still running on the writer thread finishes on its own (commit or roll
+        back); its windows stay unconfirmed either way.
+        """
+        self._closing = True
+        try:
+            if self._task is not None:
+                self._wake.set()
+                await self._task
+        finally:
+            self._writer.shutdown(wait=False)

@@ -1,0 +1,210 @@
+"""``WatcherStateAccess``: ``trigger.asset_state_store`` of one watcher.
+
+Inside a message window of this watcher, writes are staged into that window's unit
+of work and commit with the message's events (guarantee 3); outside a window they
+commit at once. Reads see, in order:
+
+1. the open window's staged writes;
+2. the staged writes of this watcher's earlier windows that the sink holds but has
+   not committed yet, newest first: a watermark read on message N+1 sees message N's
+   advance before N's batch commits;
+3. the database.
+
+A window that failed, or that the manager gave up on, stops counting at once (its
+message is redelivered and the filter runs again); a confirmed one is in the
+database. Between the commit and the confirmation a window is visible both in the
+sink and in the database, with the same values.
+
+Staged writes made after the message was rejected are dropped with it. The sync
+methods block on a database read when nothing staged answers; the async twins answer
+staged hits on the loop and send database reads and immediate writes to the store's
+threads.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from sharedstream.statestore.accessors import AssetState
+from sharedstream.statestore.comparison import compare, is_forward
+from sharedstream.statestore.scopes import AssetScope, Writer
+from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, StagedSet
+from sharedstream.statestore.store import StateStore
+from sharedstream.statestore.uow import UnitOfWork
+from sharedstream.statestore.values import check_key, encode_value
+from sharedstream.triggerer.window import Window, current_window
+from sharedstream.triggers.assets import Asset
+
+
+class WatcherStateAccess:
+    """The asset state of watcher ``watcher``'s asset, staged per message window.
+
+    ``asset`` is the watcher's Asset (or its name); ``asset_id`` its registered id
+    (``store.register_asset``), which spares a name lookup per database access.
+    """
+
+    def __init__(self, store: StateStore, watcher: str, asset: Asset | str,
+                 asset_id: int | None = None) -> None:
+        asset_name = asset if isinstance(asset, str) else asset.name
+        self._store = store
+        self.watcher = watcher
+        self.asset_name = asset_name
+        self.scope = (AssetScope(asset_id=asset_id) if asset_id is not None
+                      else AssetScope(name=asset_name))
+        self.writer = Writer.watcher(watcher)
+        self._direct = AssetState(store, self.scope, self.writer)
+        self._max_bytes = store.settings.max_value_storage_bytes
+        # Windows of this watcher that staged something, oldest first.
+        self._windows: deque[Window] = deque()
+
+    def __getitem__(self, asset: Asset | str) -> WatcherStateAccess:
+        """``self.asset_state_store[asset]``: only the watcher's own asset (Asset or name)."""
+        name = asset if isinstance(asset, str) else asset.name
+        if name != self.asset_name:
+            raise KeyError(f"watcher {self.watcher!r} can use the state of its own asset "
+                           f"{self.asset_name!r} only, not {name!r}")
+        return self
+
+    # -- windows ---------------------------------------------------------------------------
+
+    def _window(self) -> Window | None:
+        """This watcher's open window, or None outside one (write through)."""
+        window = current_window()
+        if window is None or window.watcher != self.watcher:
+            return None
+        return window
+
+    def _unit(self, window: Window) -> UnitOfWork | None:
+        """The window's unit of work, created on first write; None once it is resolved."""
+        if not window.is_open:
+            return None  # rejected or given up: its writes go with it
+        unit: UnitOfWork | None = window.staged
+        if unit is None:
+            unit = window.staged = self._store.unit_of_work()
+            windows = self._windows
+            while windows and not (windows[0].is_submitted or windows[0].is_open):
+                windows.popleft()
+            windows.append(window)
+        return unit
+
+    def _staged(self, key: str) -> Any:
+        """The value staged for ``key`` (MISSING if deleted), or NOT_STAGED."""
+        current = self._window()
+        for window in reversed(self._windows):
+            if window.is_submitted or (window is current and window.is_open):
+                unit: UnitOfWork = window.staged
+                staging = unit.staged.assets.get(self.scope)
+                found = NOT_STAGED if staging is None else staging.lookup(key)
+                if found is not NOT_STAGED:
+                    return found
+        return NOT_STAGED
+
+    def _lookup(self, key: str) -> Any:
+        found = self._staged(key)
+        return self._store.backend.asset_get(self.scope, key) if found is NOT_STAGED else found
+
+    async def _alookup(self, key: str) -> Any:
+        found = self._staged(key)
+        if found is NOT_STAGED:
+            return await self._store.run_async(self._store.backend.asset_get, self.scope, key)
+        return found
+
+    def _encode(self, key: str, value: Any) -> str:
+        return encode_value(check_key(key), value, self._max_bytes)
+
+    # -- sync API --------------------------------------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self._lookup(check_key(key))
+        return default if found is MISSING else found
+
+    def set(self, key: str, value: Any) -> None:
+        window = self._window()
+        if window is None:
+            self._direct.set(key, value)
+            return
+        self._stage_set(window, key, value, self._encode(key, value))
+
+    def _stage_set(self, window: Window, key: str, value: Any, text: str) -> None:
+        unit = self._unit(window)
+        if unit is not None:
+            unit.staged.asset(self.scope).ops[key] = StagedSet(value, text, self.writer)
+
+    def delete(self, key: str) -> bool:
+        window = self._window()
+        if window is None:
+            return self._direct.delete(key)
+        existed = self._lookup(check_key(key)) is not MISSING
+        self._stage_delete(window, key)
+        return existed
+
+    def _stage_delete(self, window: Window, key: str) -> None:
+        unit = self._unit(window)
+        if unit is not None:
+            unit.staged.asset(self.scope).ops[key] = StagedDelete()
+
+    def clear(self) -> None:
+        window = self._window()
+        if window is None:
+            self._direct.clear()
+            return
+        unit = self._unit(window)
+        if unit is not None:
+            staging = unit.staged.asset(self.scope)
+            staging.cleared = True
+            staging.ops.clear()
+
+    def advance(self, key: str, value: Any) -> bool:
+        """Move ``key`` to ``value`` only forwards; True if it moved (see DESIGN's rules)."""
+        window = self._window()
+        if window is None:
+            return self._direct.advance(key, value)
+        text = self._encode(key, value)
+        compare(value, value)  # unorderable kinds fail before anything is staged
+        return self._stage_advance(window, key, value, text, self._lookup(key))
+
+    def _stage_advance(self, window: Window, key: str, value: Any, text: str,
+                       current: Any) -> bool:
+        if current is not MISSING and not is_forward(value, current):
+            return False
+        unit = self._unit(window)
+        if unit is not None:
+            unit.staged.asset(self.scope).stage_advance(key, value, text, self.writer)
+        return True
+
+    # -- async twins -----------------------------------------------------------------------
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        found = await self._alookup(check_key(key))
+        return default if found is MISSING else found
+
+    async def aset(self, key: str, value: Any) -> None:
+        window = self._window()
+        if window is None:
+            await self._direct.aset(key, value)
+            return
+        self._stage_set(window, key, value, self._encode(key, value))
+
+    async def adelete(self, key: str) -> bool:
+        window = self._window()
+        if window is None:
+            return await self._direct.adelete(key)
+        existed = await self._alookup(check_key(key)) is not MISSING
+        self._stage_delete(window, key)
+        return existed
+
+    async def aclear(self) -> None:
+        if self._window() is None:
+            await self._direct.aclear()
+            return
+        self.clear()
+
+    async def aadvance(self, key: str, value: Any) -> bool:
+        window = self._window()
+        if window is None:
+            return await self._direct.aadvance(key, value)
+        text = self._encode(key, value)
+        compare(value, value)
+        current = await self._alookup(key)
+        return self._stage_advance(window, key, value, text, current)
