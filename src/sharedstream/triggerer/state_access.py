@@ -23,8 +23,12 @@ threads.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections import deque
 from typing import Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from sharedstream.statestore.accessors import AssetState
 from sharedstream.statestore.comparison import compare, is_forward
@@ -35,6 +39,11 @@ from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
 from sharedstream.triggerer.window import Window, current_window
 from sharedstream.triggers.assets import Asset
+
+log = logging.getLogger(__name__)
+
+READ_RETRY_INITIAL = 0.1
+READ_RETRY_CAP = 5.0
 
 
 class WatcherStateAccess:
@@ -106,9 +115,27 @@ class WatcherStateAccess:
 
     async def _alookup(self, key: str) -> Any:
         found = self._staged(key)
-        if found is NOT_STAGED:
-            return await self._store.run_async(self._store.backend.asset_get, self.scope, key)
-        return found
+        return await self._aread(key) if found is NOT_STAGED else found
+
+    async def _aread(self, key: str) -> Any:
+        """A database read; inside a window, retried while the database is unavailable.
+
+        Raising there would fail the watcher for the message and count an attempt, so a
+        long outage would end in "max attempts" dead letters; waiting holds the message
+        instead, like the sink holds its batch (bounded by the manager's ack timeout).
+        """
+        backoff = READ_RETRY_INITIAL
+        while True:
+            try:
+                return await self._store.run_async(self._store.backend.asset_get, self.scope,
+                                                   key)
+            except (OperationalError, InterfaceError) as exc:
+                if self._window() is None:
+                    raise
+                log.warning("watcher %r: state read of %r failed (%s); retrying in %.1fs",
+                            self.watcher, key, type(exc).__name__, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, READ_RETRY_CAP)
 
     def _encode(self, key: str, value: Any) -> str:
         return encode_value(check_key(key), value, self._max_bytes)
