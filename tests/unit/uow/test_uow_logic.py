@@ -1,0 +1,184 @@
+"""Unit-of-work logic without services: folding staged writes, payload encoding, and the
+sink + state access behind the real manager fed by an in-memory producer (SQLite file)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedstream.producer.contract import AdvanceItem, SharedStreamProducer, StreamItem
+from sharedstream.statestore import AssetScope, StateStore, TaskScope
+from sharedstream.statestore.scopes import Writer
+from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
+from sharedstream.triggerer.batchmerge import fold_staged
+from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.eventrows import EventCoordinates, PayloadRefused, encode_payload
+from sharedstream.triggerer.manager import SharedStreamManager
+from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
+
+SCOPE = AssetScope(asset_id=1)
+W = Writer.watcher("w")
+
+
+def unit(cleared: bool = False, **ops: Any) -> StagedWrites:
+    staged = StagedWrites()
+    staging = staged.asset(SCOPE)
+    staging.cleared = cleared
+    for key, op in ops.items():
+        staging.ops[key] = op
+    return staged
+
+
+def adv(value: Any) -> StagedAdvance:
+    return StagedAdvance(value, str(value), W)
+
+
+def put(value: Any) -> StagedSet:
+    return StagedSet(value, str(value), W)
+
+
+@pytest.mark.parametrize(("earlier", "later", "expected"), [
+    (adv(5), adv(7), adv(7)),
+    (adv(7), adv(5), adv(7)),            # a lagging advance never moves a key back
+    (put(5), adv(7), put(7)),            # sequentially: set, then advance re-checked vs 5
+    (put(9), adv(7), put(9)),
+    (StagedDelete(), adv(3), put(3)),    # an absent key accepts any advance
+    (adv(3), put(1), put(1)),
+    (adv(3), StagedDelete(), StagedDelete()),
+])
+def test_fold_equals_applying_in_order(earlier: Any, later: Any, expected: Any) -> None:
+    folded = fold_staged([unit(k=earlier), unit(k=later)]).asset(SCOPE)
+    assert folded.ops == {"k": expected} and not folded.cleared
+
+
+def test_fold_a_clear_drops_earlier_writes_and_later_advances_become_sets() -> None:
+    folded = fold_staged([unit(a=put(1), b=adv(2)), unit(cleared=True, c=adv(4)),
+                          unit(d=adv(5))]).asset(SCOPE)
+    assert folded.cleared and folded.ops == {"c": put(4), "d": put(5)}
+
+
+def test_fold_refuses_task_state() -> None:
+    staged = StagedWrites()
+    staged.clear_task_group(TaskScope("d", "r", "t"))
+    with pytest.raises(ValueError, match="task state"):
+        fold_staged([staged])
+
+
+def test_encode_payload_once_and_refuse_what_cannot_be_stored() -> None:
+    assert encode_payload({"a": [1, "é"]}, 100) == '{"a":[1,"é"]}'
+    with pytest.raises(PayloadRefused, match=r"^event payload not JSON: .*set"):
+        encode_payload({1, 2}, 100)
+    with pytest.raises(PayloadRefused, match="not JSON"):
+        encode_payload(float("nan"), 100)
+    with pytest.raises(PayloadRefused, match="over the 10-byte limit"):
+        encode_payload("x" * 20, 10)
+
+
+# -- through the real manager ------------------------------------------------------------
+
+Payload = tuple[int, int]  # (partition, offset)
+
+
+class ListProducer(SharedStreamProducer[Payload]):
+    """Hands out the messages it is given, records what was advanced."""
+
+    instances: list[ListProducer] = []
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[list[tuple[Any, Payload]]] = asyncio.Queue()
+        self.advanced: list[AdvanceItem[Payload]] = []
+        ListProducer.instances.append(self)
+
+    def feed(self, payloads: Sequence[Payload]) -> None:
+        self.queue.put_nowait([(p, p) for p in payloads])
+
+    async def open_stream(self) -> AsyncIterator[StreamItem[Payload]]:
+        while True:
+            yield await self.queue.get()
+
+    async def advance(self, batch: Sequence[AdvanceItem[Payload]]) -> None:
+        self.advanced.extend(batch)
+
+    def get_advance_lane(self, payload: Payload) -> Hashable:
+        return payload[0]
+
+    def message_identity(self, payload: Payload) -> Hashable:
+        return payload
+
+    def pause(self) -> None:
+        pass
+
+    def resume(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Marks(BaseEventTrigger):
+    """Keeps even offsets, each once, by a per-partition watermark; one poison payload."""
+
+    def shared_stream_key(self) -> Hashable:
+        return "list"
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return "tests.Marks", {}
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: Any) -> ListProducer:
+        return ListProducer()
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        async for partition, offset in stream:
+            if offset % 2:
+                continue
+            key = f"last_seen/{partition}"
+            if offset <= await self.asset_state_store.aget(key, default=-1):
+                continue
+            await self.asset_state_store.aadvance(key, offset)
+            yield TriggerEvent(object() if offset == 10 else {"o": offset})
+
+
+async def test_manager_sink_and_state_access_with_an_in_memory_producer(tmp_path: Path) -> None:
+    ListProducer.instances.clear()
+    store = StateStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.upgrade()
+    asset_id = store.register_asset("marks")
+    sink = DatabaseWorkSink(
+        store, {"m": asset_id}, ProcessSettings(uow_batch_size=7, uow_max_delay=0.005),
+        coordinates=lambda p: EventCoordinates("t", "tid", p[0], p[1]))
+    manager = SharedStreamManager(sink)
+    trigger = Marks()
+    trigger.asset_state_store = WatcherStateAccess(store, "m", "marks", asset_id)
+    manager.declare_cohort("list", ["m"])
+    task = asyncio.create_task(manager.run_watcher("m", trigger))
+    for _ in range(1000):  # the group builds its producer when the watcher subscribes
+        if ListProducer.instances:
+            break
+        await asyncio.sleep(0)
+    producer = ListProducer.instances[-1]
+    producer.feed([(p, o) for o in range(40) for p in range(2)])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 15
+    while len(producer.advanced) < 80:
+        assert loop.time() < deadline, f"advanced {len(producer.advanced)}"
+        await asyncio.sleep(0.01)
+    outcomes = {item.broker_payload: item.outcome for item in producer.advanced}
+    assert {p for p, o in outcomes.items() if o.rejected} == {(0, 10), (1, 10)}
+    assert outcomes[(0, 10)].rejected["m"].startswith("event payload not JSON: ")
+    assert all(o.acked == {"m"} for p, o in outcomes.items() if p[1] != 10)
+    state = store.asset(AssetScope(name="marks"))
+    # The poison window's advance was dropped with it; the next kept offset advanced it.
+    assert [state.get(f"last_seen/{p}") for p in range(2)] == [38, 38]
+    assert sink.events_written == 2 * 19 and sink.windows_rejected == 2
+    await sink.drain(5)
+    await manager.stop_all()
+    await asyncio.gather(task, return_exceptions=True)
+    await sink.aclose()
+    store.close()
