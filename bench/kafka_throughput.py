@@ -1,15 +1,28 @@
-"""Messages/s through SharedStreamManager + KafkaSharedStreamProducer, next to plain consume().
+"""Throughput of the shared stream next to plain confluent-kafka, in one run on one broker.
 
-Same topic, same broker, same run: first a plain confluent-kafka ``consume()``
-loop (the ceiling), then the manager with 1 and 10 watchers running the default
-``KafkaSharedStreamTrigger`` filter (one UTF-8 TriggerEvent per message) into a
-sink that confirms every unit of work at once (no persistence). A run ends when
-every watcher has confirmed every message.
+Figures (all in messages delivered per second, measured the same way):
 
-    python bench/kafka_throughput.py [--messages N] [--json out.json]
+* ``plain``: one confluent-kafka consumer, batch ``consume()``: the ceiling;
+* ``shared_<n>``: ``SharedStreamManager`` + ``KafkaSharedStreamProducer`` with n
+  watchers on one consumer, each running the default ``KafkaSharedStreamTrigger``
+  filter (one UTF-8 event per message) into a sink that confirms every unit of
+  work at once (no persistence). The full ack path runs: windows, acks, lanes,
+  ``advance``, lane state, coalesced commits; the run ends when the producer has
+  taken the outcome of every message for every watcher, and the final commit is
+  then checked to have reached the end of every partition;
+* ``independent_<n>``: the pre-sharing model, n plain consumers (one per
+  trigger, each its own group and thread) reading the same topic.
 
-The broker is ``KAFKA_BOOTSTRAP_SERVERS`` or the local one the tests use
-(``scripts/localservices``).
+Fairness: every figure is timed from the first message delivered (so group join
+and assignment are excluded) to the last, on topics filled beforehand; 1-watcher
+figures use the main topic, fan-out figures a smaller one (n times the
+deliveries). Ratios are to ``plain``.
+
+    python bench/kafka_throughput.py [--messages 200000] [--fanout-messages 20000]
+        [--watchers 1,10,100] [--out bench/results]
+
+Writes ``<out>/kafka_throughput.json`` and ``.png`` and prints a Markdown table.
+The broker is ``KAFKA_BOOTSTRAP_SERVERS`` or a local one (``scripts/localservices``).
 """
 
 from __future__ import annotations
@@ -18,20 +31,27 @@ import argparse
 import asyncio
 import json
 import os
+import platform
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from sharedstream.producer.connections import resolve_connection
+from sharedstream.producer.contract import AdvanceItem
+from sharedstream.producer.kafka import KafkaSharedStreamProducer
+from sharedstream.producer.payload import KafkaPayload
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
-from sharedstream.producer.runtime import configure_kafka_runtime
+from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.triggerer.manager import SharedStreamManager
+from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggerer.window import Window
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -39,106 +59,229 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from localservices import KafkaBroker  # type: ignore[import-not-found]
 
 PARTITIONS = 3
+SIZE = 100
+BATCH = 1000
 
 
 def fill(bootstrap: str, messages: int) -> str:
+    """A fresh topic of ``messages`` records of ``SIZE`` bytes, round robin over partitions."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    payload = json.dumps({"id": 0, "status": "paid", "amount": 12.5}).encode()
+    value = b"x" * SIZE
     for i in range(messages):
         while True:
             try:
-                producer.produce(topic, payload, partition=i % PARTITIONS)
+                producer.produce(topic, value, partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.1)
-    producer.flush(60)
+    if producer.flush(60):
+        raise RuntimeError(f"filling {topic} timed out")
     return topic
 
 
-def plain(bootstrap: str, topic: str, messages: int) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+def _plain_consumer(bootstrap: str) -> Any:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+
+
+def _consume_all(consumer: Any, messages: int, first: list[float]) -> float:
+    """Consume ``messages``; record the first delivery in ``first``; return the end time."""
     seen = 0
-    start = 0.0
     while seen < messages:
-        batch = consumer.consume(num_messages=1000, timeout=1.0)
-        if batch and not start:
-            start = time.perf_counter()
+        batch = consumer.consume(num_messages=BATCH, timeout=1.0)
+        if batch and not first:
+            first.append(time.perf_counter())
         seen += sum(1 for m in batch if m.error() is None)
-    elapsed = time.perf_counter() - start
+    return time.perf_counter()
+
+
+def plain(bootstrap: str, topic: str, messages: int) -> float:
+    """Messages/s of one consumer from its first delivered message to the last."""
+    consumer = _plain_consumer(bootstrap)
+    consumer.subscribe([topic])
+    first: list[float] = []
+    end = _consume_all(consumer, messages, first)
     consumer.close()
-    return messages / elapsed
+    return messages / (end - first[0])
 
 
-class CountingSink:
-    """Confirms every unit of work at once: the manager + producer path without persistence."""
+def independent(bootstrap: str, topic: str, messages: int, consumers: int) -> float:
+    """Total deliveries/s of ``consumers`` plain consumers, each its own group and thread."""
+    firsts: list[list[float]] = [[] for _ in range(consumers)]
+    ends = [0.0] * consumers
+    clients = [_plain_consumer(bootstrap) for _ in range(consumers)]
 
-    def __init__(self, target: int) -> None:
-        self.confirmed = 0
-        self.target = target
-        self.done = asyncio.Event()
+    def run(i: int) -> None:
+        clients[i].subscribe([topic])
+        ends[i] = _consume_all(clients[i], messages, firsts[i])
 
-    def submit(self, windows: Sequence[Window]) -> None:
-        for window in windows:
-            window.confirm()
-        self.confirmed += len(windows)
-        if self.confirmed >= self.target:
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for client in clients:
+        client.close()
+    return consumers * messages / (max(ends) - min(f[0] for f in firsts))
+
+
+class CountingProducer(KafkaSharedStreamProducer):
+    """Marks the end of a run: every message's outcome taken by ``advance``."""
+
+    target = 0
+    done: asyncio.Event
+
+    async def advance(self, batch: Sequence[AdvanceItem[KafkaPayload]]) -> None:
+        await super().advance(batch)
+        self.target -= len(batch)
+        if self.target <= 0:
             self.done.set()
 
 
-async def managed(bootstrap: str, topic: str, messages: int, watchers: int) -> float:
-    conn_id = f"bench{watchers}"
-    configure_kafka_runtime(
-        {conn_id: {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex}},
-        InMemoryRejectionRecorder(),
-    )
-    sink = CountingSink(messages * watchers)
-    manager = SharedStreamManager(sink)
-    triggers = {f"w{i}": KafkaSharedStreamTrigger(topics=[topic], kafka_config_id=conn_id)
+class BenchTrigger(KafkaSharedStreamTrigger):
+    """The default trigger and filter; only its producer counts advanced messages."""
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> CountingProducer:
+        runtime = kafka_runtime()
+        return CountingProducer(
+            topics=kwargs["topics"], recorder=runtime.recorder,
+            config=resolve_connection(kwargs["kafka_config_id"], runtime.connections),
+            connection_id=kwargs["kafka_config_id"])
+
+
+class ConfirmingSink:
+    """Confirms every unit of work at once; notes when the first one arrived."""
+
+    def __init__(self) -> None:
+        self.first = 0.0
+
+    def submit(self, windows: Sequence[Window]) -> None:
+        if not self.first:
+            self.first = time.perf_counter()
+        for window in windows:
+            window.confirm()
+
+
+async def shared(bootstrap: str, topic: str, messages: int, watchers: int) -> float:
+    """Deliveries/s (messages x watchers) through the manager, first delivery to last advance."""
+    conn_id = f"bench{uuid.uuid4().hex[:6]}"
+    group_id = uuid.uuid4().hex
+    configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id}},
+                            InMemoryRejectionRecorder())
+    sink = ConfirmingSink()
+    manager = SharedStreamManager(sink, ManagerSettings(cohort_grace_period=0))
+    triggers = {f"w{i}": BenchTrigger(topics=[topic], kafka_config_id=conn_id)
                 for i in range(watchers)}
     manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
-    start = time.perf_counter()
+    CountingProducer.target = messages
+    CountingProducer.done = asyncio.Event()
     tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
-    await sink.done.wait()
-    elapsed = time.perf_counter() - start
+    await CountingProducer.done.wait()
+    end = time.perf_counter()
+    [status] = manager.status()
+    producer = status.producer
+    assert isinstance(producer, KafkaSharedStreamProducer)
+    await producer.commit()
     await manager.stop_all()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    return messages / elapsed
+    await asyncio.gather(*tasks)
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{group_id}.{topic}"})
+    offsets = check.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    check.close()
+    if sum(tp.offset for tp in offsets) != messages:
+        raise RuntimeError(f"final commit did not reach the end: {offsets}")
+    return messages * watchers / (end - sink.first)
+
+
+def chart(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for kind, marker in (("shared", "o"), ("independent", "s")):
+        points = sorted((r["watchers"], r["deliveries_per_s"]) for r in rows if r["kind"] == kind)
+        if points:
+            ax.plot(*zip(*points, strict=True), marker=marker,
+                    label={"shared": "sharedstream (one shared consumer)",
+                           "independent": "one plain consumer per trigger"}[kind])
+    base = next(r["deliveries_per_s"] for r in rows if r["kind"] == "plain")
+    ax.axhline(base, color="grey", linestyle="--", label="plain consume(), 1 consumer")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("watchers (triggers)")
+    ax.set_ylabel("deliveries / s (messages x watchers)")
+    ax.set_title("Throughput vs watchers, no persistence")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| run | watchers | messages | deliveries/s | us/message | ratio to plain |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['kind']} | {r['watchers']} | {r['messages']:,} | "
+                     f"{r['deliveries_per_s']:,.0f} | {r['us_per_message']:.2f} | "
+                     f"{r['ratio_to_plain']:.3f} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--fanout-messages", type=int, default=20_000)
+    parser.add_argument("--watchers", default="1,10,100",
+                        help="comma-separated watcher counts (1 uses --messages)")
+    parser.add_argument("--no-independent", action="store_true",
+                        help="skip the one-consumer-per-trigger runs")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    counts = [int(n) for n in args.watchers.split(",")]
     broker: Any = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         broker = KafkaBroker()
         broker.start()
         bootstrap = broker.bootstrap
+    rows: list[dict[str, Any]] = []
+
+    def row(kind: str, watchers: int, messages: int, rate: float) -> None:
+        rows.append({"kind": kind, "watchers": watchers, "messages": messages,
+                     "deliveries_per_s": round(rate),
+                     "us_per_message": 1e6 * watchers / rate})
+        print(f"{kind:>12} watchers={watchers:<4} {rate:>12,.0f} deliveries/s", flush=True)
+
     try:
         topic = fill(bootstrap, args.messages)
-        results = {
-            "messages": args.messages,
-            "plain_consume_msgs_per_s": round(plain(bootstrap, topic, args.messages)),
-            "manager_1_watcher_msgs_per_s": round(
-                asyncio.run(managed(bootstrap, topic, args.messages, 1))),
-            "manager_10_watchers_msgs_per_s": round(
-                asyncio.run(managed(bootstrap, topic, args.messages, 10))),
-        }
+        fanout = fill(bootstrap, args.fanout_messages) if any(n > 1 for n in counts) else topic
+        row("plain", 1, args.messages, plain(bootstrap, topic, args.messages))
+        for n in counts:
+            t, m = (topic, args.messages) if n == 1 else (fanout, args.fanout_messages)
+            row("shared", n, m, asyncio.run(shared(bootstrap, t, m, n)))
+        if not args.no_independent:
+            for n in counts:
+                if n > 1:
+                    row("independent", n, args.fanout_messages,
+                        independent(bootstrap, fanout, args.fanout_messages, n))
     finally:
         if broker is not None:
             broker.stop()
-    print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    base = rows[0]["deliveries_per_s"]
+    for r in rows:
+        r["ratio_to_plain"] = r["deliveries_per_s"] / base
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                          "platform": platform.platform()},
+              "partitions": PARTITIONS, "message_bytes": SIZE, "rows": rows}
+    (args.out / "kafka_throughput.json").write_text(json.dumps(result, indent=2))
+    chart(rows, args.out / "kafka_throughput.png")
+    print()
+    print(table(rows))
 
 
 if __name__ == "__main__":

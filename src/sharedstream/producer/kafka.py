@@ -112,6 +112,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         commit_interval: float = 0.1,
         revoke_timeout: float = 10.0,
         max_queued_batches: int = 8,
+        pause_after: float = 1.0,
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
         dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
         topic_id_resolver: TopicIdResolver = describe_topic_ids,
@@ -144,9 +145,18 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._metadata_max_chars = DEFAULT_MAX_CHARS
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        # (counted, batch) from the consumer thread or a redelivery; ForgetLanes after a
-        # revocation; None when the consumer failed.
-        self._queue: asyncio.Queue[tuple[bool, list[Item]] | ForgetLanes | None] = asyncio.Queue()
+        # (counted, revision, batch) from the consumer thread or a redelivery; ForgetLanes
+        # after a revocation; None when the consumer failed.
+        self._queue: asyncio.Queue[tuple[bool, int, list[Item]] | ForgetLanes | None] = (
+            asyncio.Queue())
+        # Bumped whenever lanes are dropped: a batch handed over at the same revision
+        # needs no per-message ownership check.
+        self._revision = 0
+        # Set when the loop took a batch or asked to resume: the consumer thread waits
+        # on it instead of pausing the partitions (see _hold_back).
+        self._room = threading.Event()
+        self._blocked_since: float | None = None
+        self._pause_after = pause_after
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
         self._dlq: DeadLetterSender | None = None
@@ -207,10 +217,13 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
             if isinstance(entry, ForgetLanes):
                 return entry
-            counted, items = entry
+            counted, revision, items = entry
             with self._lock:
                 if counted:
                     self._queued -= 1
+                    self._room.set()
+                if revision == self._revision:
+                    return items  # no lane was dropped since: every item is current
                 current = [it for it in items if self._current(it[1]) is not None]
             if current:
                 return current
@@ -227,16 +240,26 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             raise StreamFailedError(f"consumer group {self.consumer_group} failed")
         loop = self._require_loop()
         to_dead_letter: list[tuple[KafkaPayload, dict[str, str]]] = []
+        lanes = self._lanes
         with self._lock:
+            # A batch is one lane's prefix: look the lane up once, not per message.
+            lane: Lane | None = None
             for item in batch:
                 payload, outcome = item.broker_payload, item.outcome
-                found = self._current(payload)
-                if found is None:
-                    continue  # late outcome of an old generation or already terminal
-                lane, entry = found
-                if entry.state in (State.TERMINAL, State.DELIVERING):
-                    continue
-                entry.rejections.update(outcome.rejected)
+                if lane is None or lane.generation != payload.generation or (
+                        lane.topic, lane.partition) != payload.lane:
+                    lane = lanes.get(payload.lane)
+                    if lane is None or lane.generation != payload.generation:
+                        lane = None
+                        continue  # late outcome of an old generation
+                entry = lane.entries.get(payload.offset)
+                if entry is None or entry.state is State.TERMINAL or (
+                        entry.state is State.DELIVERING):
+                    continue  # already terminal (or being dead-lettered)
+                if outcome.rejected:
+                    if entry.rejections is None:
+                        entry.rejections = {}
+                    entry.rejections.update(outcome.rejected)
                 if outcome.failed:
                     if entry.state is not State.HELD:
                         entry.state = State.HELD
@@ -267,6 +290,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def resume(self) -> None:
         self._pause_requested = False
+        self._room.set()
 
     async def aclose(self) -> None:
         """Drain rejections (bounded), deliver dead letters, commit, close the consumer. Once."""
@@ -304,7 +328,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             consumer_group=self.consumer_group,
             assigned_partitions=assigned,
             held_messages=held,
-            paused=self._applied_pause,
+            paused=self._applied_pause or self._blocked_since is not None,
             last_error=self._last_error,
             failed=None if self._failure is None else str(self._failure),
         )
@@ -364,7 +388,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             if found is None or found[1].state is not State.HELD:
                 return
             found[1].state = State.PENDING
-        self._queue.put_nowait((False, [(payload.message, payload)]))
+            revision = self._revision
+        self._queue.put_nowait((False, revision, [(payload.message, payload)]))
 
     def _send_dead_letter(self, payload: KafkaPayload, rejections: dict[str, str]) -> None:
         if self._dlq is None:
@@ -480,10 +505,12 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             last_commit = last_probe = time.monotonic()
             while not self._stop.is_set():
                 self._run_commands(consumer)
-                self._apply_pause(consumer)
-                records = consumer.consume(
-                    num_messages=self._batch_size, timeout=self._consume_timeout
-                )
+                if self._hold_back(consumer):
+                    records = None
+                else:
+                    records = consumer.consume(
+                        num_messages=self._batch_size, timeout=self._consume_timeout
+                    )
                 if self._dlq is not None:
                     self._dlq.poll()
                 if records:
@@ -527,18 +554,52 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             if future.set_running_or_notify_cancel():
                 future.set_exception(StreamNotOpenError("the consumer is closed"))
 
-    def _apply_pause(self, consumer: Any) -> None:
-        want = self._pause_requested or self._queued >= self._max_queued
-        if want == self._applied_pause:
-            return
+    def _hold_back(self, consumer: Any) -> bool:
+        """Backpressure; True when this turn must not call ``consume()``.
+
+        While the loop has ``max_queued`` batches still to take, or the manager asked
+        to pause, the thread stops calling ``consume()`` and waits for room (bounded
+        by the consume timeout, so commits and commands keep running). It does not
+        pause the partitions at once: librdkafka drops its prefetched messages on
+        pause and fetches them again on resume, which under steady load would cost
+        more than the watchers' work. Only a hold longer than ``pause_after`` pauses
+        the assignment and goes back to calling ``consume()``, so rebalance callbacks
+        are served and the member stays live however long the watchers take.
+        """
+        if not (self._pause_requested or self._queued >= self._max_queued):
+            self._blocked_since = None
+            if self._applied_pause:
+                self._set_paused(consumer, False)
+            return False
+        now = time.monotonic()
+        if self._blocked_since is None:
+            self._blocked_since = now
+        if now - self._blocked_since >= self._pause_after:
+            if not self._applied_pause:
+                self._set_paused(consumer, True)
+            return False
+        self._room.clear()
+        # Checked again after clear(): room made in between is never missed.
+        if self._pause_requested or self._queued >= self._max_queued:
+            self._room.wait(self._consume_timeout)
+        return True
+
+    def _set_paused(self, consumer: Any, paused: bool) -> None:
         assignment = consumer.assignment()
         if assignment:
-            (consumer.pause if want else consumer.resume)(assignment)
-        self._applied_pause = want
+            (consumer.pause if paused else consumer.resume)(assignment)
+        self._applied_pause = paused
 
     def _hand_over(self, records: list[Any]) -> None:
-        """Admit a consumed batch into its lanes; one hop to the loop for the whole batch."""
+        """Admit a consumed batch into its lanes; one hop to the loop for the whole batch.
+
+        Runs once per record: lookups are hoisted and a run of records of one
+        partition (the usual shape of a batch) reuses its lane.
+        """
         out: list[Item] = []
+        lanes = self._lanes
+        topic_ids = self._topic_ids
+        lane: Lane | None = None
         with self._lock:
             for record in records:
                 error = record.error()
@@ -547,23 +608,24 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                         raise KafkaException(error)
                     self._note_error(f"consume error: {error.str()}")
                     continue
-                lane = self._lanes.get((record.topic(), record.partition()))
-                if lane is None:
-                    continue  # not owned in this generation (raced a revocation)
-                entry = lane.admit(record.offset())
-                if entry is None:
+                topic, partition = record.topic(), record.partition()
+                if lane is None or lane.partition != partition or lane.topic != topic:
+                    lane = lanes.get((topic, partition))
+                    if lane is None:
+                        continue  # not owned in this generation (raced a revocation)
+                offset = record.offset()
+                if lane.admit(offset) is None:
                     continue
-                payload = build_payload(
-                    record, self._topic_ids.get(record.topic(), ""), lane.generation
-                )
-                entry.payload = payload
+                payload = build_payload(record, topic, partition, offset,
+                                        topic_ids.get(topic, ""), lane.generation)
                 out.append((payload.message, payload))
             if out:
                 self._queued += 1
+            revision = self._revision
         if out:
             self._ready = True
             assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, out))
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, revision, out))
 
     def _commit_offset(self, lane: Lane) -> TopicPartition | None:
         target = lane.commit_target()
@@ -668,6 +730,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         start: list[TopicPartition] = []
         with self._lock:
             self._generation += 1
+            self._revision += 1
             for tp in committed:
                 base = tp.offset if tp.offset >= 0 else None
                 remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
@@ -722,6 +785,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 for tp in partitions
                 if self._lanes.pop(key := (tp.topic, tp.partition), None) is not None
             )
+            self._revision += 1
         if dropped and self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._queue.put_nowait, ForgetLanes(dropped))
 

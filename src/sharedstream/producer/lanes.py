@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 
 class State(enum.Enum):
@@ -37,15 +36,19 @@ class State(enum.Enum):
     TERMINAL = "terminal"
 
 
-@dataclass(slots=True)
 class Entry:
-    """One offset the consumer read. ``payload`` is dropped once terminal (frees key/value)."""
+    """One offset the consumer read (one per consumed record: a plain slots class).
 
-    offset: int
-    state: State
-    payload: Any = None
-    rejections: dict[str, str] = field(default_factory=dict)
-    attempts: int = 0
+    ``rejections`` stays None until some watcher rejects the message.
+    """
+
+    __slots__ = ("attempts", "offset", "rejections", "state")
+
+    def __init__(self, offset: int, state: State) -> None:
+        self.offset = offset
+        self.state = state
+        self.rejections: dict[str, str] | None = None
+        self.attempts = 0
 
 
 @dataclass(slots=True)
@@ -73,8 +76,8 @@ class Lane:
 
         None for a remembered terminal offset (guarantee 7), for an offset below
         the committed position, and for a copy of one already read in this
-        generation (a librdkafka re-fetch after pause/resume). The caller sets
-        the entry's payload, so skipped messages cost no decoding.
+        generation (a librdkafka re-fetch after pause/resume). Skipped messages
+        cost the caller no decoding.
         """
         if self.base is None:
             self.base = offset
@@ -93,10 +96,9 @@ class Lane:
         return self.entries.get(offset)
 
     def finish(self, entry: Entry) -> None:
-        """Mark an entry terminal and release its payload."""
+        """Mark an entry terminal and release its rejections."""
         entry.state = State.TERMINAL
-        entry.payload = None
-        entry.rejections = {}
+        entry.rejections = None
         self.dirty = True
 
     def commit_target(self) -> tuple[int, list[int]] | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.producer.dlq_headers import Origin, parse_replay
@@ -11,7 +10,6 @@ from sharedstream.triggers.message import KafkaMessage
 Lane = tuple[str, int]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class KafkaPayload:
     """The broker side of one handed-out message.
 
@@ -20,40 +18,66 @@ class KafkaPayload:
     same coordinates, or the original ones for a replayed dead letter).
     ``generation`` is the assignment generation the record was read in: an
     outcome arriving after that partition was revoked is discarded.
+
+    Built once per consumed record on the consumer thread, so it is a plain slots
+    class with ``lane`` and ``identity`` computed up front (the manager asks for
+    both per message) and ``origin`` built only when a dead letter or a stored
+    event needs it. Treat it as immutable.
     """
 
-    topic: str
-    partition: int
-    offset: int
-    generation: int
-    message: KafkaMessage
-    origin: Origin
-    targets: frozenset[str] | None = None
-    replay_count: int = 0
+    __slots__ = ("_origin", "generation", "identity", "lane", "message", "offset", "partition",
+                 "replay_count", "targets", "timestamp", "topic", "topic_id")
+
+    def __init__(self, topic: str, partition: int, offset: int, generation: int,
+                 message: KafkaMessage, topic_id: str, timestamp: int,
+                 replay: Origin | None = None, targets: frozenset[str] | None = None,
+                 replay_count: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.generation = generation
+        self.message = message
+        self.topic_id = topic_id
+        self.timestamp = timestamp
+        self.targets = targets
+        self.replay_count = replay_count
+        self._origin = replay
+        self.lane: Lane = (topic, partition)
+        self.identity: tuple[str, int, int] = (
+            (topic_id, partition, offset) if replay is None
+            else (replay.topic_id, replay.partition, replay.offset))
 
     @property
-    def lane(self) -> Lane:
-        return (self.topic, self.partition)
+    def origin(self) -> Origin:
+        origin = self._origin
+        if origin is None:
+            origin = self._origin = Origin(self.topic, self.topic_id, self.partition,
+                                           self.offset, self.timestamp)
+        return origin
 
-    @property
-    def identity(self) -> tuple[str, int, int]:
-        return (self.origin.topic_id, self.origin.partition, self.origin.offset)
+    def __repr__(self) -> str:
+        return f"KafkaPayload({self.topic}[{self.partition}]@{self.offset}, gen={self.generation})"
 
 
-def build_payload(record: Any, topic_id: str, generation: int) -> KafkaPayload:
-    """Wrap a ``confluent_kafka.Message`` (already checked for ``error()``)."""
-    topic: str = record.topic()
-    partition: int = record.partition()
-    offset: int = record.offset()
+def build_payload(record: Any, topic: str, partition: int, offset: int, topic_id: str,
+                  generation: int) -> KafkaPayload:
+    """Wrap a ``confluent_kafka.Message`` (already checked for ``error()``).
+
+    ``topic``, ``partition`` and ``offset`` are the record's own, already read by
+    the caller (each accessor is a C call, and this runs once per record).
+    """
     timestamp: int = record.timestamp()[1]
-    headers = tuple(record.headers() or ())
-    replay = parse_replay(headers) if headers else None
+    raw_headers = record.headers()
+    if not raw_headers:
+        message = KafkaMessage(topic, partition, offset, timestamp, record.key(), record.value())
+        return KafkaPayload(topic, partition, offset, generation, message, topic_id, timestamp)
+    headers = tuple(raw_headers)
+    replay = parse_replay(headers)
     if replay is None:
-        origin = Origin(topic, topic_id, partition, offset, timestamp)
         message = KafkaMessage(
             topic, partition, offset, timestamp, record.key(), record.value(), headers
         )
-        return KafkaPayload(topic, partition, offset, generation, message, origin)
+        return KafkaPayload(topic, partition, offset, generation, message, topic_id, timestamp)
     o = replay.origin
     message = KafkaMessage(
         o.topic, o.partition, o.offset, o.timestamp, record.key(), record.value(), headers
@@ -64,7 +88,9 @@ def build_payload(record: Any, topic_id: str, generation: int) -> KafkaPayload:
         offset,
         generation,
         message,
-        o,
+        topic_id,
+        timestamp,
+        replay=o,
         targets=frozenset(replay.rejections),
         replay_count=replay.replay_count,
     )

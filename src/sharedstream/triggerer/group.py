@@ -71,6 +71,8 @@ class Group:
         # The first subscriber: later ones must agree with its shared_stream_arguments().
         self.founder = founder
         self.settings: ManagerSettings = manager.settings
+        # A paused group resumes once every queue is at or below this mark.
+        self.low_queue = self.settings.subscriber_queue_size // 2
         self.clock: Clock = manager.clock
         self.sink: WorkSink = manager.sink
         self.streams: dict[str, SharedStream] = {}
@@ -263,7 +265,7 @@ class Group:
         """Resume fetching once in-flight and every queue fell to half their bound."""
         if not self.paused or self.failure is not None or self.stopping or self.quiesced:
             return
-        low_queue = self.settings.subscriber_queue_size // 2
+        low_queue = self.low_queue
         if len(self.known) <= self.settings.max_in_flight // 2 and all(
                 len(s._queue) <= low_queue for s in self._present):
             self.paused = False

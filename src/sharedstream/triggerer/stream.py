@@ -80,7 +80,9 @@ class SharedStream:
                     if self._timer is None:
                         self._arm_timer()
                     group = self._group
-                    if group.paused:
+                    # Only where this queue crosses the resume mark (or empties):
+                    # checking every stream on every message costs O(watchers).
+                    if group.paused and (len(queue) == group.low_queue or not queue):
                         group.maybe_resume()
                     return entry.raw
             if self._failure is not None:

@@ -365,10 +365,31 @@ async def test_aclose_closes_the_consumer_once() -> None:
     await make(cluster).aclose()  # never opened: nothing to close, no error
 
 
-async def test_pause_pauses_the_assignment_but_keeps_polling() -> None:
+async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() -> None:
+    """Pausing partitions drops librdkafka's prefetch; a short hold must not pay for that."""
     cluster = FakeCluster()
     fill(cluster, 1)
-    producer = make(cluster)
+    producer = make(cluster, pause_after=3600)
+    stream = producer.open_stream()
+    await take(stream, 1)
+    producer.pause()
+    consumer = cluster.consumers[0]
+    await producer.commit()  # runs at the top of a consumer-thread turn
+    polls = consumer.consume_calls
+    await producer.commit()  # one more whole turn later
+    assert consumer.consume_calls == polls and consumer.pause_calls == 0
+    assert producer.health().paused
+    fill(cluster, 1)
+    producer.resume()
+    assert len(await take(stream, 1)) == 1
+    assert consumer.pause_calls == 0
+    await producer.aclose()
+
+
+async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
+    cluster = FakeCluster()
+    fill(cluster, 1)
+    producer = make(cluster, pause_after=0)
     stream = producer.open_stream()
     await take(stream, 1)
     producer.pause()
