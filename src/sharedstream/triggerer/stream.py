@@ -76,7 +76,10 @@ class SharedStream:
                     self._open = entry
                     self._received = self._now()
                     self._seq += 1
-                    current_stream.set(self)
+                    # A filter runs in one task, so this is set once per task; set()
+                    # allocates a new context mapping, get() does not.
+                    if current_stream.get() is not self:
+                        current_stream.set(self)
                     if self._timer is None:
                         self._arm_timer()
                     group = self._group
