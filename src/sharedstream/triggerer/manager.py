@@ -94,7 +94,7 @@ class SharedStreamManager:
 
         The first subscriber of a key builds the producer (a factory failure raises
         :class:`ProducerFactoryError`, terminal). Raises ValueError for a None key, a
-        watcher already subscribed, an undeclared cohort or a watcher outside it, and
+        watcher already subscribed, an undeclared cohort or a watcher outside it;
         and :class:`SharedStreamConflictError` (a ValueError) for a trigger whose
         ``shared_stream_arguments()`` differ from the group's first trigger (naming both).
         """
