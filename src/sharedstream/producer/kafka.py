@@ -533,7 +533,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._fail_commands()
 
     def _run_commands(self, consumer: Any) -> None:
-        while True:
+        """Run the commands queued when the turn started; later ones wait for the next turn,
+        so a caller that reacts to one command's result cannot starve ``consume()``."""
+        for _ in range(self._commands.qsize()):
             try:
                 fn, future = self._commands.get_nowait()
             except queue.Empty:

@@ -374,9 +374,11 @@ async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() ->
     await take(stream, 1)
     producer.pause()
     consumer = cluster.consumers[0]
+    await eventually(lambda: producer.health().paused)  # the thread saw the pause
     await producer.commit()  # runs at the top of a consumer-thread turn
     polls = consumer.consume_calls
-    await producer.commit()  # one more whole turn later
+    await producer.commit()  # one more whole turn later (one turn runs the commands
+    # queued when it started)
     assert consumer.consume_calls == polls and consumer.pause_calls == 0
     assert producer.health().paused
     fill(cluster, 1)
