@@ -1,0 +1,256 @@
+"""``sharedstream run``: the triggerer process from start-up checks to a clean exit.
+
+Start-up order, and why:
+
+1. Config and watcher module (the :mod:`plan`): no network yet, errors exit 2.
+2. Database: an empty one is migrated; an older revision is refused unless
+   ``--upgrade`` (a rolling deploy must not migrate under a running older process).
+3. Assets and group watcher sets recorded (refused on a different set unless
+   ``--takeover``).
+4. Every topic and dead-letter topic must exist (one error naming all missing).
+5. Units of work, manager, health server, then one task per watcher.
+
+Shutdown (SIGTERM/SIGINT): stop fetching, let the units of work in flight commit,
+hand resolved prefixes to the producers (dead letters delivered, offsets
+committed), exit 0 -- all within ``shutdown_timeout``. A second signal exits at
+once with code 1; what was not committed is read again by the next process
+(at-least-once; events are idempotent, so nothing is duplicated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from sqlalchemy.exc import SQLAlchemyError
+
+from sharedstream.producer.runtime import configure_kafka_runtime
+from sharedstream.producer.topics import BrokerUnreachableError, missing_topics
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.migrate import head_revision
+from sharedstream.triggerer.config import Config
+from sharedstream.triggerer.health import HealthServer
+from sharedstream.triggerer.loading import LoadedWatcher
+from sharedstream.triggerer.manager import SharedStreamManager
+from sharedstream.triggerer.metrics import TriggererCollector
+from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.triggerer.plan import GroupPlan, Plan, StartupError, make_plan
+from sharedstream.triggerer.registration import (
+    CohortMismatchError,
+    register_assets,
+    register_groups,
+)
+from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
+from sharedstream.triggerer.standalone import run_standalone
+from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggerer.streamconfig import GroupFailedError
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    takeover: bool = False
+    upgrade: bool = False
+
+
+def open_store(config: Config, *, upgrade: bool) -> StateStore:
+    """The state store on ``[database] url``, migrated if empty, refused if behind."""
+    store = StateStore.from_url(config.database.url, config.state_store)
+    try:
+        current, head = store.revision(), head_revision()
+        if current is None:
+            log.info("empty database: creating the schema (revision %s)", head)
+            store.upgrade()
+        elif current != head:
+            if not upgrade:
+                raise StartupError(
+                    f"the database is at schema revision {current}, this version needs {head}: "
+                    "run `sharedstream db upgrade` or start with --upgrade")
+            log.info("upgrading the database schema %s -> %s", current, head)
+            store.upgrade()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def check_topics(groups: Sequence[GroupPlan]) -> None:
+    """Refuse to start while any watched or dead-letter topic is missing."""
+    missing: list[str] = []
+    for group in groups:
+        if group.connection_id is None:
+            continue
+        try:
+            missing += missing_topics(group.connection_id, group.connection, group.topics)
+        except BrokerUnreachableError as exc:
+            raise StartupError(str(exc)) from None
+    if missing:
+        raise StartupError(f"missing topics: {', '.join(sorted(set(missing)))} "
+                           "(create them first; sharedstream never auto-creates topics)")
+
+
+class Triggerer:
+    """The running process: manager, units of work, watcher tasks, health."""
+
+    def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int]) -> None:
+        self.plan = plan
+        self.config = plan.config
+        self.store = store
+        self.asset_ids = asset_ids
+        self.sink = DatabaseWorkSink(store, {w.name: asset_ids[w.asset.name]
+                                             for w in plan.watchers}, self.config.process)
+        self.recorder = DatabaseRejectionRecorder(store)
+        self.manager = SharedStreamManager(self.sink, self.config.manager)
+        self.stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fatal: BaseException | None = None
+        self._stop = asyncio.Event()
+        self.registry = CollectorRegistry()
+        self.registry.register(TriggererCollector(self))
+        self.health: HealthServer | None = None
+
+    def readiness(self) -> list[str]:
+        """Why the process is not ready (empty = ready): cohort, broker, database."""
+        reasons = ["shutting down"] if self.stopping else []
+        running = {s.key: s for s in self.manager.status()}
+        for group in self.plan.groups:
+            status = running.get(group.key)
+            if status is None:
+                reasons.append(f"group {group.consumer_group}: not running")
+                continue
+            if not status.polling:
+                missing = sorted(status.cohort - status.present)
+                reasons.append(f"group {group.consumer_group}: waiting for watchers {missing}")
+            ready = getattr(status.producer, "ready", True)
+            if not ready:
+                health = getattr(status.producer, "health", None)
+                detail = health().last_error if health is not None else None
+                reasons.append(f"group {group.consumer_group}: broker not reachable"
+                               + (f" ({detail})" if detail else ""))
+        if not self.sink.healthy:
+            reasons.append(f"database: {self.sink.last_error or 'not answering'}")
+        return reasons
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (or a fatal error); return the exit code."""
+        self._stop = stop
+        configure_kafka_runtime(self.config.connections, self.recorder)
+        for group in self.plan.groups:
+            self.manager.declare_cohort(group.key, [m.name for m in group.members])
+            log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
+        for loaded in self.plan.watchers:
+            loaded.trigger.asset_state_store = WatcherStateAccess(
+                self.store, loaded.name, loaded.asset, self.asset_ids[loaded.asset.name])
+        self.sink.start()
+        process = self.config.process
+        if process.health_port >= 0:
+            self.health = HealthServer(self.registry, self.readiness, process.health_host,
+                                       process.health_port)
+            self.health.start()
+            log.info("health and metrics on http://%s:%d/ (livez, readyz, metrics)",
+                     process.health_host, self.health.port)
+        for group in self.plan.groups:
+            for member in group.members:
+                self._spawn(self._supervise_shared(member))
+        for loaded in self.plan.standalone:
+            self._spawn(run_standalone(loaded, self.store, self.asset_ids[loaded.asset.name],
+                                       self.config.manager))
+        await stop.wait()
+        code = EXIT_OK
+        if self._fatal is not None:
+            log.error("stopping after a fatal error: %r", self._fatal)
+            code = EXIT_FAILURE
+        try:
+            await asyncio.wait_for(self._shutdown(), process.shutdown_timeout)
+        except TimeoutError:
+            log.error("shutdown did not finish within %.0fs; exiting (uncommitted messages "
+                      "are read again by the next process)", process.shutdown_timeout)
+            code = EXIT_FAILURE
+        return code
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def _supervise_shared(self, loaded: LoadedWatcher) -> None:
+        """Keep one watcher subscribed: a failed group is rebuilt after a backoff."""
+        failures = 0
+        while not self.stopping:
+            try:
+                await self.manager.run_watcher(loaded.name, loaded.trigger)
+                failures = 0
+                if self.stopping:
+                    return
+                log.warning("watcher %r: its filter ended; subscribing it again", loaded.name)
+            except GroupFailedError as exc:
+                failures += 1
+                log.error("watcher %r: its group failed (%s); rejoining", loaded.name, exc)
+            except Exception as exc:
+                self._fatal = self._fatal or exc
+                self._stop.set()
+                return
+            await asyncio.sleep(self.config.manager.backoff(max(failures, 1)))
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        self.manager.pause_all()
+        await self.sink.drain()
+        await self.manager.stop_all()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.sink.aclose()
+        if self.health is not None:
+            self.health.stop()
+
+
+def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
+    """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
+    plan = make_plan(config, target)
+    try:
+        store = open_store(config, upgrade=options.upgrade)
+    except SQLAlchemyError as exc:
+        log.error("database not reachable: %s", type(exc).__name__)
+        return EXIT_FAILURE
+    try:
+        asset_ids = register_assets(store, (w.asset for w in plan.watchers))
+        try:
+            register_groups(store, [g.declaration() for g in plan.groups],
+                            takeover=options.takeover)
+        except CohortMismatchError as exc:
+            raise StartupError(str(exc)) from None
+        check_topics(plan.groups)
+        return asyncio.run(_main(Triggerer(plan, store, asset_ids)))
+    finally:
+        store.close()
+
+
+async def _main(triggerer: Triggerer) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("%s: stopping (a second signal exits at once)",
+                     signal.Signals(signum).name)
+            stop.set()
+        else:
+            log.warning("second signal: exiting now")
+            os._exit(EXIT_FAILURE)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    return await triggerer.run(stop)

@@ -1,0 +1,67 @@
+"""Triggers that do not share a stream: their own ``run()`` loop, events persisted one by one.
+
+Such a trigger has no broker offsets to gate, so there is nothing to hold or
+redeliver: each event it yields is written (one short transaction) before the
+next one is asked for, so a crash loses at most the event being written. The
+events are keyed by a per-process run id and a sequence number, which keeps
+them unique; they are not deduplicated across restarts (the trigger itself
+decides what it re-emits, typically from a cursor in its asset state).
+A trigger that raises is restarted with the manager's backoff; its siblings
+keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any
+
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.models import asset_event
+from sharedstream.statestore.sql import insert_ignore_many
+from sharedstream.statestore.types import utcnow
+from sharedstream.triggerer.eventrows import (
+    MAX_EVENT_BYTES,
+    EventCoordinates,
+    PayloadRefused,
+    encode_payload,
+    event_rows,
+)
+from sharedstream.triggerer.loading import LoadedWatcher
+from sharedstream.triggerer.streamconfig import ManagerSettings
+
+log = logging.getLogger(__name__)
+
+
+async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int,
+                         settings: ManagerSettings) -> None:
+    """Run ``loaded.trigger.run()`` for ever, restarting it with backoff when it raises."""
+    where = EventCoordinates(topic="", topic_id=f"run:{uuid.uuid4().hex}", partition=-1,
+                             offset=0)
+    crashes = 0
+    while True:
+        try:
+            async for event in loaded.trigger.run():
+                try:
+                    text = encode_payload(event.payload, MAX_EVENT_BYTES)
+                except PayloadRefused as exc:
+                    log.error("watcher %r: event dropped: %s", loaded.name, exc)
+                    continue
+                rows = event_rows(asset_id, loaded.name, where, [text], utcnow())
+                await store.run_async(_insert, store, rows)
+                where = where._replace(offset=where.offset + 1)
+                crashes = 0
+            log.warning("watcher %r: run() ended; starting it again", loaded.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            crashes += 1
+            log.warning("watcher %r: run() raised %r; restarting (crash %d)", loaded.name,
+                        exc, crashes, exc_info=exc)
+        await asyncio.sleep(settings.backoff(max(crashes, 1)))
+
+
+def _insert(store: StateStore, rows: list[dict[str, Any]]) -> None:
+    with store.engine.begin() as connection:
+        insert_ignore_many(connection, asset_event, rows)
