@@ -54,6 +54,7 @@ from sharedstream.producer.lanes import Lane, State
 from sharedstream.producer.payload import KafkaPayload, build_payload
 from sharedstream.producer.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
 from sharedstream.producer.rejections import RejectedMessage, RejectionRecorder
+from sharedstream.producer.stats import STATS_INTERVAL_MS, PartitionStats, partition_stats
 from sharedstream.producer.topic_ids import TopicIdResolver, describe_topic_ids
 from sharedstream.triggers.message import KafkaMessage
 
@@ -177,6 +178,14 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._recorder_idle.set()
         self._recorder_task: asyncio.Task[None] | None = None
         self._timers: set[asyncio.TimerHandle] = set()
+        # Metrics: plain integers, read by the metrics collector at scrape time.
+        self.consumed = 0
+        self.commits = 0
+        self.commit_failures = 0
+        self.dead_letters = 0
+        self.dead_letter_failures = 0
+        self.rejections_recorded = 0
+        self.partition_stats: dict[tuple[str, int], PartitionStats] = {}
 
     # ----------------------------------------------------------------- contract
 
@@ -401,6 +410,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         def done(error: KafkaError | None) -> None:
             # Runs on the consumer thread (poll/flush) or inline on the loop (produce refused).
             if error is None:
+                self.dead_letters += 1
                 with self._lock:
                     found = self._current(payload)
                     if found is not None and found[1].state is State.DELIVERING:
@@ -411,6 +421,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 )
             else:
                 attempt[0] += 1
+                self.dead_letter_failures += 1
                 self._note_error(f"dead-letter delivery failed: {error.str()}")
                 delay = min(MAX_DLQ_BACKOFF_S, 0.1 * 2 ** attempt[0])
                 loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
@@ -463,6 +474,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                     backoff = min(MAX_DLQ_BACKOFF_S, backoff * 2)
                     continue
                 backoff = 0.1
+                self.rejections_recorded += len(batch)
                 del self._to_record[: len(batch)]
                 with self._lock:
                     for payload, _ in batch:
@@ -486,6 +498,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         cfg["enable.partition.eof"] = False
         cfg["error_cb"] = self._on_error
         cfg["on_commit"] = self._on_commit
+        cfg.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
+        if cfg["statistics.interval.ms"]:
+            cfg["stats_cb"] = self._on_stats
         if str(cfg.get("group.protocol", "classic")).lower() != "consumer":
             cfg.setdefault("partition.assignment.strategy", "cooperative-sticky")
         return cfg
@@ -624,10 +639,22 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             if out:
                 self._queued += 1
             revision = self._revision
+        self.consumed += len(out)
         if out:
             self._ready = True
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, revision, out))
+
+    def _on_stats(self, text: str) -> None:
+        """librdkafka's periodic statistics: per-partition lag for ``/metrics``."""
+        self.partition_stats = partition_stats(text)
+
+    def counters(self) -> dict[str, int]:
+        """Counters by Prometheus name (without prefix and ``_total``)."""
+        return {"messages_consumed": self.consumed, "commits": self.commits,
+                "commit_failures": self.commit_failures, "dead_letters": self.dead_letters,
+                "dead_letter_failures": self.dead_letter_failures,
+                "rejections_recorded": self.rejections_recorded}
 
     def _commit_offset(self, lane: Lane) -> TopicPartition | None:
         target = lane.commit_target()
@@ -673,10 +700,12 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             assert first is not None
             self._commit_failed(failed or partitions, first)
         else:
+            self.commits += 1
             self._ready = True
 
     def _commit_failed(self, partitions: Sequence[TopicPartition], error: KafkaError) -> None:
         """Mark the lanes for recommit; shrink metadata if the broker found it too long."""
+        self.commit_failures += 1
         if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
             self._metadata_max_chars //= 2
             log.warning(

@@ -32,6 +32,7 @@ from sharedstream.producer.contract import (
     ForgetLanes,
     SharedStreamProducer,
 )
+from sharedstream.triggerer.counters import GroupCounters
 from sharedstream.triggerer.entries import (
     ABSENT,
     ADVANCING,
@@ -86,6 +87,7 @@ class Group:
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
         self._clean = AdvanceOutcome(acked=cohort)
+        self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._advancers: set[asyncio.Task[None]] = set()
@@ -164,6 +166,7 @@ class Group:
         present = self._present
         n_present = len(present)
         absent = self._absent
+        self.counters.received += len(batch)
         for raw, payload in batch:
             ident = identity(payload)
             entry = known.get(ident)
@@ -224,6 +227,7 @@ class Group:
         entry.payload = payload
         entry.state = IN_FLIGHT
         entry.rounds += 1
+        self.counters.redelivered += 1
         owed = entry.targets - (entry.acked_before or frozenset())
         if entry.rejected:
             owed = owed - entry.rejected.keys()
@@ -336,6 +340,8 @@ class Group:
     async def _advance_lane(self, lane: Lane) -> None:
         queue = lane.queue
         known = self.known
+        clean = self._clean
+        counters = self.counters
         try:
             while queue and not queue[0].pending and not lane.dropped and self.failure is None:
                 items: list[AdvanceItem[Any]] = []
@@ -343,6 +349,10 @@ class Group:
                 while queue and not queue[0].pending:
                     entry = queue.popleft()
                     outcome = self._outcome(entry)
+                    if outcome is clean:
+                        counters.clean += 1
+                    else:
+                        counters.count(outcome)
                     if outcome.failed:
                         entry.state = HELD
                         entry.acked_before = outcome.acked

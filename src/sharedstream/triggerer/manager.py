@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.producer.contract import SharedStreamProducer
+from sharedstream.triggerer.counters import GroupCounters
 from sharedstream.triggerer.group import Group
 from sharedstream.triggerer.stream import SharedStream
 from sharedstream.triggerer.streamconfig import (
@@ -48,6 +49,7 @@ class GroupStatus:
     paused: bool
     in_flight: int
     queued: int
+    counters: GroupCounters
 
 
 class SharedStreamManager:
@@ -175,7 +177,8 @@ class SharedStreamManager:
         return [GroupStatus(key=g.key, producer=g.producer, cohort=g.cohort,
                             present=frozenset(g.streams), polling=g.polling, paused=g.paused,
                             in_flight=len(g.known),
-                            queued=sum(len(s._queue) for s in g.streams.values()))
+                            queued=sum(len(s._queue) for s in g.streams.values()),
+                            counters=g.counters)
                 for g in self._groups.values()]
 
     def pause_all(self) -> None:

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import json
+
+from sharedstream.producer.contract import AdvanceOutcome
+from sharedstream.producer.stats import PartitionStats, partition_stats
+from sharedstream.triggerer.counters import GroupCounters
+
+
+def test_partition_stats_reads_assigned_partitions_only() -> None:
+    blob = json.dumps({"topics": {"orders": {"partitions": {
+        "0": {"fetch_state": "active", "hi_offset": 100, "committed_offset": 40,
+              "app_offset": 70},
+        "1": {"fetch_state": "paused", "hi_offset": 10, "committed_offset": -1,
+              "app_offset": 5},
+        "2": {"fetch_state": "none", "hi_offset": 10, "committed_offset": 0, "app_offset": 0},
+        "-1": {"fetch_state": "none"},
+    }}}})
+    assert partition_stats(blob) == {
+        ("orders", 0): PartitionStats(lag=60, commit_lag=30, paused=False),
+        ("orders", 1): PartitionStats(lag=5, commit_lag=0, paused=True),
+    }
+
+
+def test_partition_stats_survives_garbage() -> None:
+    assert partition_stats("not json") == {}
+
+
+def test_group_counters_per_watcher_outcomes() -> None:
+    c = GroupCounters()
+    c.clean += 3  # three messages every watcher acked
+    c.count(AdvanceOutcome(acked=frozenset({"a"}), failed=frozenset({"b"}), retry_after=1.0))
+    c.count(AdvanceOutcome(acked=frozenset({"a", "b"}), rejected={"c": "bad"}))
+    assert c.outcomes("a") == {"acked": 4, "failed": 0, "rejected": 0}
+    assert c.outcomes("b") == {"acked": 4, "failed": 1, "rejected": 0}
+    assert c.outcomes("c") == {"acked": 3, "failed": 0, "rejected": 1}
