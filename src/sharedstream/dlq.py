@@ -1,0 +1,40 @@
+"""Reading sharedstream dead-letter topics from your own code.
+
+The same reader ``sharedstream dlq inspect|replay`` use: it assigns every
+partition itself, reads up to the end offsets seen when it opened and never
+commits, so it can run next to the triggerer and the replay tool without moving
+anyone's position. Each record comes decoded with its context::
+
+    from sharedstream.dlq import read_dead_letters
+    from sharedstream.producer.connections import resolve_connection
+
+    connection = resolve_connection("kafka_default", {})  # or load_config().connections
+    for record in read_dead_letters(connection, "orders.dlq"):
+        if record.foreign:                  # written by another tool: no context
+            continue
+        print(record.origin.topic, record.origin.offset, record.rejections,
+              record.replay_count, record.value)
+
+See ``examples/dlq_consumer.py`` for an alerting consumer and the README section
+"Dead letters" for the headers.
+"""
+
+from sharedstream.producer.dlq_headers import Origin
+from sharedstream.producer.dlq_reader import (
+    DeadLetter,
+    DeadLetterError,
+    DeadLetterReader,
+    PartitionRange,
+    decode_dead_letter,
+    read_dead_letters,
+)
+
+__all__ = [
+    "DeadLetter",
+    "DeadLetterError",
+    "DeadLetterReader",
+    "Origin",
+    "PartitionRange",
+    "decode_dead_letter",
+    "read_dead_letters",
+]
