@@ -213,8 +213,6 @@ class Replayer:
         summary.counts = planner.counts
         started = time.monotonic()
         touched: dict[int, int] = {}
-        if progress is not None:
-            progress(summary, reader.total)
         for batch in reader.batches(self.batch_size):
             decisions = [planner.decide(r) for r in batch]
             summary.examined += len(batch)
