@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.producer.runtime import configure_kafka_runtime
+from sharedstream.producer.topic_ids import TopicIdResolver
 from sharedstream.producer.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.migrate import head_revision
@@ -103,8 +104,11 @@ def check_topics(groups: Sequence[GroupPlan]) -> None:
 class Triggerer:
     """The running process: manager, units of work, watcher tasks, health."""
 
-    def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int]) -> None:
+    def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,
+                 topic_id_resolver: TopicIdResolver | None = None) -> None:
+        """``topic_id_resolver`` only for a cluster without ``describe_topics`` (the demo)."""
         self.plan = plan
+        self.topic_id_resolver = topic_id_resolver
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
@@ -145,7 +149,8 @@ class Triggerer:
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (or a fatal error); return the exit code."""
         self._stop = stop
-        configure_kafka_runtime(self.config.connections, self.recorder)
+        configure_kafka_runtime(self.config.connections, self.recorder,
+                                topic_id_resolver=self.topic_id_resolver)
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))

@@ -17,6 +17,7 @@ from typing import Any
 from sharedstream.producer.connections import resolve_connection
 from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.runtime import kafka_runtime
+from sharedstream.producer.topic_ids import describe_topic_ids
 from sharedstream.triggers.base import (
     BaseEventTrigger,
     TriggerEvent,
@@ -92,6 +93,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             connection_id=config_id,
             dlq_topic=kwargs.get("dlq_topic"),
             poll_timeout=float(kwargs.get("poll_timeout", 1.0)),
+            topic_id_resolver=runtime.topic_id_resolver or describe_topic_ids,
         )
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
