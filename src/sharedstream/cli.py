@@ -52,6 +52,19 @@ def run(watchers: str, config_path: str | None, takeover: bool, upgrade: bool,
     sys.exit(code)
 
 
+@cli.command("demo")
+@click.option("--seconds", default=20.0, show_default=True, type=click.FloatRange(min=3),
+              help="How long to show the live view.")
+@click.option("--outage", default=4.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds of simulated database outage mid-run (0: none).")
+@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+def demo(seconds: float, outage: float, as_json: bool) -> None:
+    """Watch the triggerer work on an in-process Kafka and SQLite: nothing to set up."""
+    from sharedstream.demo.run import DemoOptions, main
+
+    sys.exit(main(DemoOptions(seconds=seconds, outage=outage), as_json=as_json))
+
+
 cli.add_command(db_group)
 cli.add_command(state_store_group)
 cli.add_command(events_group)
