@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, delete, or_, select, tuple_, update
 from sqlalchemy.engine import Connection, Engine
 
 from sharedstream.statestore.backend import StateBackend, StateEntry
@@ -354,10 +354,11 @@ class DatabaseBackend(StateBackend):
                          for scope, task in staged.tasks.items()
                          for key, op in task.ops.items() if isinstance(op, StagedSet)}
             refs = [ref for ref in refs if ref not in rewritten]
+        asset_ids = self._asset_ids(connection, list(staged.assets))
+        advances: list[tuple[int, str, StagedAdvance]] = []
+        s = asset_state_store.c
         for asset_scope, asset_staging in staged.assets.items():
-            asset_id = self.asset_id(connection, asset_scope, create=True)
-            assert asset_id is not None
-            s = asset_state_store.c
+            asset_id = asset_ids[asset_scope]
             if asset_staging.cleared:
                 connection.execute(delete(asset_state_store).where(s.asset_id == asset_id))
             ops = asset_staging.ops
@@ -368,11 +369,85 @@ class DatabaseBackend(StateBackend):
             rows = [self._asset_row(asset_id, k, op.text, op.writer)
                     for k, op in ops.items() if isinstance(op, StagedSet) and op.writer]
             self._upsert_asset_rows(connection, rows)
-            for key, op in ops.items():
-                if isinstance(op, StagedAdvance):
-                    self._advance_in(connection, asset_id, key, op.value, op.text, op.writer,
-                                     lock=True)
+            advances += [(asset_id, k, op) for k, op in ops.items()
+                         if isinstance(op, StagedAdvance)]
+        self._apply_advances(connection, advances)
         return [lambda: self.delete_payloads(refs)] if refs else []
+
+    def _asset_ids(self, connection: Connection,
+                   scopes: Sequence[AssetScope]) -> dict[AssetScope, int]:
+        """Resolve every scope of a unit; scopes given by id (the triggerer's) in one query.
+
+        An id that does not exist, and every scope by name or uri, goes through
+        :meth:`asset_id`, which creates a named asset or raises for an unknown id.
+        """
+        by_id = [scope.asset_id for scope in scopes if scope.asset_id is not None]
+        known: set[int] = set()
+        if by_id:
+            known = set(connection.execute(
+                select(asset.c.id).where(asset.c.id.in_(sorted(set(by_id))))).scalars())
+        resolved: dict[AssetScope, int] = {}
+        for scope in scopes:
+            found = scope.asset_id if scope.asset_id in known else None
+            if found is None:
+                found = self.asset_id(connection, scope, create=True)
+                assert found is not None
+            resolved[scope] = found
+        return resolved
+
+    def _apply_advances(self, connection: Connection,
+                        advances: Sequence[tuple[int, str, StagedAdvance]]) -> None:
+        """Every staged advance of a unit, in three statements instead of two per key.
+
+        One ``SELECT ... FOR UPDATE`` reads and locks all existing rows (in key order, so
+        two units locking overlapping keys cannot deadlock); the comparisons run in Python;
+        one executemany UPDATE, each row still guarded by the version it was read at, swaps
+        the ones that move forwards. Under the row locks nobody can write in between, so
+        every guarded update matches; where the dialect takes no row locks (SQLite) or
+        cannot report an executemany's row count, a write in between is caught and those
+        keys are redone one at a time by the per-key compare-and-swap, which is idempotent
+        (a key already swapped compares equal and stays). Absent keys go straight to the
+        per-key path: a key is absent once in its life, and MySQL's insert count cannot
+        tell a concurrent insert from ours.
+        """
+        if not advances:
+            return
+        s = asset_state_store.c
+        wanted = {(asset_id, key): op for asset_id, key, op in advances}
+        existing = connection.execute(
+            select(s.asset_id, s.key, s.value, s.version)
+            .where(tuple_(s.asset_id, s.key).in_(sorted(wanted)))
+            .order_by(s.asset_id, s.key)
+            .with_for_update()
+        ).all()
+        now = self.clock()
+        forwards: list[tuple[tuple[int, str], StagedAdvance]] = []
+        swaps: list[dict[str, Any]] = []
+        for row in existing:
+            ident = (row.asset_id, row.key)
+            op = wanted.pop(ident)
+            if is_forward(op.value, decode_value(row.value)):
+                forwards.append((ident, op))
+                swaps.append({"b_asset_id": row.asset_id, "b_key": row.key, "b_seen": row.version,
+                              "b_value": op.text, "b_version": row.version + 1,
+                              "b_updated_at": now, "b_writer_kind": op.writer.kind,
+                              "b_writer_id": op.writer.identity})
+        redo = list(wanted.items())  # absent when read
+        if swaps:
+            swapped = connection.execute(
+                update(asset_state_store)
+                .where(s.asset_id == bindparam("b_asset_id"), s.key == bindparam("b_key"),
+                       s.version == bindparam("b_seen"))
+                .values(value=bindparam("b_value"), version=bindparam("b_version"),
+                        updated_at=bindparam("b_updated_at"),
+                        writer_kind=bindparam("b_writer_kind"),
+                        writer_id=bindparam("b_writer_id")),
+                swaps,
+            ).rowcount
+            if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
+                redo += forwards
+        for (asset_id, key), op in redo:
+            self._advance_in(connection, asset_id, key, op.value, op.text, op.writer, lock=True)
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
                     ops: dict[str, StagedSet | StagedDelete]) -> list[str]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Table, text
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -75,14 +77,15 @@ def insert_if_absent(connection: Connection, table: Table, row: Mapping[str, Any
 def insert_ignore_many(
     connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> int:
-    """Insert ``rows`` as multi-row statements, skipping each row whose unique key
+    """Insert ``rows`` (all with the same keys), skipping each row whose unique key
     exists; return how many were inserted.
 
-    PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING ... RETURNING``; the RETURNING makes
-    SQLAlchemy send pages of multi-row VALUES instead of one statement per row, and its
-    rows count what was really inserted. MySQL/MariaDB: ``ON DUPLICATE KEY UPDATE`` of the
-    primary key to itself, a no-op on duplicates that, unlike INSERT IGNORE, still raises
-    for foreign-key and other errors (the driver batches executemany into multi-row VALUES).
+    PostgreSQL: see :func:`_insert_ignore_json`. SQLite: ``ON CONFLICT DO NOTHING ...
+    RETURNING``; the RETURNING makes SQLAlchemy send pages of multi-row VALUES instead of
+    one statement per row, and its rows count what was inserted. MySQL/MariaDB: ``ON
+    DUPLICATE KEY UPDATE`` of the primary key to itself, a no-op on duplicates that, unlike
+    INSERT IGNORE, still raises for foreign-key and other errors (the driver batches
+    executemany into multi-row VALUES).
     """
     if not rows:
         return 0
@@ -92,7 +95,70 @@ def insert_ignore_many(
         result = connection.execute(
             my_stmt.on_duplicate_key_update({first_pk.name: first_pk}), list(rows))
         return max(result.rowcount, 0)
-    stmt = (postgresql.insert(table) if connection.dialect.name == "postgresql"
-            else sqlite.insert(table))
+    if connection.dialect.name == "postgresql":
+        return _insert_ignore_json(connection, table, rows)
+    stmt = sqlite.insert(table)
     result = connection.execute(stmt.on_conflict_do_nothing().returning(first_pk), list(rows))
     return len(result.all())
+
+
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"cannot send {type(value).__name__} as a JSON row")
+
+
+def _processed(rows: Sequence[Mapping[str, Any]],
+               processors: Sequence[tuple[str, Callable[[Any], Any]]]) -> list[dict[str, Any]]:
+    """Copies of ``rows`` with ``processors`` applied, once per distinct value: a batch's
+    rows share most processed values (every event of a batch has the same ``created_at``),
+    and a type decorator's processing costs far more than a dict lookup."""
+    copies = [dict(row) for row in rows]
+    for name, process in processors:
+        memo: dict[Any, Any] = {}
+        for row in copies:
+            value = row[name]
+            try:
+                row[name] = memo[value]
+            except KeyError:
+                row[name] = memo[value] = process(value)
+            except TypeError:  # unhashable (a JSON column's dict): no memo
+                row[name] = process(value)
+    return copies
+
+
+def _insert_ignore_json(
+    connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
+) -> int:
+    """PostgreSQL's insert-if-absent of many rows as ONE JSON parameter:
+    ``INSERT ... SELECT <columns> FROM json_populate_recordset(NULL::<table>, :rows)
+    ON CONFLICT DO NOTHING``.
+
+    Why not multi-row VALUES: one parameter per cell, ~4,500 for 500 event rows, which
+    SQLAlchemy renders and the server parses on every batch (measured ~115 ms per 500
+    rows). Why not ``unnest`` of one array per column: psycopg builds array literals in
+    Python, element by element (measured ~18 ms of client CPU per 500 rows, against ~5 ms
+    here, where ``json.dumps`` runs in C and the server converts each field to its column
+    type). Values first go through their column type's bind processing (so type
+    decorators such as the UTC datetime check still apply); dates and datetimes then
+    travel as ISO-8601 text. The statement's row count is what it really inserted (the
+    server's command tag).
+    """
+    dialect = connection.dialect
+    names = list(rows[0])
+    processors = [
+        (name, processor) for name in names
+        if (processor := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+    ]
+    if processors:
+        rows = _processed(rows, processors)
+    quote = dialect.identifier_preparer.quote
+    target = dialect.identifier_preparer.format_table(table)
+    columns = ", ".join(quote(name) for name in names)
+    stmt = text(
+        f"INSERT INTO {target} ({columns}) SELECT {columns} "
+        f"FROM json_populate_recordset(NULL::{target}, CAST(:rows AS json)) "
+        "ON CONFLICT DO NOTHING"
+    ).execution_options(preserve_rowcount=True)  # SQLAlchemy keeps an INSERT's only if asked
+    payload = json.dumps(rows, default=_json_default, separators=(",", ":"))
+    return connection.execute(stmt, {"rows": payload}).rowcount
