@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.triggerer.entries import ABSENT, IN_FLIGHT, Entry
-from sharedstream.triggerer.streamconfig import GroupFailedError, TimerHandle
+from sharedstream.triggerer.streamconfig import GroupFailedError, InfrastructureError, TimerHandle
 from sharedstream.triggerer.window import DONE, OPEN, SUBMITTED, Window, current_stream
 
 if TYPE_CHECKING:
@@ -183,10 +183,14 @@ class SharedStream:
                 self._close_window(window)
 
     def fail_open(self, exc: BaseException) -> None:
-        """The filter raised while handling the open message: fail it (counts an attempt)."""
-        self._abandon_open(f"{type(exc).__name__}: {exc}")
+        """The filter raised while handling the open message: fail it.
 
-    def _abandon_open(self, why: str) -> None:
+        It counts an attempt unless ``exc`` is an :class:`InfrastructureError`.
+        """
+        self._abandon_open(f"{type(exc).__name__}: {exc}",
+                           counts=not isinstance(exc, InfrastructureError))
+
+    def _abandon_open(self, why: str, *, counts: bool = True) -> None:
         entry = self._open
         if entry is None:
             return
@@ -197,7 +201,7 @@ class SharedStream:
             if window._state != OPEN:
                 return  # already rejected
             window._state = DONE
-        self._group.fail(entry, self.name, why, counts=True)
+        self._group.fail(entry, self.name, why, counts=counts)
 
     # -- ack timeout ---------------------------------------------------------------
 

@@ -151,5 +151,15 @@ class GroupFailedError(SharedStreamError):
     """
 
 
+class InfrastructureError(SharedStreamError):
+    """Raise from a filter when a message cannot be handled *now* for a reason outside it.
+
+    A downstream service that is down (an HTTP API refusing connections) is not the
+    message's fault: the message is held and redelivered with backoff like after any
+    failure, but the failure never counts towards ``max_attempts``, so an outage of
+    any length never dead-letters it. ``ack_timeout`` still applies to each attempt.
+    """
+
+
 class ProducerFactoryError(SharedStreamError):
     """``create_shared_stream_producer`` raised: terminal, the watcher is not retried."""

@@ -1,0 +1,35 @@
+"""An InfrastructureError from a filter holds the message forever: never dead-lettered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from manager_fakes import Harness, settle
+
+from sharedstream.triggerer.streamconfig import InfrastructureError
+
+
+async def test_infrastructure_errors_never_count_towards_max_attempts() -> None:
+    outage = {"on": True}
+
+    async def downstream(message: str) -> list[Any]:
+        if outage["on"]:
+            raise InfrastructureError("target down")
+        return []
+
+    h = Harness(["a"], max_attempts=2, retry_backoff_initial=1.0, retry_backoff_max=4.0)
+    h.start("a", downstream)
+    await settle()
+    for _attempt in range(5):  # well past max_attempts
+        h.producer.feed(("p", 0))
+        await settle()
+        outcome = h.producer.outcome(("p", 0))
+        assert outcome.failed == {"a"} and not outcome.rejected
+        h.clock.advance(10.0)
+        await settle()
+    outage["on"] = False
+    h.producer.feed(("p", 0))
+    await settle()
+    final = h.producer.outcome(("p", 0))
+    assert final.acked == {"a"} and final.is_clean
+    await h.stop()
