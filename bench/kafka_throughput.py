@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,10 @@ def fill(bootstrap: str, messages: int) -> str:
     return topic
 
 
-def _plain_consumer(bootstrap: str) -> Any:
+def _plain_consumer(bootstrap: str, extra: Mapping[str, Any] | None = None) -> Any:
     return Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     **(extra or {})})
 
 
 def _consume_all(consumer: Any, messages: int, first: list[float]) -> float:
@@ -108,11 +109,14 @@ def plain(bootstrap: str, topic: str, messages: int) -> float:
     return messages / (end - first[0])
 
 
-def independent(bootstrap: str, topic: str, messages: int, consumers: int) -> float:
-    """Total deliveries/s of ``consumers`` plain consumers, each its own group and thread."""
+def independent(bootstrap: str, topic: str, messages: int, consumers: int,
+                extra: Callable[[int], Mapping[str, Any]] | None = None) -> float:
+    """Total deliveries/s of ``consumers`` plain consumers, each its own group and thread;
+    ``extra(i)`` adds settings to consumer i (e.g. a statistics callback)."""
     firsts: list[list[float]] = [[] for _ in range(consumers)]
     ends = [0.0] * consumers
-    clients = [_plain_consumer(bootstrap) for _ in range(consumers)]
+    clients = [_plain_consumer(bootstrap, extra(i) if extra else None)
+               for i in range(consumers)]
 
     def run(i: int) -> None:
         clients[i].subscribe([topic])
@@ -166,15 +170,20 @@ class ConfirmingSink:
             window.confirm()
 
 
-async def shared(bootstrap: str, topic: str, messages: int, watchers: int) -> float:
-    """Deliveries/s (messages x watchers) through the manager, first delivery to last advance."""
+async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
+                 sink: Any = None, trigger: type[BenchTrigger] = BenchTrigger) -> float:
+    """Deliveries/s (messages x watchers) through the manager, first delivery to last advance.
+
+    ``sink`` (default: a :class:`ConfirmingSink`, no persistence) receives the units of
+    work; it needs a ``first`` attribute set at its first submit. ``trigger`` is the
+    watchers' trigger class (its filter decides what is kept)."""
     conn_id = f"bench{uuid.uuid4().hex[:6]}"
     group_id = uuid.uuid4().hex
     configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id}},
                             InMemoryRejectionRecorder())
-    sink = ConfirmingSink()
+    sink = sink if sink is not None else ConfirmingSink()
     manager = SharedStreamManager(sink, ManagerSettings(cohort_grace_period=0))
-    triggers = {f"w{i}": BenchTrigger(topics=[topic], kafka_config_id=conn_id)
+    triggers = {f"w{i}": trigger(topics=[topic], kafka_config_id=conn_id)
                 for i in range(watchers)}
     manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
     CountingProducer.target = messages
@@ -193,7 +202,8 @@ async def shared(bootstrap: str, topic: str, messages: int, watchers: int) -> fl
     check.close()
     if sum(tp.offset for tp in offsets) != messages:
         raise RuntimeError(f"final commit did not reach the end: {offsets}")
-    return messages * watchers / (end - sink.first)
+    first: float = sink.first
+    return messages * watchers / (end - first)
 
 
 def chart(rows: list[dict[str, Any]], path: Path) -> None:

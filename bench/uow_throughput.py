@@ -99,7 +99,7 @@ def main() -> None:
     url = args.postgres
     if url is None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-        from localservices import PostgresServer
+        from localservices import PostgresServer  # type: ignore[import-not-found]
 
         server = PostgresServer()
         server.start()

@@ -1,0 +1,560 @@
+"""Every figure of issue 8 in ONE run, on the real broker, PostgreSQL and SQLite.
+
+    python -m bench [--quick] [--out bench/results]
+
+Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set
+(each PostgreSQL figure gets a fresh database created there), else a broker and a
+server started with ``scripts/localservices`` for the run. Figures, side by side:
+
+1. plain confluent-kafka ``consume()``: the ceiling every ratio refers to;
+2. manager + Kafka producer, no persistence, 1/10/100 watchers on one consumer;
+3. the same with the triggerer's ``DatabaseWorkSink`` on SQLite and PostgreSQL,
+   10 watchers keeping 10% and 100% of the messages; plus the broker-less unit-of-work
+   bench (``uow_throughput``) the acceptance target is stated against;
+4. the pre-sharing model: 10 and 100 independent consumers;
+5. end-to-end latency, produce timestamp -> event committed, at a fixed offered rate;
+6. peak RSS, broker TCP connections and fetch requests of a subprocess running each
+   setup (1 and 100 shared watchers, 100 independent consumers);
+7. state store: asset cursor writes/s (sync, async) and cleanup of expired rows with a
+   concurrent writer's longest stall (``statestore_cleanup``).
+
+Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
+``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
+bench modules do the measuring; this module only orchestrates and reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import sqlalchemy as sa
+from bench import kafka_throughput as kt
+from bench import statestore_cleanup, uow_throughput
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from sharedstream.producer.connections import resolve_connection
+from sharedstream.producer.runtime import kafka_runtime
+from sharedstream.statestore import AssetScope, StateStore, Writer
+from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
+from sharedstream.triggerer.window import Window
+from sharedstream.triggers.base import TriggerEvent
+from sharedstream.triggers.message import KafkaMessage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from localservices import KafkaBroker, PostgresServer  # type: ignore[import-not-found]
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Message counts of one run; ``--quick`` shrinks every one for a smoke run."""
+
+    messages: int = 200_000  # plain and 1 watcher
+    fanout: int = 20_000  # 10 and 100 watchers, independent consumers, footprint
+    persisted: int = 20_000  # messages through the DatabaseWorkSink runs
+    uow: int = 60_000  # broker-less unit-of-work bench
+    rate: int = 2_000  # latency: offered messages/s ...
+    seconds: float = 20.0  # ... for this long
+    cursor_writes: int = 2_000
+    cleanup_rows: int = 1_000_000
+    cleanup_batch: int = 10_000
+
+
+QUICK = Sizes(messages=5_000, fanout=1_000, persisted=1_000, uow=2_000, rate=500,
+              seconds=2.0, cursor_writes=100, cleanup_rows=20_000, cleanup_batch=5_000)
+
+
+# -- services ---------------------------------------------------------------------------------
+
+
+class Services:
+    """The broker and PostgreSQL of the run: from the environment, or started here."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap:
+            broker = KafkaBroker()
+            broker.start()
+            stack.callback(broker.stop)
+            bootstrap = broker.bootstrap
+        self.bootstrap: str = bootstrap
+        self._pg_url = os.environ.get("SHAREDSTREAM_TEST_DATABASE_URL")
+        self._server: Any = None
+        if not self._pg_url:
+            self._server = PostgresServer()
+            self._server.start()
+            stack.callback(self._server.stop)
+
+    def postgres(self) -> str:
+        """A fresh, empty PostgreSQL database: every figure starts from the same state."""
+        if self._server is not None:
+            return str(self._server.create_database("bench"))
+        assert self._pg_url is not None
+        name = f"bench_{uuid.uuid4().hex[:12]}"
+        admin = sa.create_engine(self._pg_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        return sa.make_url(self._pg_url).set(database=name).render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def sqlite_url() -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        yield f"sqlite:///{Path(tmp) / 'bench.db'}"
+
+
+# -- 3 and 5: the manager with the triggerer's persistence ------------------------------------
+
+
+class KeepTrigger(kt.BenchTrigger):
+    """Keeps every ``keep_every``-th message as one small event (the rest are filtered
+    out and acked without a unit of work); records the produce timestamp in it."""
+
+    keep_every = 1
+
+    async def filter_shared_stream(
+        self, stream: AsyncIterator[KafkaMessage]
+    ) -> AsyncIterator[TriggerEvent]:
+        keep = self.keep_every
+        async for message in stream:
+            if message.offset % keep == 0:
+                yield TriggerEvent({"offset": message.offset, "ts": message.timestamp})
+
+
+class KeepTenth(KeepTrigger):
+    keep_every = 10
+
+
+class TimedWorkSink(DatabaseWorkSink):
+    """The triggerer's sink, noting its first submit (the start of a timed run) and, for
+    every committed window, the time from the message's produce timestamp to the commit."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.first = 0.0
+        self.latencies_ms: list[float] = []
+        self.committed = threading.Event()  # set by the writer thread
+
+    def submit(self, windows: list[Window]) -> None:  # type: ignore[override]
+        if not self.first:
+            self.first = time.perf_counter()
+        super().submit(windows)
+
+    def _write(self, batch: list[_Queued]) -> int:
+        written = super()._write(batch)  # returns after the commit
+        now_ms = time.time() * 1000
+        self.latencies_ms += [now_ms - q.window.payload.timestamp for q in batch]
+        self.committed.set()
+        return written
+
+
+def persisting_sink(url: str, watchers: int) -> tuple[StateStore, TimedWorkSink]:
+    store = StateStore.from_url(url)
+    store.upgrade()
+    assets = {f"w{i}": store.register_asset(f"bench_w{i}") for i in range(watchers)}
+    return store, TimedWorkSink(store, assets, ProcessSettings())
+
+
+async def persisted(bootstrap: str, topic: str, messages: int, url: str, watchers: int,
+                    trigger: type[KeepTrigger]) -> dict[str, Any]:
+    store, sink = persisting_sink(url, watchers)
+    try:
+        rate = await kt.shared(bootstrap, topic, messages, watchers, sink=sink, trigger=trigger)
+        await sink.aclose()
+    finally:
+        store.close()
+    kept = messages * watchers // trigger.keep_every
+    seconds = messages * watchers / rate
+    return {"deliveries_per_s": round(rate), "events": sink.events_written,
+            "events_per_s": round(kept / seconds), "batches": sink.batches}
+
+
+async def latency(bootstrap: str, url: str, rate: int, seconds: float) -> dict[str, Any]:
+    """One watcher keeping everything, persisting to ``url``, fed at ``rate`` msg/s."""
+    topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, kt.PARTITIONS, 1)])[topic].result(30)
+    total = int(rate * seconds)
+    store, sink = persisting_sink(url, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    producer.produce(topic, b"warm-up", partition=0)  # waits in the topic until assigned
+    producer.flush(10)
+
+    def offer() -> None:
+        """Paced in 10 ms ticks, each on schedule from the start (no drift)."""
+        started = time.perf_counter()
+        ticks = int(seconds * 100)
+        for tick in range(ticks):
+            for _ in range(total * (tick + 1) // ticks - total * tick // ticks):
+                producer.produce(topic, b"x" * kt.SIZE)
+            producer.poll(0)
+            time.sleep(max(0.0, started + (tick + 1) / 100 - time.perf_counter()))
+        producer.flush(30)
+
+    async def start_offering() -> None:
+        # The warm-up committed: the group is assigned and the path is warm.
+        await asyncio.to_thread(sink.committed.wait, 120)
+        await asyncio.to_thread(offer)
+
+    feeder = asyncio.create_task(start_offering())
+    try:
+        await kt.shared(bootstrap, topic, total + 1, 1, sink=sink, trigger=KeepTrigger)
+        await feeder
+        await sink.aclose()
+    finally:
+        store.close()
+    samples = sorted(sink.latencies_ms[1:])
+    return {"offered_per_s": rate, "seconds": seconds, "messages": len(samples),
+            "p50_ms": round(samples[len(samples) // 2], 1),
+            "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1),
+            "max_ms": round(samples[-1], 1), "samples_ms": samples}
+
+
+# -- 6: footprint of a setup, measured in a subprocess ----------------------------------------
+
+
+def _broker_sockets(pid: int, port: int) -> int:
+    """TCP connections of process ``pid`` to ``port``: its socket inodes (``/proc/<pid>/fd``)
+    matched against the namespace's TCP table (``/proc/<pid>/net/tcp*``), which alone
+    would list every process's sockets."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                    count += 1  # state 01 = ESTABLISHED
+    return count
+
+
+def _fetches(stats: str) -> int:
+    """Fetch requests sent so far, from one librdkafka statistics document."""
+    brokers = json.loads(stats).get("brokers", {})
+    return sum(int(b.get("req", {}).get("Fetch", 0)) for b in brokers.values())
+
+
+class StatsProducer(kt.CountingProducer):
+    """Keeps librdkafka's latest statistics (fetch requests) besides the usual metrics."""
+
+    last_stats = "{}"
+
+    def _on_stats(self, text: str) -> None:
+        super()._on_stats(text)
+        StatsProducer.last_stats = text
+
+
+class StatsTrigger(kt.BenchTrigger):
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> StatsProducer:
+        runtime = kafka_runtime()
+        config = resolve_connection(kwargs["kafka_config_id"], runtime.connections)
+        return StatsProducer(topics=kwargs["topics"], recorder=runtime.recorder,
+                             config={**config, "statistics.interval.ms": 200},
+                             connection_id=kwargs["kafka_config_id"])
+
+
+def probe(mode: str, bootstrap: str, topic: str, messages: int, watchers: int) -> None:
+    """Subprocess side: run one setup over ``topic``, print peak RSS, the most broker
+    connections seen at once, and fetch requests (librdkafka statistics) as JSON."""
+    port = int(bootstrap.rsplit(":", 1)[1])
+    peak_connections = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_connections
+        while not done.wait(0.1):
+            peak_connections = max(peak_connections, _broker_sockets(os.getpid(), port))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    fetches = 0
+    if mode == "shared":
+        asyncio.run(kt.shared(bootstrap, topic, messages, watchers, trigger=StatsTrigger))
+        fetches = _fetches(StatsProducer.last_stats)
+    else:
+        latest = ["{}"] * watchers
+
+        def with_stats(i: int) -> dict[str, Any]:
+            return {"statistics.interval.ms": 200,
+                    "stats_cb": lambda text: latest.__setitem__(i, text)}
+
+        kt.independent(bootstrap, topic, messages, watchers, extra=with_stats)
+        fetches = sum(_fetches(text) for text in latest)
+    done.set()
+    sampler.join()
+    status = Path("/proc/self/status").read_text()
+    hwm_kb = int(next(line for line in status.splitlines()
+                      if line.startswith("VmHWM:")).split()[1])
+    print(json.dumps({"rss_peak_mb": round(hwm_kb / 1024, 1),
+                      "broker_connections": peak_connections, "fetch_requests": fetches}))
+
+
+def footprint(mode: str, bootstrap: str, topic: str, messages: int,
+              watchers: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--probe", mode, "--bootstrap", bootstrap,
+         "--topic", topic, "--probe-messages", str(messages), "--watchers", str(watchers)],
+        check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    return {"setup": mode, "watchers": watchers, **json.loads(out.stdout.splitlines()[-1])}
+
+
+# -- 7: state store -----------------------------------------------------------------------------
+
+
+async def cursor_writes(url: str, writes: int) -> dict[str, Any]:
+    """Asset cursor advances per second: one after another (sync ``advance``), and from 8
+    coroutines on 8 cursors at once (``aadvance``, on the store's threads)."""
+    store = StateStore.from_url(url)
+    store.upgrade()
+    state = store.asset(AssetScope(name="cursors"), writer=Writer.api("bench"))
+    started = time.perf_counter()
+    for i in range(writes):
+        state.advance("sync", i)
+    sync_rate = writes / (time.perf_counter() - started)
+
+    async def cursor(n: int) -> None:
+        for i in range(writes // 8):
+            await state.aadvance(f"async/{n}", i)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(cursor(n) for n in range(8)))
+    async_rate = 8 * (writes // 8) / (time.perf_counter() - started)
+    store.close()
+    return {"sync_writes_per_s": round(sync_rate), "async_writes_per_s": round(async_rate)}
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return {"nproc": os.cpu_count(), "cpu": cpu, "ram_gb": round(mem_kb / 2**20, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "librdkafka": confluent_kafka.libversion()[0],
+            "load_average_at_start": os.getloadavg()}
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
+    bootstrap = services.bootstrap
+    topic = kt.fill(bootstrap, sizes.messages)
+    fanout = kt.fill(bootstrap, sizes.fanout)
+    persisted_topic = kt.fill(bootstrap, sizes.persisted)
+    rows: list[dict[str, Any]] = []
+
+    def row(kind: str, watchers: int, messages: int, rate: float, **more: Any) -> None:
+        rows.append({"kind": kind, "watchers": watchers, "messages": messages,
+                     "deliveries_per_s": round(rate),
+                     "us_per_message": round(1e6 * watchers / rate, 2), **more})
+        log(f"{kind} x{watchers}: {rate:,.0f} deliveries/s {more or ''}")
+
+    row("plain", 1, sizes.messages, kt.plain(bootstrap, topic, sizes.messages))
+    for n in (1, 10, 100):
+        t, m = (topic, sizes.messages) if n == 1 else (fanout, sizes.fanout)
+        row("shared", n, m, asyncio.run(kt.shared(bootstrap, t, m, n)))
+    for n in (10, 100):
+        row("independent", n, sizes.fanout, kt.independent(bootstrap, fanout, sizes.fanout, n))
+    for database in ("sqlite", "postgresql"):
+        for trigger, kept in ((KeepTenth, "10%"), (KeepTrigger, "100%")):
+            with sqlite_url() as lite:
+                url = lite if database == "sqlite" else services.postgres()
+                result = asyncio.run(persisted(bootstrap, persisted_topic, sizes.persisted,
+                                               url, 10, trigger))
+            rate = result.pop("deliveries_per_s")
+            row(f"persisted_{database}_{kept}", 10, sizes.persisted, rate, **result)
+    base = rows[0]["deliveries_per_s"]
+    for r in rows:
+        r["ratio_to_plain"] = round(r["deliveries_per_s"] / base, 4)
+
+    uow = []
+    for _ in range(2):  # noisy shared machine: two runs, both reported
+        with sqlite_url() as lite:
+            uow.append(asyncio.run(uow_throughput.run(lite, sizes.uow)))
+        uow.append(asyncio.run(uow_throughput.run(services.postgres(), sizes.uow)))
+        log(f"units of work: {uow[-2]['events_per_second']:,}/s SQLite, "
+            f"{uow[-1]['events_per_second']:,}/s PostgreSQL")
+
+    lat = asyncio.run(latency(bootstrap, services.postgres(), sizes.rate, sizes.seconds))
+    log(f"latency at {sizes.rate}/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms")
+
+    foot = [footprint("shared", bootstrap, fanout, sizes.fanout, 1),
+            footprint("shared", bootstrap, fanout, sizes.fanout, 100),
+            footprint("independent", bootstrap, fanout, sizes.fanout, 100)]
+    for f in foot:
+        log(f"footprint {f}")
+
+    store: dict[str, Any] = {}
+    for database in ("sqlite", "postgresql"):
+        with sqlite_url() as lite:
+            url = lite if database == "sqlite" else services.postgres()
+            store[f"cursor_{database}"] = asyncio.run(cursor_writes(url, sizes.cursor_writes))
+        with sqlite_url() as lite:
+            url = lite if database == "sqlite" else services.postgres()
+            store[f"cleanup_{database}"] = statestore_cleanup.run(
+                url, sizes.cleanup_rows, sizes.cleanup_batch)
+        log(f"state store {database}: {store[f'cursor_{database}']} "
+            f"{store[f'cleanup_{database}']}")
+    return {"throughput": rows, "units_of_work": uow, "latency": lat, "footprint": foot,
+            "statestore": store}
+
+
+def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 8's acceptance targets, each with the measured figure and whether it holds."""
+    by = {(r["kind"], r["watchers"]): r for r in result["throughput"]}
+    foot = {(f["setup"], f["watchers"]): f for f in result["footprint"]}
+    shared100, indep100 = foot[("shared", 100)], foot[("independent", 100)]
+    pg = [u["events_per_second"] for u in result["units_of_work"] if u["database"] != "sqlite"]
+    lite = [u["events_per_second"] for u in result["units_of_work"]
+            if u["database"] == "sqlite"]
+    ratio = by[("shared", 1)]["ratio_to_plain"]
+    fan = by[("shared", 100)]["deliveries_per_s"] / by[("independent", 100)]["deliveries_per_s"]
+    conns = shared100["broker_connections"] / max(1, indep100["broker_connections"])
+    fetch = shared100["fetch_requests"] / max(1, indep100["fetch_requests"])
+    memory = indep100["rss_peak_mb"] / shared100["rss_peak_mb"]
+    return [
+        {"target": "1 watcher, no persistence >= 0.25x plain consume()",
+         "measured": f"{ratio:.3f}x", "reached": ratio >= 0.25},
+        {"target": "100 shared watchers >= 100 independent consumers (deliveries/s)",
+         "measured": f"{fan:.2f}x", "reached": fan >= 1},
+        {"target": "... with <= 1/100 of the broker connections",
+         "measured": f"{shared100['broker_connections']} vs "
+                     f"{indep100['broker_connections']} ({conns:.3f})",
+         "reached": conns <= 0.01},
+        {"target": "... with <= 1/100 of the fetch requests",
+         "measured": f"{shared100['fetch_requests']} vs {indep100['fetch_requests']} "
+                     f"({fetch:.3f})", "reached": fetch <= 0.01},
+        {"target": "... with >= 10x less resident memory",
+         "measured": f"{shared100['rss_peak_mb']} vs {indep100['rss_peak_mb']} MB "
+                     f"({memory:.1f}x)", "reached": memory >= 10},
+        {"target": "units of work, PostgreSQL, 10 watchers keeping 10%: >= 20,000 events/s",
+         "measured": "-".join(f"{v:,}" for v in (min(pg), max(pg))), "reached": min(pg) >= 20_000},
+        {"target": "units of work, SQLite: >= 5,000 events/s",
+         "measured": "-".join(f"{v:,}" for v in (min(lite), max(lite))),
+         "reached": min(lite) >= 5_000},
+    ]
+
+
+def markdown(result: dict[str, Any]) -> str:
+    m = result["machine"]
+    lines = [f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram_gb']} GB RAM, Python "
+             f"{m['python']}, librdkafka {m['librdkafka']}; load average at start "
+             f"{m['load_average_at_start'][0]:.1f}. Sizes: {result['sizes']}.", "",
+             "| run | watchers | messages | deliveries/s | us/message | ratio to plain |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in result["throughput"]:
+        extra = f" ({r['events_per_s']:,} events/s)" if "events_per_s" in r else ""
+        lines.append(f"| {r['kind']}{extra} | {r['watchers']} | {r['messages']:,} | "
+                     f"{r['deliveries_per_s']:,} | {r['us_per_message']:.2f} | "
+                     f"{r['ratio_to_plain']:.3f} |")
+    lines += ["", "| units of work (no broker, 10 watchers keeping 10%) | events/s | batches |",
+              "|---|---:|---:|"]
+    lines += [f"| {u['database']} | {u['events_per_second']:,} | {u['batches']} |"
+              for u in result["units_of_work"]]
+    lat, st = result["latency"], result["statestore"]
+    lines += ["", "| figure | value |", "|---|---|",
+              f"| latency, produce -> committed, {lat['offered_per_s']:,} msg/s for "
+              f"{lat['seconds']:g} s (PostgreSQL) | p50 {lat['p50_ms']} ms, p99 "
+              f"{lat['p99_ms']} ms, max {lat['max_ms']} ms |"]
+    lines += [f"| footprint, {f['setup']} x{f['watchers']} | {f['rss_peak_mb']} MB peak RSS, "
+              f"{f['broker_connections']} broker connections, {f['fetch_requests']:,} fetch "
+              "requests |" for f in result["footprint"]]
+    for db in ("sqlite", "postgresql"):
+        c, k = st[f"cursor_{db}"], st[f"cleanup_{db}"]
+        lines += [f"| asset cursor writes/s, {db} | sync {c['sync_writes_per_s']:,}, async "
+                  f"(8 cursors) {c['async_writes_per_s']:,} |",
+                  f"| cleanup of {k['rows']:,} expired rows, batch "
+                  f"{result['sizes']['cleanup_batch']:,}, {db} | {k['cleanup_seconds']} s, "
+                  f"longest writer stall {k['writer_longest_stall_ms']} ms |"]
+    lines += ["", "| acceptance target | measured | reached |", "|---|---|---|"]
+    lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['reached'] else 'NO'} |"
+              for t in result["targets"]]
+    return "\n".join(lines) + "\n"
+
+
+def latency_chart(samples: list[float], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(samples, [(i + 1) / len(samples) for i in range(len(samples))])
+    ax.set_xscale("log")
+    ax.set_xlabel("produce timestamp -> event committed (ms)")
+    ax.set_ylabel("fraction of messages")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--probe-messages", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--watchers", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe:
+        probe(args.probe, args.bootstrap, args.topic, args.probe_messages, args.watchers)
+        return
+    sizes = QUICK if args.quick else Sizes()
+    result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
+                              "partitions": kt.PARTITIONS, "message_bytes": kt.SIZE}
+    started = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        result.update(measure(Services(stack), sizes))
+    result["targets"] = targets(result)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    lat = result["latency"]
+    latency_chart(lat["samples_ms"], args.out / "latency_cdf.png",
+                  f"End-to-end latency at {lat['offered_per_s']:,} msg/s (PostgreSQL)")
+    kt.chart([r for r in result["throughput"] if r["kind"] in ("plain", "shared",
+                                                                   "independent")],
+             args.out / "throughput.png")
+    (args.out / "bench.json").write_text(json.dumps(result, indent=1))
+    table = markdown(result)
+    (args.out / "bench.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
