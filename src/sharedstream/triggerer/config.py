@@ -2,7 +2,8 @@
 
 Sections: ``[database] url``, ``[triggerer]`` (the shared-stream manager's knobs
 plus the process's own), ``[state_store]``, ``[workers]`` and
-``[connections.<id>]`` (librdkafka dicts, checked by the Kafka producer room).
+``[connections.<id>]`` (librdkafka dicts, checked by the Kafka producer room),
+``[airflow.<name>]`` (Airflow instances of the asset bridge, ``sharedstream.airflowbridge``).
 Every option can be overridden with ``SHAREDSTREAM__<SECTION>__<KEY>``.
 
 Everything is validated before any consumer or database connection exists: an
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sharedstream.airflowbridge.settings import AirflowInstanceSettings
 from sharedstream.statestore.settings import StateStoreSettings
 from sharedstream.triggerer.settings_loader import (
     ConfigError,
@@ -92,9 +94,10 @@ class Config:
     process: ProcessSettings = field(default_factory=ProcessSettings)
     state_store: StateStoreSettings = field(default_factory=StateStoreSettings)
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    airflow: Mapping[str, AirflowInstanceSettings] = field(default_factory=dict)
 
 
-_SECTIONS = ("database", "triggerer", "state_store", "workers", "connections")
+_SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "airflow")
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -151,7 +154,23 @@ def _build(raw: Mapping[str, Any], path: Path | None,
             raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
                               'librdkafka options ("bootstrap.servers" = "...")')
     return Config(path=path, database=database, manager=manager, process=process,
-                  state_store=state_store, connections=connections)
+                  state_store=state_store, connections=connections,
+                  airflow=_airflow_instances(raw.get("airflow", {}), overrides, source))
+
+
+def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
+                       source: Source) -> dict[str, AirflowInstanceSettings]:
+    """``[airflow.<name>]`` tables; errors name the key, never a value (passwords)."""
+    if "airflow" in overrides:
+        raise ConfigError("Airflow instances come from [airflow.<name>] tables, not "
+                          "SHAREDSTREAM__AIRFLOW__*")
+    instances = {}
+    for name, table in tables.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"[airflow.{name}] in {source.path}: expected a table")
+        instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}", table,
+                                        source)
+    return instances
 
 
 def _with_source(merged_env: tuple[dict[str, Any], frozenset[str]],
