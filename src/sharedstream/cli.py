@@ -11,6 +11,7 @@ import sys
 import click
 
 from sharedstream import __version__
+from sharedstream.airflowbridge.commands import publish_airflow
 from sharedstream.producer.dlq_commands import dlq_group
 from sharedstream.producer.offsets_commands import offsets_group
 from sharedstream.statestore.commands import db_group, state_store_group
@@ -69,6 +70,7 @@ cli.add_command(db_group)
 cli.add_command(state_store_group)
 cli.add_command(events_group)
 cli.add_command(offsets_group)
+cli.add_command(publish_airflow)
 cli.add_command(dlq_group)
 
 

@@ -1,0 +1,194 @@
+"""A small async client for the parts of Airflow 3's REST API the bridge uses.
+
+Authentication: ``POST /auth/token`` with username/password (the simple and the
+FAB auth managers both answer it) gives a JWT, cached and fetched again once when
+a request answers 401; a configured static ``token`` is used as is.
+
+Failure classes matter more than anything else here, because they decide whether
+a Kafka message is retried or dead-lettered:
+
+* :class:`AirflowUnavailableError` (connection refused, timeout, 5xx, 429, auth
+  still refused after a fresh token): the instance cannot answer now. It is an
+  :class:`~sharedstream.triggerer.streamconfig.InfrastructureError`, so a sink
+  message is held and redelivered with backoff forever, never dead-lettered.
+* :class:`AirflowRequestError` (any other 4xx): the request itself is wrong for this
+  instance (asset missing, payload refused); retrying cannot help.
+
+Secrets never appear in an exception or log line: errors carry the instance name,
+the method, the path and the status, never headers or the token response.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from sharedstream.airflowbridge.envelope import MARKER, parse_timestamp
+from sharedstream.airflowbridge.ratelimit import TokenBucket
+from sharedstream.airflowbridge.settings import AirflowInstanceSettings
+from sharedstream.triggerer.streamconfig import InfrastructureError
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 100  # Airflow's default [api] maximum_page_limit
+_BODY_EXCERPT = 300
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+class AirflowUnavailableError(InfrastructureError):
+    """The instance cannot answer now (network, 5xx, 429, authentication)."""
+
+
+class AirflowRequestError(Exception):
+    """The instance refused the request itself (a 4xx other than 401/429)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def cursor_of(event: dict[str, Any]) -> list[int]:
+    """The position of an event in the API's order: ``[timestamp in µs, id]``.
+
+    ``GET /api/v2/assets/events`` in Airflow 3 can be ordered by ``timestamp`` (ties
+    broken by id) but neither ordered nor filtered by id, so the publisher's cursor
+    is this pair, which is what the listing's order is, and ``advance`` orders lists
+    element-wise.
+    """
+    micros = (parse_timestamp(str(event["timestamp"])) - _EPOCH) // _MICROSECOND
+    return [micros, int(event["id"])]
+
+
+def _instant(micros: int) -> str:
+    return (_EPOCH + micros * _MICROSECOND).isoformat()
+
+
+class AirflowClient:
+    """One instance: token cache, rate limit, asset-id cache."""
+
+    def __init__(self, name: str, settings: AirflowInstanceSettings, *,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.name = name
+        self.settings = settings
+        self._http = httpx.AsyncClient(base_url=settings.base_url.rstrip("/"),
+                                       timeout=settings.request_timeout, transport=transport)
+        self._bucket = TokenBucket(settings.max_requests_per_second, settings.burst)
+        self._token: str | None = settings.token
+        self._asset_ids: dict[tuple[str, str], int] = {}
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # -- transport ---------------------------------------------------------------
+
+    async def _login(self) -> str:
+        await self._bucket.acquire()
+        try:
+            response = await self._http.post("/auth/token", json={
+                "username": self.settings.username, "password": self.settings.password})
+        except httpx.HTTPError as exc:
+            raise AirflowUnavailableError(
+                f"airflow {self.name!r}: token request failed: {type(exc).__name__}") from None
+        if response.status_code not in (200, 201):
+            raise AirflowUnavailableError(
+                f"airflow {self.name!r}: token request answered {response.status_code}")
+        token = response.json().get("access_token")
+        if not isinstance(token, str):
+            raise AirflowUnavailableError(f"airflow {self.name!r}: no access_token in answer")
+        return token
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      json: Any = None) -> httpx.Response:
+        """One API call; 2xx returned, other answers raised as the classes above."""
+        for fresh in (False, True):
+            if self._token is None:
+                self._token = await self._login()
+            await self._bucket.acquire()
+            try:
+                response = await self._http.request(
+                    method, path, params=params, json=json,
+                    headers={"Authorization": f"Bearer {self._token}"})
+            except httpx.HTTPError as exc:
+                raise AirflowUnavailableError(
+                    f"airflow {self.name!r}: {method} {path} failed: "
+                    f"{type(exc).__name__}: {exc}") from None
+            if response.status_code == 401 and not fresh and self.settings.token is None:
+                self._token = None  # expired: one fresh token, then give up
+                continue
+            break
+        status = response.status_code
+        if 200 <= status < 300:
+            return response
+        where = f"airflow {self.name!r}: {method} {path} answered {status}"
+        if status in (401, 403, 408, 429) or status >= 500:
+            raise AirflowUnavailableError(where)
+        raise AirflowRequestError(f"{where}: {response.text[:_BODY_EXCERPT]}", status)
+
+    # -- asset events ------------------------------------------------------------
+
+    async def events_after(self, cursor: list[int] | None, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` events strictly after ``cursor``, in the API's (timestamp, id) order.
+
+        Pages with ``timestamp_gte`` = the cursor's instant and skips what is not after
+        the cursor on this side (events sharing the cursor's timestamp). An event
+        committed later with an *earlier* timestamp than the cursor is not seen: see
+        the README (failure windows) for when that can happen.
+        """
+        found: list[dict[str, Any]] = []
+        offset = 0
+        params: dict[str, Any] = {"order_by": "timestamp", "limit": PAGE_SIZE}
+        if cursor is not None:
+            params["timestamp_gte"] = _instant(cursor[0])
+        while len(found) < limit:
+            params["offset"] = offset
+            page = (await self.request("GET", "/api/v2/assets/events", params=params)).json()
+            items: list[dict[str, Any]] = page.get("asset_events", [])
+            found.extend(e for e in items if cursor is None or cursor_of(e) > cursor)
+            if len(items) < PAGE_SIZE:
+                break
+            offset += len(items)
+        return found[:limit]
+
+    async def resolve_asset(self, name: str, uri: str, *, refresh: bool = False) -> int | None:
+        """The id of the asset with this uri (and name) in this instance; None if absent."""
+        key = (name, uri)
+        if not refresh and key in self._asset_ids:
+            return self._asset_ids[key]
+        offset = 0
+        while True:
+            page = (await self.request("GET", "/api/v2/assets", params={
+                "uri_pattern": uri, "limit": PAGE_SIZE, "offset": offset})).json()
+            items: list[dict[str, Any]] = page.get("assets", [])
+            for asset in items:
+                if asset.get("uri") == uri and asset.get("name") == name:
+                    self._asset_ids[key] = int(asset["id"])
+                    return self._asset_ids[key]
+            if len(items) < PAGE_SIZE:
+                self._asset_ids.pop(key, None)
+                return None
+            offset += len(items)
+
+    async def has_bridged_event(self, asset_id: int, marker: dict[str, Any],
+                                since: datetime) -> bool:
+        """Whether an event of ``asset_id`` carrying ``marker`` exists from ``since`` on."""
+        offset = 0
+        while True:
+            page = (await self.request("GET", "/api/v2/assets/events", params={
+                "asset_id": asset_id, "timestamp_gte": since.isoformat(),
+                "order_by": "-timestamp", "limit": PAGE_SIZE, "offset": offset})).json()
+            items: list[dict[str, Any]] = page.get("asset_events", [])
+            if any((e.get("extra") or {}).get(MARKER) == marker for e in items):
+                return True
+            if len(items) < PAGE_SIZE:
+                return False
+            offset += len(items)
+
+    async def create_asset_event(self, asset_id: int, extra: dict[str, Any]) -> dict[str, Any]:
+        response = await self.request("POST", "/api/v2/assets/events",
+                                      json={"asset_id": asset_id, "extra": extra})
+        created: dict[str, Any] = response.json()
+        return created
