@@ -118,6 +118,7 @@ class Triggerer:
         self.manager = SharedStreamManager(self.sink, self.config.manager)
         self.stopping = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._state_access: list[WatcherStateAccess] = []
         self._fatal: BaseException | None = None
         self._stop = asyncio.Event()
         self.registry = CollectorRegistry()
@@ -144,6 +145,8 @@ class Triggerer:
                                + (f" ({detail})" if detail else ""))
         if not self.sink.healthy:
             reasons.append(f"database: {self.sink.last_error or 'not answering'}")
+        reasons += [f"database: watcher {a.watcher!r} waits for a state read ({a.read_failure})"
+                    for a in self._state_access if a.read_failure is not None]
         return reasons
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -155,8 +158,10 @@ class Triggerer:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
         for loaded in self.plan.watchers:
-            loaded.trigger.asset_state_store = WatcherStateAccess(
-                self.store, loaded.name, loaded.asset, self.asset_ids[loaded.asset.name])
+            access = WatcherStateAccess(self.store, loaded.name, loaded.asset,
+                                        self.asset_ids[loaded.asset.name])
+            loaded.trigger.asset_state_store = access
+            self._state_access.append(access)
         self.sink.start()
         process = self.config.process
         if process.health_port >= 0:

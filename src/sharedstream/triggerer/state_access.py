@@ -66,6 +66,9 @@ class WatcherStateAccess:
         self._max_bytes = store.settings.max_value_storage_bytes
         # Windows of this watcher that staged something, oldest first.
         self._windows: deque[Window] = deque()
+        # Why in-window reads are waiting for the database (None while they answer): a
+        # watcher blocked on a read submits nothing, so the sink alone would look healthy.
+        self.read_failure: str | None = None
 
     def __getitem__(self, asset: Asset | str) -> WatcherStateAccess:
         """``self.asset_state_store[asset]``: only the watcher's own asset (Asset or name)."""
@@ -127,15 +130,19 @@ class WatcherStateAccess:
         backoff = READ_RETRY_INITIAL
         while True:
             try:
-                return await self._store.run_async(self._store.backend.asset_get, self.scope,
-                                                   key)
+                value = await self._store.run_async(self._store.backend.asset_get, self.scope,
+                                                    key)
             except (OperationalError, InterfaceError) as exc:
                 if self._window() is None:
                     raise
+                self.read_failure = f"{type(exc).__name__} reading {key!r}"
                 log.warning("watcher %r: state read of %r failed (%s); retrying in %.1fs",
                             self.watcher, key, type(exc).__name__, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, READ_RETRY_CAP)
+            else:
+                self.read_failure = None
+                return value
 
     def _encode(self, key: str, value: Any) -> str:
         return encode_value(check_key(key), value, self._max_bytes)
