@@ -50,6 +50,7 @@ DIRECTORY_MARKERS = {
     "integration": "integration",
     "e2e": "e2e",
     "faults": "integration",
+    "airflow": "integration",
 }
 
 
@@ -221,3 +222,21 @@ def mariadb_url() -> Iterator[str]:
     """SQLAlchemy URL (``mysql+pymysql://``) of a throwaway MariaDB database."""
     yield from _database("SHAREDSTREAM_TEST_MARIADB_URL", "MariaDB", MariaDBServer,
                          mariadb_container)
+
+
+@pytest.fixture
+def stoppable_postgres() -> Iterator[PostgresServer]:
+    """A dedicated throwaway PostgreSQL server a test may stop and start (outage tests).
+
+    Never the session's server: stopping it affects no other test. ``server.process.stop()``
+    is a fast shutdown (every connection cut); ``server.start()`` brings the same data back
+    on the same port.
+    """
+    server = PostgresServer()
+    try:
+        server.start()
+    except Exception as error:
+        server.stop()
+        _unavailable("a dedicated PostgreSQL (local server)", error)
+    yield server
+    server.stop()

@@ -1,15 +1,12 @@
 """A real PostgreSQL outage under the unit of work.
 
-The server is a dedicated throwaway one (not the session's), so stopping it affects
-no other test: nothing is confirmed while it is down, readiness says so, and
+The server is a dedicated throwaway one (``stoppable_postgres``, not the session's),
+so stopping it affects no other test: nothing is confirmed while it is down, readiness says so, and
 everything is confirmed exactly once after it returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from localservices import PostgresServer
 from sqlalchemy import func, select
 from test_unit_of_work import TOPIC, until
@@ -20,18 +17,6 @@ from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
-
-
-@pytest.fixture
-def stoppable_postgres() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    try:
-        server.start()
-    except Exception as error:
-        server.stop()
-        pytest.fail(f"a dedicated PostgreSQL could not be started: {error}", pytrace=False)
-    yield server
-    server.stop()
 
 
 async def test_database_outage_holds_everything_then_confirms_each_window_once(

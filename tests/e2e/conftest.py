@@ -1,0 +1,61 @@
+"""Fixtures of the e2e tests: a database per test, a connection per test, triggerer processes.
+
+``db_url`` is the integration tests' per-test database (a SQLite file or a
+fresh PostgreSQL schema), imported from ``tests/integration`` rather than
+copied. ``triggerers`` starts processes through :mod:`triggerer` and kills
+whatever still runs when the test ends, pass or fail.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from db_schemas import postgres_schema_url
+from triggerer import ORDERS, Triggerer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'state.db'}"
+    else:
+        yield from postgres_schema_url(request.getfixturevalue("database_url"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """For tests whose subject is not the database: SQLite only, fast."""
+    return f"sqlite:///{tmp_path / 'state.db'}"
+
+
+@pytest.fixture
+def connection(kafka_bootstrap: str) -> dict[str, Any]:
+    """The test's Kafka connection: its own group.id, short sessions (crash tests)."""
+    return {"bootstrap.servers": kafka_bootstrap, "group.id": f"e2e-{uuid.uuid4().hex[:8]}",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+
+
+@pytest.fixture
+def triggerers(tmp_path: Path) -> Iterator[Callable[..., Triggerer]]:
+    """Factory: ``triggerers(config, env={...})`` -> a not yet started Triggerer."""
+    made: list[Triggerer] = []
+
+    def make(config: Path, *, watchers: Path = ORDERS, env: dict[str, str] | None = None,
+             args: tuple[str, ...] = ()) -> Triggerer:
+        log_dir = tmp_path / f"proc{len(made)}"
+        log_dir.mkdir()
+        made.append(Triggerer(watchers, config, log_dir, env=env, args=args))
+        return made[-1]
+
+    yield make
+    for process in made:
+        process.kill()
+

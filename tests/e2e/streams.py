@@ -1,0 +1,169 @@
+"""What the e2e tests produce and what they check afterwards, on Kafka and in the database.
+
+Messages are JSON ``{"id": n}`` with ids ``0..n-1``; message ``n`` goes to
+partition ``n % partitions`` so every partition's ids grow (watermarks rely on
+it). The checks read only the broker and the database, never the triggerer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from sharedstream.producer.dlq_headers import IDENTITY
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.models import asset, asset_event, asset_state_store
+
+
+def produce(bootstrap: str, topic: str, ids: Iterable[int], partitions: int) -> None:
+    """Write ``{"id": n}`` for each id, acknowledged by the broker before returning."""
+    failures: list[str] = []
+
+    def report(error: object, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "enable.idempotence": True})
+    for n in ids:
+        while True:
+            try:
+                producer.produce(topic, json.dumps({"id": n}).encode(), key=str(n).encode(),
+                                 partition=n % partitions, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0 and not failures, f"produce failed: {remaining} left, {failures[:3]}"
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The consumer group's committed offset per partition (-1 when none), without joining."""
+    consumer = _consumer(bootstrap, group)
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                   timeout=10)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = _consumer(bootstrap, "e2e-watermarks")
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def dlq_records(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[str, int]]:
+    """``(identity header, original id)`` of every record on the (1-partition) DLQ topic."""
+    end = end_offsets(bootstrap, topic, 1)[0]
+    consumer = _consumer(bootstrap, f"e2e-dlq-reader-{topic}")
+    records: list[tuple[str, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        position = 0
+        while position < end:
+            assert time.monotonic() < deadline, f"DLQ {topic}: stuck at {position} of {end}"
+            for message in consumer.consume(500, timeout=0.5):
+                assert message.error() is None, message.error()
+                headers = dict(message.headers() or [])
+                records.append((headers[IDENTITY].decode(), json.loads(message.value())["id"]))
+                position = message.offset() + 1
+    finally:
+        consumer.close()
+    return records
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    watcher: str
+    id: int
+    partition: int
+    offset: int
+
+
+def events(database_url: str) -> list[Event]:
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sa.select(
+                asset_event.c.watcher, asset_event.c.payload, asset_event.c.partition,
+                asset_event.c.offset)).all()
+    finally:
+        engine.dispose()
+    return [Event(row.watcher, json.loads(row.payload)["id"], row.partition, row.offset)
+            for row in rows]
+
+
+def event_ids(found: Iterable[Event], watcher: str) -> Counter[int]:
+    """How many events each id has for ``watcher`` (a count above 1 is a duplicate)."""
+    return Counter(e.id for e in found if e.watcher == watcher)
+
+
+def event_count(database_url: str, watcher: str) -> int:
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            return int(connection.execute(
+                sa.select(sa.func.count()).select_from(asset_event)
+                .where(asset_event.c.watcher == watcher)).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def create_schema(database_url: str) -> None:
+    """Migrate an empty database up front, so a test can query it before the triggerer runs."""
+    store = StateStore.from_url(database_url)
+    try:
+        store.upgrade()
+    finally:
+        store.close()
+
+
+def state_value(database_url: str, asset_name: str, key: str) -> object:
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            value = connection.execute(
+                sa.select(asset_state_store.c.value)
+                .join(asset, asset.c.id == asset_state_store.c.asset_id)
+                .where(asset.c.name == asset_name, asset_state_store.c.key == key)
+            ).scalar_one_or_none()
+    finally:
+        engine.dispose()
+    return None if value is None else json.loads(value)
+
+
+def persisted_prefix(found: Iterable[Event], watchers: Iterable[str],
+                     partitions: int) -> dict[int, int]:
+    """Per partition, the first offset not yet persisted by every watcher (all keep all)."""
+    by_watcher: dict[str, dict[int, set[int]]] = {}
+    for e in found:
+        by_watcher.setdefault(e.watcher, {}).setdefault(e.partition, set()).add(e.offset)
+    prefix: dict[int, int] = {}
+    for p in range(partitions):
+        ends = []
+        for watcher in watchers:
+            offsets = by_watcher.get(watcher, {}).get(p, set())
+            end = 0
+            while end in offsets:
+                end += 1
+            ends.append(end)
+        prefix[p] = min(ends)
+    return prefix

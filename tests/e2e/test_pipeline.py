@@ -1,0 +1,233 @@
+"""The triggerer end to end: a real broker, a real database, ``sharedstream run`` as a subprocess.
+
+Three watchers of one shared-stream group (``everything``, ``evens``, ``picky``:
+see ``watchers/orders.py``) read one 6-partition topic. Each test ends by
+reading only the broker and the database: every expected event exactly once,
+every rejected message on the DLQ, each watcher's watermark equal to the
+highest id among its events, committed offsets at the end of the topic.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from localservices import PostgresServer
+from streams import (
+    committed,
+    create_schema,
+    dlq_records,
+    end_offsets,
+    event_count,
+    event_ids,
+    events,
+    persisted_prefix,
+    produce,
+    state_value,
+)
+from triggerer import Triggerer, until, write_config
+
+PARTITIONS = 6
+
+
+def consumer_group(connection: dict[str, Any], topic: str) -> str:
+    return f"{connection['group.id']}.{topic}"
+
+
+def wait_all_committed(bootstrap: str, group: str, topic: str, timeout: float) -> None:
+    ends = end_offsets(bootstrap, topic, PARTITIONS)
+    until(lambda: committed(bootstrap, group, topic, PARTITIONS) == ends,
+          f"committed offsets of {group} at the end of {topic} {ends}", timeout, interval=0.5)
+
+
+def check_outcome(db_url: str, bootstrap: str, dlq: str, count: int) -> None:
+    """Exactly-once events per watcher, the DLQ, and watermarks equal to the highest ids."""
+    found = events(db_url)
+    everything, evens, picky = (event_ids(found, w) for w in ("everything", "evens", "picky"))
+    rejected = {n for n in range(count) if n % 100 == 7}
+    assert everything == dict.fromkeys(range(count), 1)
+    assert evens == dict.fromkeys(range(0, count, 2), 1)
+    assert picky == dict.fromkeys(set(range(count)) - rejected, 1)
+    records = dlq_records(bootstrap, dlq)
+    assert {n for _, n in records} == rejected
+    assert len({identity for identity, _ in records}) == len(rejected)
+    for watcher, ids in (("everything", everything), ("evens", evens), ("picky", picky)):
+        assert state_value(db_url, watcher, "watermark") == max(ids), watcher
+
+
+def test_20000_messages_three_watchers_each_event_once(
+        db_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    count = 20_000
+    topic = create_topic("orders", partitions=PARTITIONS)
+    dlq = create_topic("orders-dlq")
+    config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq}).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(count), PARTITIONS)
+    wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 180)
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    check_outcome(db_url, kafka_bootstrap, dlq, count)
+
+
+@contextmanager
+def producing(bootstrap: str, topic: str, ids: range) -> Iterator[None]:
+    """Produce ``ids`` on a thread while the body runs; the body's end waits for the thread."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            for start in range(ids.start, ids.stop, 50):
+                produce(bootstrap, topic, range(start, min(start + 50, ids.stop)), PARTITIONS)
+        except BaseException as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="e2e-producer")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(60)
+    assert not thread.is_alive() and not failure, failure
+
+
+def test_kill_9_while_producing_loses_nothing_duplicates_nothing(
+        db_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    """Five ``kill -9`` at random points of progress, each time while a chunk is produced.
+
+    Each round waits for a random number of new events, so every kill lands mid-stream
+    with units of work, DLQ records and commits in flight. Seeded: the seed is in the
+    failure message.
+    """
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    kills, chunk = 5, 600
+    topic = create_topic("orders", partitions=PARTITIONS)
+    dlq = create_topic("orders-dlq")
+    config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq})
+    create_schema(db_url)
+    for round_ in range(kills):
+        target = event_count(db_url, "everything") + rng.randint(1, chunk)
+        with producing(kafka_bootstrap, topic, range(round_ * chunk, (round_ + 1) * chunk)):
+            process.start()
+            until(lambda t=target: event_count(db_url, "everything") >= t,
+                  f"round {round_} (seed {seed}): {target} events before the kill", 60, 0.02)
+            process.kill()
+    count = (kills + 1) * chunk
+    with producing(kafka_bootstrap, topic, range(kills * chunk, count)):
+        process.start()
+    wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    check_outcome(db_url, kafka_bootstrap, dlq, count)
+
+
+def test_watcher_failing_every_50th_message_recovers_everything_it_missed(
+        sqlite_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    count = 1000
+    flag = tmp_path / "flaky-fails"
+    flag.touch()
+    topic = create_topic("orders", partitions=PARTITIONS)
+    config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
+                          connection=connection, triggerer={"max_attempts": 1000})
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything,flaky",
+                                      "E2E_FLAKY_FLAG": str(flag)}).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(count), PARTITIONS)
+    # While it keeps failing, its sibling is not held back: every event is there.
+    until(lambda: event_ids(events(sqlite_url), "everything") == dict.fromkeys(range(count), 1),
+          "all of the sibling's events while the flaky watcher fails", 60, 0.2)
+    until(lambda: process.log().count("flaky watcher fails on id") >= 12,
+          "the flaky watcher failing again and again", 60)
+    flaky = event_ids(events(sqlite_url), "flaky")
+    assert not any(n % 50 == 0 for n in flaky), "a failing message produced an event"
+    committed_while_failing = committed(kafka_bootstrap, consumer_group(connection, topic), topic,
+                                        PARTITIONS)
+    # Each partition's commit stays at or below its first failing message (id n sits at
+    # offset n // PARTITIONS of partition n % PARTITIONS).
+    first_failure: dict[int, int] = {}
+    for n in reversed(range(0, count, 50)):
+        first_failure[n % PARTITIONS] = n // PARTITIONS
+    assert all(committed_while_failing[p] <= offset for p, offset in first_failure.items()), \
+        (committed_while_failing, first_failure)
+    flag.unlink()
+    wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
+    assert event_ids(events(sqlite_url), "flaky") == dict.fromkeys(range(count), 1)
+    assert state_value(sqlite_url, "flaky", "watermark") == count - 1
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+
+
+def test_database_outage_commits_nothing_unpersisted_then_everything_once(
+        stoppable_postgres: PostgresServer, kafka_bootstrap: str,
+        create_topic: Callable[..., str], connection: dict[str, Any],
+        triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    server, half = stoppable_postgres, 600
+    db_url = server.create_database()
+    topic = create_topic("orders", partitions=PARTITIONS)
+    dlq = create_topic("orders-dlq")
+    group = consumer_group(connection, topic)
+    config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq}).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(half), PARTITIONS)
+    wait_all_committed(kafka_bootstrap, group, topic, 60)
+    persisted = end_offsets(kafka_bootstrap, topic, PARTITIONS)
+
+    server.process.stop()  # fast shutdown: every connection is cut
+    produce(kafka_bootstrap, topic, range(half, 2 * half), PARTITIONS)
+    until(lambda: "database" in process.get("/readyz")[1] and process.get("/readyz")[0] == 503,
+          "/readyz 503 naming the database", 30)
+    # A 10 s outage, checked all along: the triggerer keeps trying, commits nothing more.
+    outage_ends = time.monotonic() + 10
+    while time.monotonic() < outage_ends:
+        assert committed(kafka_bootstrap, group, topic, PARTITIONS) == persisted
+        assert process.get("/readyz")[0] == 503
+    assert process.log().count("failed (OperationalError)") >= 3, "no retries while down"
+    server.start()
+    wait_all_committed(kafka_bootstrap, group, topic, 120)
+    assert process.get("/readyz")[0] == 200
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    check_outcome(db_url, kafka_bootstrap, dlq, 2 * half)
+
+
+def test_sigterm_exits_0_with_committed_offsets_equal_to_the_persisted_prefix(
+        sqlite_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    count, watchers = 3000, ("everything", "mirror")
+    topic = create_topic("orders", partitions=PARTITIONS)
+    group = consumer_group(connection, topic)
+    config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": ",".join(watchers)})
+    process.start().wait_ready()
+    create_schema(sqlite_url)
+    with producing(kafka_bootstrap, topic, range(count)):
+        until(lambda: event_count(sqlite_url, "everything") >= count // 2,
+              "half of the events", 60, 0.02)
+        process.signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    prefix = persisted_prefix(events(sqlite_url), watchers, PARTITIONS)
+    assert committed(kafka_bootstrap, group, topic, PARTITIONS) == prefix
+    assert sum(prefix.values()) < count, "stopped after everything: nothing was in flight"
+    process.start()
+    wait_all_committed(kafka_bootstrap, group, topic, 60)
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    found = events(sqlite_url)
+    for watcher in watchers:
+        assert event_ids(found, watcher) == dict.fromkeys(range(count), 1)

@@ -1,0 +1,116 @@
+"""The e2e watcher module: one shared-stream group on ``$E2E_TOPIC`` (DLQ ``$E2E_DLQ``).
+
+Every watcher that keeps a message advances its asset's ``watermark`` to the
+message's id in the same unit of work as the event, so a test can check that a
+watermark never runs ahead of (or behind) the events persisted with it.
+
+``$E2E_WATCHERS`` (comma-separated) selects the declared watchers, so one module
+serves every test (and a different selection is a different cohort):
+
+* ``everything`` keeps every message; ``evens`` keeps even ids (half);
+* ``picky`` rejects ids ending in 07 (1 %) to the DLQ and keeps the rest;
+* ``flaky`` keeps every message but raises on every 50th id while the file
+  ``$E2E_FLAKY_FLAG`` exists;
+* ``slow`` sleeps ``$E2E_SLOW_SECONDS`` on each message (a slow shutdown);
+* ``mirror`` keeps every message, like ``everything`` (a second keep-all watcher);
+* ``quitter`` keeps every message, but its filter ends at once while the file
+  ``$E2E_QUIT_FLAG`` exists (a watcher missing from its cohort).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from sharedstream import (
+    Asset,
+    AssetWatcher,
+    KafkaMessage,
+    KafkaSharedStreamTrigger,
+    TriggerEvent,
+    reject_shared_stream_event,
+)
+
+TOPIC = os.environ["E2E_TOPIC"]
+DLQ = os.environ.get("E2E_DLQ") or None
+
+
+class Keep(KafkaSharedStreamTrigger):
+    """Keeps the ids :meth:`keeps` accepts, rejects those :meth:`rejects` names."""
+
+    def keeps(self, n: int) -> bool:
+        return True
+
+    def rejects(self, n: int) -> bool:
+        return False
+
+    async def before(self, n: int) -> None:
+        """A hook run on every message before it is judged (fault injection)."""
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            assert message.value is not None
+            n = json.loads(message.value)["id"]
+            await self.before(n)
+            if self.rejects(n):
+                reject_shared_stream_event(f"id {n} ends in 07")
+                continue
+            if not self.keeps(n):
+                continue
+            await self.asset_state_store.aadvance("watermark", n)
+            yield TriggerEvent({"id": n})
+
+
+class Evens(Keep):
+    def keeps(self, n: int) -> bool:
+        return n % 2 == 0
+
+
+class Picky(Keep):
+    def rejects(self, n: int) -> bool:
+        return n % 100 == 7
+
+
+def flag_raised(variable: str) -> bool:
+    """Whether the file named by ``$variable`` exists (tests remove it to end a fault)."""
+    flag = os.environ.get(variable)
+    return bool(flag) and Path(str(flag)).exists()
+
+
+class Flaky(Keep):
+    async def before(self, n: int) -> None:
+        if n % 50 == 0 and flag_raised("E2E_FLAKY_FLAG"):
+            raise RuntimeError(f"flaky watcher fails on id {n}")
+
+
+class Quitter(Keep):
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        if flag_raised("E2E_QUIT_FLAG"):
+            return
+        async for event in super().filter_shared_stream(stream):
+            yield event
+
+
+class Slow(Keep):
+    async def before(self, n: int) -> None:
+        await asyncio.sleep(float(os.environ.get("E2E_SLOW_SECONDS", "60")))
+
+
+CATALOGUE: dict[str, type[Keep]] = {"everything": Keep, "evens": Evens, "picky": Picky,
+                                    "flaky": Flaky, "slow": Slow, "mirror": Keep,
+                                    "quitter": Quitter}
+SELECTED = os.environ.get("E2E_WATCHERS", "everything,evens,picky").split(",")
+
+assets = [
+    Asset(name, uri=f"kafka://{TOPIC}?watcher={name}", watchers=[
+        AssetWatcher(name, CATALOGUE[name](topics=[TOPIC], kafka_config_id="e2e",
+                                           poll_timeout=0.2, dlq_topic=DLQ))])
+    for name in SELECTED
+]
