@@ -824,13 +824,35 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """Clean close: dead letters, final commit, leave the group."""
         if self._dlq is not None:
             self._dlq.flush(self._revoke_timeout)
-        try:
+        self._final_commit(consumer)
+        self._close_quietly(consumer)
+
+    def _final_commit(self, consumer: Any) -> None:
+        """Commit the resolved prefix of every owned lane, through a rebalance if one is on.
+
+        A member stopping while another joins or leaves (routine when scaling) sees its
+        final commit refused with the old generation. Giving up there would hand the next
+        owner messages every watcher already handled (guarantee 7) and send their dead
+        letters again. Instead the consumer, paused so it fetches nothing more, serves the
+        rebalance (the revoke callback commits what moves away) and the commit is retried
+        with the new generation, within ``revoke_timeout``.
+        """
+        deadline = time.monotonic() + self._revoke_timeout
+        while True:
             with self._lock:
                 lanes = list(self._lanes.values())
-            self._commit_lanes(consumer, asynchronous=False, only=lanes)
-        except KafkaException as exc:
-            log.warning("%s: final commit failed: %s", self.consumer_group, exc)
-        self._close_quietly(consumer)
+            try:
+                self._commit_lanes(consumer, asynchronous=False, only=lanes)
+                return
+            except KafkaException as exc:
+                remaining = deadline - time.monotonic()
+                if exc.args[0].code() not in _REBALANCE_ERRORS or remaining <= 0:
+                    log.warning("%s: final commit failed: %s", self.consumer_group, exc)
+                    return
+            self._set_paused(consumer, True)
+            # Nothing fetched now would be handled: the next owner reads it again.
+            consumer.consume(num_messages=self._batch_size,
+                             timeout=min(self._consume_timeout, remaining))
 
     def _close_quietly(self, consumer: Any) -> None:
         try:

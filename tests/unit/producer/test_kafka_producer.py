@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
-from producer_fakes import FakeCluster, eventually, topic_ids
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from producer_fakes import FakeCluster, FakeConsumer, FakeRecord, eventually, topic_ids
 
 from sharedstream.producer import AdvanceItem, AdvanceOutcome, ForgetLanes
 from sharedstream.producer import dlq_headers as h
@@ -351,6 +351,34 @@ async def test_commit_without_a_consumer_raises() -> None:
     await producer.aclose()
     with pytest.raises(StreamNotOpenError):
         await producer.commit()
+
+
+class RebalancingConsumer(FakeConsumer):
+    """Refuses every commit with ILLEGAL_GENERATION until it is served while fully paused,
+    as a group in a rebalance does until this member rejoins with the new generation."""
+
+    rebalancing = True
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeRecord]:
+        if self.positions and set(self.positions) <= self.paused:
+            self.rebalancing = False
+        return super().consume(num_messages, timeout)
+
+    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition]:
+        if self.rebalancing:
+            raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION))
+        return super().commit(offsets, asynchronous)
+
+
+async def test_final_commit_refused_by_a_rebalance_is_retried_with_the_new_generation() -> None:
+    cluster = FakeCluster()
+    fill(cluster, 3)
+    producer = make(cluster)
+    producer._consumer_factory = lambda config: RebalancingConsumer(cluster, config)
+    stream = producer.open_stream()
+    await producer.advance(items(await take(stream, 3), OK, OK, OK))
+    await producer.aclose()
+    assert committed(cluster) == 3
 
 
 async def test_aclose_closes_the_consumer_once() -> None:
