@@ -23,6 +23,12 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
+def is_known_revision(revision: str) -> bool:
+    """Whether this version ships ``revision`` (a database migrated by a newer one is not)."""
+    return any(script.revision == revision
+               for script in ScriptDirectory.from_config(_config()).walk_revisions())
+
+
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()

@@ -34,7 +34,7 @@ from sharedstream.producer.runtime import configure_kafka_runtime
 from sharedstream.producer.topic_ids import TopicIdResolver
 from sharedstream.producer.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
-from sharedstream.statestore.migrate import head_revision
+from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.loading import LoadedWatcher
@@ -73,6 +73,11 @@ def open_store(config: Config, *, upgrade: bool) -> StateStore:
         if current is None:
             log.info("empty database: creating the schema (revision %s)", head)
             store.upgrade()
+        elif not is_known_revision(current):
+            raise StartupError(
+                f"the database is at schema revision {current}, unknown to this version "
+                f"(which needs {head}): it was migrated by a newer sharedstream; run that "
+                "version, or restore a database at a known revision")
         elif current != head:
             if not upgrade:
                 raise StartupError(
@@ -134,9 +139,13 @@ class Triggerer:
             if status is None:
                 reasons.append(f"group {group.consumer_group}: not running")
                 continue
-            if not status.polling:
-                missing = sorted(status.cohort - status.present)
+            # A cohort member that left (its filter ended, it is being resubscribed) makes
+            # the group not ready even though it keeps polling for the others.
+            missing = sorted(status.cohort - status.present)
+            if missing:
                 reasons.append(f"group {group.consumer_group}: waiting for watchers {missing}")
+            elif not status.polling:
+                reasons.append(f"group {group.consumer_group}: not polling yet")
             ready = getattr(status.producer, "ready", True)
             if not ready:
                 health = getattr(status.producer, "health", None)
