@@ -11,7 +11,6 @@ serves every test (and a different selection is a different cohort):
 * ``picky`` rejects ids ending in 07 (1 %) to the DLQ and keeps the rest;
 * ``flaky`` keeps every message but raises on every 50th id while the file
   ``$E2E_FLAKY_FLAG`` exists;
-* ``slow`` sleeps ``$E2E_SLOW_SECONDS`` on each message (a slow shutdown);
 * ``mirror`` keeps every message, like ``everything`` (a second keep-all watcher);
 * ``quitter`` keeps every message, but its filter ends at once while the file
   ``$E2E_QUIT_FLAG`` exists (a watcher missing from its cohort).
@@ -19,7 +18,6 @@ serves every test (and a different selection is a different cohort):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -98,13 +96,8 @@ class Quitter(Keep):
             yield event
 
 
-class Slow(Keep):
-    async def before(self, n: int) -> None:
-        await asyncio.sleep(float(os.environ.get("E2E_SLOW_SECONDS", "60")))
-
-
 CATALOGUE: dict[str, type[Keep]] = {"everything": Keep, "evens": Evens, "picky": Picky,
-                                    "flaky": Flaky, "slow": Slow, "mirror": Keep,
+                                    "flaky": Flaky, "mirror": Keep,
                                     "quitter": Quitter}
 SELECTED = os.environ.get("E2E_WATCHERS", "everything,evens,picky").split(",")
 

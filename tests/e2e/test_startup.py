@@ -1,0 +1,213 @@
+"""``sharedstream run`` start-up, health and signals, as an operator meets them.
+
+Every refused start exits with code 2 and one ``error:`` line naming the problem,
+before anything runs. The ready/metrics/signal tests run a real process against
+the real broker with SQLite (the database is not their subject).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from streams import create_schema, produce
+from triggerer import ORDERS, WATCHERS, Triggerer, run_cli, until, write_config
+
+OFFLINE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "e2e-offline"}
+
+
+def refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The one ``error:`` line of a refused start (exit 2), checked to name ``needles``."""
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in errors[0], (needle, errors[0])
+    return errors[0]
+
+
+def start(tmp_path: Path, watchers: Path | str, *, connection: dict[str, Any] = OFFLINE,
+          database_url: str | None = None, env: dict[str, str] | None = None,
+          args: tuple[str, ...] = (), triggerer: dict[str, Any] | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    config = write_config(tmp_path / "sharedstream.toml",
+                          database_url=database_url or f"sqlite:///{tmp_path / 'state.db'}",
+                          connection=connection, triggerer=triggerer)
+    return run_cli(["run", str(watchers), "--config", str(config), *args], cwd=tmp_path,
+                   env=env)
+
+
+def test_missing_watcher_file(tmp_path: Path) -> None:
+    refused(start(tmp_path, tmp_path / "nowhere.py"), "not found", "nowhere.py")
+
+
+def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    # Written here, not in watchers/: a file that does not parse would break the linters.
+    broken = tmp_path / "broken.py"
+    broken.write_text('"""A watcher module."""\n\nassets = [\n    1 +\n')
+    refused(start(tmp_path, broken), f"{broken}:", "syntax error")
+    line = refused(start(tmp_path, broken))
+    assert re.search(r"broken\.py:\d+: syntax error", line), line
+
+
+def test_duplicate_watcher_names(tmp_path: Path) -> None:
+    refused(start(tmp_path, WATCHERS / "duplicate_names.py"), "'same_name'", "unique")
+
+
+def test_asset_without_watchers(tmp_path: Path) -> None:
+    refused(start(tmp_path, WATCHERS / "no_watchers.py"), "'lonely'", "no watchers")
+
+
+def test_unserialisable_trigger(tmp_path: Path) -> None:
+    refused(start(tmp_path, WATCHERS / "unserialisable.py"), "'forgetful'", "not serialisable")
+
+
+def test_group_argument_conflict_names_both_watchers(tmp_path: Path) -> None:
+    refused(start(tmp_path, WATCHERS / "dlq_conflict.py"),
+            "'left_watcher'", "'right_watcher'", "dlq_topic")
+
+
+def test_invalid_config_option_names_key_and_file(tmp_path: Path) -> None:
+    line = refused(start(tmp_path, ORDERS, triggerer={"max_in_flight": 0},
+                         env={"E2E_TOPIC": "t"}), "max_in_flight")
+    assert str(tmp_path / "sharedstream.toml") in line, line
+    refused(start(tmp_path, ORDERS, env={"E2E_TOPIC": "t", "SHAREDSTREAM__TRIGGERER__BOGUS": "1"}),
+            "SHAREDSTREAM__TRIGGERER__BOGUS", "unknown option")
+
+
+def test_auto_commit_connection_is_refused(tmp_path: Path) -> None:
+    refused(start(tmp_path, ORDERS, connection={**OFFLINE, "enable.auto.commit": "true"},
+                  env={"E2E_TOPIC": "t"}), "'e2e'", "enable.auto.commit")
+
+
+def test_missing_topics_are_listed_in_one_error(
+        tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str]) -> None:
+    present = create_topic("orders")
+    line = refused(start(tmp_path, ORDERS, connection=connection,
+                         env={"E2E_TOPIC": "e2e-no-such-topic", "E2E_DLQ": "e2e-no-such-dlq"}),
+                   "e2e-no-such-topic", "e2e-no-such-dlq")
+    assert "missing topics" in line
+    refused(start(tmp_path, ORDERS, connection=connection,
+                  env={"E2E_TOPIC": present, "E2E_DLQ": "e2e-no-such-dlq"}), "e2e-no-such-dlq")
+
+
+def test_a_different_watcher_set_is_refused_unless_takeover(
+        tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str],
+        triggerers: Callable[..., Triggerer]) -> None:
+    topic = create_topic("orders")
+    config = write_config(tmp_path / "sharedstream.toml",
+                          database_url=f"sqlite:///{tmp_path / 'state.db'}",
+                          connection=connection)
+    first = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything,evens"})
+    first.start().wait_ready()
+    first.signal(signal.SIGTERM)
+    assert first.wait() == 0
+    changed = {"E2E_TOPIC": topic, "E2E_WATCHERS": "everything,mirror"}
+    refused(run_cli(["run", str(ORDERS), "--config", str(config)], cwd=tmp_path, env=changed),
+            "adds ['mirror']", "drops ['evens']", "--takeover")
+    second = triggerers(config, env=changed, args=("--takeover",))
+    second.start().wait_ready()
+    second.signal(signal.SIGTERM)
+    assert second.wait() == 0
+
+
+def test_a_database_at_an_unknown_revision_is_refused_even_with_upgrade(tmp_path: Path) -> None:
+    """Only one schema revision exists, so "older" cannot be built yet: a revision this
+    version does not know (a newer sharedstream migrated the database) must be refused,
+    and ``--upgrade`` must not try to migrate it."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    create_schema(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
+    engine.dispose()
+    for args in ((), ("--upgrade",)):
+        refused(start(tmp_path, ORDERS, database_url=url, env={"E2E_TOPIC": "t"}, args=args),
+                "9999_future", "unknown to this version")
+
+
+def test_secrets_never_appear_in_any_output(
+        tmp_path: Path, connection: dict[str, Any], database_url: str,
+        create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
+    sasl, db_password = "sasl-hunter2-e2e", "db-hunter2-e2e"
+    secret_connection = {**connection, "sasl.username": "someone", "sasl.password": sasl}
+    with_password = make_url(database_url).set(password=db_password).render_as_string(
+        hide_password=False)
+    unreachable = make_url(with_password).set(port=1).render_as_string(hide_password=False)
+    outputs = []
+    for url, topic in ((with_password, "e2e-no-such-topic"), (unreachable, "t")):
+        result = start(tmp_path, ORDERS, connection=secret_connection, database_url=url,
+                       env={"E2E_TOPIC": topic})
+        assert result.returncode in (1, 2), result.stderr
+        outputs.append(result.stdout + result.stderr)
+    topic = create_topic("orders")
+    config = write_config(tmp_path / "running.toml", database_url=with_password,
+                          connection=secret_connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything"})
+    process.start().wait_ready()
+    outputs.append(process.get("/readyz")[1] + process.get("/metrics")[1])
+    process.signal(signal.SIGTERM)
+    assert process.wait() == 0
+    outputs.append(process.log())
+    for output in outputs:
+        assert sasl not in output and db_password not in output, output
+
+
+def test_readyz_503_while_the_cohort_is_incomplete_then_200_and_metrics(
+        tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str],
+        triggerers: Callable[..., Triggerer]) -> None:
+    topic, quit_flag = create_topic("orders"), tmp_path / "quitter-away"
+    quit_flag.touch()
+    config = write_config(tmp_path / "sharedstream.toml",
+                          database_url=f"sqlite:///{tmp_path / 'state.db'}",
+                          connection=connection,
+                          triggerer={"retry_backoff_initial": 0.5, "retry_backoff_max": 0.5})
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything,quitter",
+                                      "E2E_QUIT_FLAG": str(quit_flag)}).start()
+    assert process.get("/livez")[0] == 200
+    until(lambda: process.log().count("its filter ended") >= 2, "the quitter leaving twice")
+    status, body = process.get("/readyz")
+    assert status == 503 and "quitter" in body, body
+    quit_flag.unlink()
+    process.wait_ready()
+    group = f"{connection['group.id']}.{topic}"
+    metrics = process.get("/metrics")[1]
+    for gauge in ("sharedstream_group_polling", "sharedstream_in_flight_messages",
+                  "sharedstream_queued_messages", "sharedstream_group_paused",
+                  "sharedstream_broker_ready", "sharedstream_assigned_partitions"):
+        assert re.search(rf'^{gauge}{{group="{re.escape(group)}"}} ', metrics, re.M), gauge
+    assert f'sharedstream_group_polling{{group="{group}"}} 1.0' in metrics
+    process.signal(signal.SIGTERM)
+    assert process.wait() == 0
+
+
+def test_second_sigterm_during_a_slow_shutdown_exits_at_once(
+        tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
+    """The test holds an exclusive lock on the SQLite file, so the unit of work in flight
+    cannot commit and the first SIGTERM's shutdown waits for it (deterministically)."""
+    topic, path = create_topic("orders"), tmp_path / "state.db"
+    config = write_config(tmp_path / "sharedstream.toml", database_url=f"sqlite:///{path}",
+                          connection=connection, triggerer={"shutdown_timeout": 120.0})
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything"}).start()
+    process.wait_ready()
+    lock = sqlite3.connect(path, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        produce(kafka_bootstrap, topic, range(1), 1)
+        until(lambda: process.get("/readyz")[0] == 503, "the database failing", 60)
+        process.signal(signal.SIGTERM)
+        process.wait_log("SIGTERM: stopping")
+        assert process.running()  # the lock is held: the shutdown cannot have finished
+        process.signal(signal.SIGTERM)
+        assert process.wait(5) == 1
+    finally:
+        lock.close()

@@ -1,0 +1,5 @@
+"""Start-up error: an asset without watchers."""
+
+from sharedstream import Asset
+
+lonely = Asset("lonely", watchers=[])
