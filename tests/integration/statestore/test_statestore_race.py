@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import random
+import threading
 
 from sharedstream.statestore import AssetScope, StateStore, Writer
 
@@ -11,12 +12,14 @@ WORKERS = 4
 VALUES = 400
 
 
-def _racer(url: str, worker: int, start: multiprocessing.synchronize.Barrier) -> list[str]:
-    """Advance to this worker's share of 0..VALUES-1 in random order; after every call,
-    check that the value read is never below one seen earlier or below what we moved it to."""
+def _racer(url: str, worker: int, start: threading.Barrier,
+           values: int = VALUES) -> list[str]:
+    """Advance to this worker's share of 0..values-1 in random order; after every call,
+    check that the value read is never below one seen earlier or below what we moved it to.
+    (The fault suite runs it at 10,000 values: tests/faults/test_contention.py.)"""
     store = StateStore.from_url(url)
     state = store.asset(AssetScope(name="race"), writer=Writer.watcher(f"w{worker}"))
-    mine = list(range(worker, VALUES, WORKERS))
+    mine = list(range(worker, values, WORKERS))
     random.Random(worker).shuffle(mine)
     problems: list[str] = []
     highest_seen = -1
@@ -33,7 +36,7 @@ def _racer(url: str, worker: int, start: multiprocessing.synchronize.Barrier) ->
     return problems
 
 
-def _run(args: tuple[str, int, multiprocessing.synchronize.Barrier]) -> list[str]:
+def _run(args: tuple[str, int, threading.Barrier, int]) -> list[str]:
     return _racer(*args)
 
 
@@ -44,6 +47,6 @@ def test_advance_raced_by_processes(store: StateStore, db_url: str) -> None:
     with context.Manager() as manager:
         barrier = manager.Barrier(WORKERS)
         with context.Pool(WORKERS) as pool:
-            results = pool.map(_run, [(db_url, w, barrier) for w in range(WORKERS)])
+            results = pool.map(_run, [(db_url, w, barrier, VALUES) for w in range(WORKERS)])
     assert [p for problems in results for p in problems] == []
     assert state.get("wm") == VALUES - 1

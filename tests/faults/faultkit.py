@@ -1,0 +1,166 @@
+"""Checks the fault scenarios share: committed offsets, DLQ records, invariants sampled live.
+
+Everything here reads only the broker, the database and the processes' logs,
+never the triggerer's memory: a scenario's verdict is what a user would see.
+The e2e suite's ``streams`` module already reads events and committed offsets;
+this adds what faults need on top (DLQ headers of any record, a background
+sampler of invariants, a log scan over every start of a process).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from streams import committed, end_offsets
+from triggerer import Triggerer, until
+
+from sharedstream.producer.dlq_headers import (
+    IDENTITY,
+    ORIGINAL_OFFSET,
+    ORIGINAL_PARTITION,
+    REJECTIONS,
+)
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "faults.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """Which size the scenarios run at; ``pick(bounded, full)`` chooses."""
+
+    full: bool
+    soak_minutes: float
+
+    @property
+    def mode(self) -> str:
+        return "full" if self.full else "bounded"
+
+    def pick(self, bounded: int, full: int) -> int:
+        return full if self.full else bounded
+
+
+class Figures:
+    """What each scenario measured, written once at the end of the session."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.scenarios: dict[str, dict[str, Any]] = {}
+
+    def record(self, scenario: str, *, messages: int, faults: int, lost: int, duplicates: int,
+               recover_seconds: float | None, **details: Any) -> None:
+        self.scenarios[scenario] = {
+            "messages": messages, "faults": faults, "lost": lost, "duplicates": duplicates,
+            "recover_seconds": None if recover_seconds is None else round(recover_seconds, 1),
+            **details}
+
+    def write(self, path: Path = RESULTS) -> None:
+        """Merge into the file: a run of one scenario keeps the others' latest figures."""
+        existing: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        section = existing.setdefault(self.mode, {})
+        section.update(self.scenarios)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(existing, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One DLQ record, by the headers the triggerer added."""
+
+    identity: str
+    partition: int
+    offset: int
+    watchers: frozenset[str]
+
+
+def dead_letters(bootstrap: str, topic: str, timeout: float = 60.0) -> list[DeadLetter]:
+    """Every record of the 1-partition DLQ ``topic`` (duplicates included), in order."""
+    end = end_offsets(bootstrap, topic, 1)[0]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-dlq-reader",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    found: list[DeadLetter] = []
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        position = 0
+        while position < end:
+            assert time.monotonic() < deadline, f"DLQ {topic}: stuck at {position} of {end}"
+            for message in consumer.consume(500, timeout=0.5):
+                assert message.error() is None, message.error()
+                headers: dict[str, bytes] = {}
+                for header in message.headers() or []:
+                    if isinstance(header[1], bytes):
+                        headers[header[0]] = header[1]
+                found.append(DeadLetter(
+                    headers[IDENTITY].decode(), int(headers[ORIGINAL_PARTITION]),
+                    int(headers[ORIGINAL_OFFSET]),
+                    frozenset(json.loads(headers[REJECTIONS]))))
+                offset = message.offset()
+                assert offset is not None
+                position = offset + 1
+    finally:
+        consumer.close()
+    return found
+
+
+def duplicates(items: Iterable[object]) -> int:
+    """How many items are repeats of an earlier one."""
+    return sum(n - 1 for n in Counter(items).values())
+
+
+def wait_committed_end(bootstrap: str, group: str, topic: str, partitions: int,
+                       timeout: float) -> float:
+    """Wait until the group committed every partition's end; the seconds it took."""
+    began = time.monotonic()
+    ends = end_offsets(bootstrap, topic, partitions)
+    until(lambda: committed(bootstrap, group, topic, partitions) == ends,
+          f"committed offsets of {group} at the end of {topic} {ends}", timeout, interval=0.5)
+    return time.monotonic() - began
+
+
+def log_lines(process: Triggerer, needle: str) -> list[str]:
+    """Lines containing ``needle`` in every log this process wrote (all of its starts)."""
+    return [line for path in sorted(process.log_dir.glob("triggerer-*.log"))
+            for line in path.read_text(errors="replace").splitlines() if needle in line]
+
+
+@dataclass
+class Sampler:
+    """Calls ``check`` every ``interval`` s on a thread until stopped; keeps what it returned.
+
+    ``check`` returns a list of violations (empty when the invariant holds); a
+    check that raises is a violation too, so a broken sampler cannot pass silently.
+    """
+
+    check: Callable[[], list[str]]
+    interval: float = 0.3
+    samples: int = 0
+    violations: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Sampler:
+        self._thread = threading.Thread(target=self._run, name="faults-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.violations += self.check()
+            except Exception as error:  # a sampler that cannot look is a failure, not a pass
+                self.violations.append(f"sampler failed: {type(error).__name__}: {error}")
+            self.samples += 1
+            self._stop.wait(self.interval)
