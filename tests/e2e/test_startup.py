@@ -97,6 +97,8 @@ def test_missing_topics_are_listed_in_one_error(
     assert "missing topics" in line
     refused(start(tmp_path, ORDERS, connection=connection,
                   env={"E2E_TOPIC": present, "E2E_DLQ": "e2e-no-such-dlq"}), "e2e-no-such-dlq")
+    # Refused before the database is written: nothing was created or recorded.
+    assert not (tmp_path / "state.db").exists()
 
 
 def test_a_different_watcher_set_is_refused_unless_takeover(

@@ -3,11 +3,12 @@
 Start-up order, and why:
 
 1. Config and watcher module (the :mod:`plan`): no network yet, errors exit 2.
-2. Database: an empty one is migrated; an older revision is refused unless
+2. Every topic and dead-letter topic must exist (one error naming all missing),
+   checked before the database is written, so a refused start changes nothing.
+3. Database: an empty one is migrated; an older revision is refused unless
    ``--upgrade`` (a rolling deploy must not migrate under a running older process).
-3. Assets and group watcher sets recorded (refused on a different set unless
-   ``--takeover``).
-4. Every topic and dead-letter topic must exist (one error naming all missing).
+4. Group watcher sets recorded (refused on a different set unless ``--takeover``),
+   then assets (de)activated.
 5. Units of work, manager, health server, then one task per watcher.
 
 Shutdown (SIGTERM/SIGINT): stop fetching, let the units of work in flight commit,
@@ -236,19 +237,20 @@ class Triggerer:
 def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
     """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
     plan = make_plan(config, target)
+    check_topics(plan.groups)
     try:
         store = open_store(config, upgrade=options.upgrade)
     except SQLAlchemyError as exc:
         log.error("database not reachable: %s", type(exc).__name__)
         return EXIT_FAILURE
     try:
-        asset_ids = register_assets(store, (w.asset for w in plan.watchers))
+        # Groups first: a refused start (another watcher set) must change nothing.
         try:
             register_groups(store, [g.declaration() for g in plan.groups],
                             takeover=options.takeover)
         except CohortMismatchError as exc:
             raise StartupError(str(exc)) from None
-        check_topics(plan.groups)
+        asset_ids = register_assets(store, (w.asset for w in plan.watchers))
         return asyncio.run(_main(Triggerer(plan, store, asset_ids)))
     finally:
         store.close()
