@@ -63,7 +63,12 @@ def demo(seconds: float, outage: float, as_json: bool) -> None:
     """Watch the triggerer work on an in-process Kafka and SQLite: nothing to set up."""
     from sharedstream.demo.run import DemoOptions, main
 
-    sys.exit(main(DemoOptions(seconds=seconds, outage=outage), as_json=as_json))
+    try:
+        code = main(DemoOptions(seconds=seconds, outage=outage), as_json=as_json)
+    except KeyboardInterrupt:
+        click.echo("interrupted: the demo stopped before its summary", err=True)
+        code = 130
+    sys.exit(code)
 
 
 cli.add_command(db_group)
