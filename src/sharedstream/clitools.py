@@ -23,6 +23,7 @@ from rich.console import Console
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sharedstream.producer.connections import ConnectionConfigError, resolve_connection
+from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.config import ConfigError, load_config
 
@@ -69,8 +70,7 @@ def handled(fn: Callable[P, R]) -> Callable[P, R]:
         except (ConfigError, ArgumentError, ConnectionConfigError) as exc:
             raise fail(str(exc), EXIT_USAGE) from None
         except SQLAlchemyError as exc:
-            detail = getattr(exc, "orig", None) or exc
-            raise fail(f"database: {type(exc).__name__}: {detail}", EXIT_FAILURE) from None
+            raise fail(f"database: {describe_error(exc)}", EXIT_FAILURE) from None
         except (CommandError, LookupError, ValueError, TypeError, NotImplementedError,
                 OSError) as exc:
             raise fail(str(exc), EXIT_FAILURE) from None

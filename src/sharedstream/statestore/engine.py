@@ -31,3 +31,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(parsed, **kwargs)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A short, log-safe description of a database error: the driver's message without the
+    SQL statement and its parameters (which may hold payloads), never the URL."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no detail'}"

@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.sql import insert_ignore_many
 from sharedstream.statestore.store import StateStore
@@ -212,7 +213,7 @@ class DatabaseWorkSink:
             except Exception as exc:
                 self.failures += 1
                 self.healthy = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error = describe_error(exc)
                 log.warning("unit of work: commit of %d windows failed (%s); retrying in "
                             "%.2fs", len(batch), self.last_error, backoff)
                 await asyncio.sleep(backoff)
