@@ -54,6 +54,15 @@ DIRECTORY_MARKERS = {
 }
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The fault suite's sizes (tests/faults): here so they work from the repository root."""
+    group = parser.getgroup("faults")
+    group.addoption("--full", action="store_true", default=False,
+                    help="fault suite: run each scenario at its long size")
+    group.addoption("--soak", type=float, default=0.0, metavar="MINUTES",
+                    help="fault suite: run the soak scenario this many minutes")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test by its top-level directory, so ``-m unit`` needs no decorators."""
     for item in items:

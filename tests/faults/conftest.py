@@ -2,9 +2,8 @@
 
 Each scenario runs at a bounded size by default (CI: the whole suite in a few
 minutes on two cores) and at a long size with ``--full``; ``--soak MINUTES``
-makes the soak scenario run that long. The options are read with a default, so
-the suite also runs from the repository root where this conftest is not an
-initial one (``pytest tests/faults --full`` is the documented form).
+makes the soak scenario run that long (both options are declared in
+``tests/conftest.py``, so they work from the repository root too).
 
 Figures every scenario records land in ``bench/results/faults.json`` (one
 section per mode, a scenario's entry replaced by its latest run), which
@@ -32,24 +31,6 @@ sys.path.insert(0, str(TESTS / "e2e"))
 from db_schemas import postgres_schema_url  # noqa: E402  (importable by path only)
 from faultkit import Figures, Size  # noqa: E402
 from triggerer import Triggerer  # noqa: E402
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("faults")
-    group.addoption("--full", action="store_true", default=False,
-                    help="fault suite: run each scenario at its long size")
-    group.addoption("--soak", type=float, default=0.0, metavar="MINUTES",
-                    help="fault suite: run the soak scenario this many minutes")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "faults: the fault and bad-input suite (tests/faults)")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if FAULTS in item.path.parents:
-            item.add_marker(pytest.mark.faults)
 
 
 @pytest.fixture(scope="session")
