@@ -32,6 +32,11 @@ from confluent_kafka.cimpl import NewTopic  # where the type stubs declare it
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS.parent / "scripts"))
+# Test this checkout's code, also in the subprocesses tests start (pyproject's
+# ``pythonpath`` covers this process), whatever checkout an editable install points at.
+_SRC = str(TESTS.parent / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)
 
 from localservices import (  # noqa: E402  (importable by path only)
     KafkaBroker,

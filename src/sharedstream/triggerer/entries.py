@@ -18,6 +18,7 @@ HELD = 2       # advanced with failed watchers; the producer will read it again
 DROPPED = 3    # its lane was forgotten (revoked) or the group stopped: ignore late acks
 
 ABSENT = "absent"
+QUEUE_FULL = "queue full"
 
 
 class Lane:

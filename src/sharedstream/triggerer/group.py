@@ -39,6 +39,7 @@ from sharedstream.triggerer.entries import (
     DROPPED,
     HELD,
     IN_FLIGHT,
+    QUEUE_FULL,
     Entry,
     Lane,
 )
@@ -163,9 +164,11 @@ class Group:
         known = self.known
         lanes = self.lanes
         cohort = self.cohort
-        present = self._present
-        n_present = len(present)
         absent = self._absent
+        present, overflow = self._room()
+        if overflow is not None:
+            absent = {**(absent or {}), **overflow}
+        n_present = len(present)
         self.counters.received += len(batch)
         for raw, payload in batch:
             ident = identity(payload)
@@ -197,6 +200,23 @@ class Group:
             if stream._waiter is not None:
                 stream._wake()
         self._check_pause()
+
+    def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
+        """The streams that take this batch, and the watchers failed for it (queue full).
+
+        A watcher whose queue is full while a sibling still has room is lagging: it is
+        failed for the new messages (held for it, no attempt used) so its siblings keep
+        their pace; the in-flight bound still caps how far they run ahead. When every
+        queue is full the whole group is simply slow: the batch goes in (bounds are soft)
+        and fetching pauses.
+        """
+        present = self._present
+        limit = self.settings.subscriber_queue_size
+        full = [s for s in present if len(s._queue) >= limit]
+        if not full or len(full) == len(present):
+            return present, None
+        return ([s for s in present if len(s._queue) < limit],
+                dict.fromkeys((s.name for s in full), QUEUE_FULL))
 
     def _deliver(self, entry: Entry, targets: frozenset[str]) -> None:
         """Slow path: a targeted message or a redelivery round."""
@@ -250,11 +270,12 @@ class Group:
     # -- flow control ------------------------------------------------------------------
 
     def _check_pause(self) -> None:
+        """Pause at the in-flight bound, or when every watcher's queue is full."""
         if self.paused:
             return
         limit = self.settings.subscriber_queue_size
-        if len(self.known) >= self.settings.max_in_flight or any(
-                len(s._queue) >= limit for s in self._present):
+        if len(self.known) >= self.settings.max_in_flight or (self._present and all(
+                len(s._queue) >= limit for s in self._present)):
             self.paused = True
             self.producer.pause()
 
@@ -266,12 +287,13 @@ class Group:
             self.producer.pause()
 
     def maybe_resume(self) -> None:
-        """Resume fetching once in-flight and every queue fell to half their bound."""
+        """Resume once in-flight fell to half its bound and some queue to half of its own
+        (a watcher that stays full is not waited for: new messages are held for it)."""
         if not self.paused or self.failure is not None or self.stopping or self.quiesced:
             return
         low_queue = self.low_queue
-        if len(self.known) <= self.settings.max_in_flight // 2 and all(
-                len(s._queue) <= low_queue for s in self._present):
+        if len(self.known) <= self.settings.max_in_flight // 2 and (not self._present or any(
+                len(s._queue) <= low_queue for s in self._present)):
             self.paused = False
             self.producer.resume()
 

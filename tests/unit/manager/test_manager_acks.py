@@ -206,6 +206,38 @@ async def test_a_full_subscriber_queue_pauses_fetching() -> None:
     await h.stop()
 
 
+async def test_a_lagging_watchers_full_queue_fails_only_it_and_siblings_keep_going() -> None:
+    gate = asyncio.Event()
+
+    async def slow(message: str) -> list[Any]:
+        await gate.wait()
+        return []
+
+    h = Harness(["slow", "fast"], subscriber_queue_size=2, max_in_flight=100,
+                max_attempts=1)
+    h.start("slow", slow)
+    h.start("fast")
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1), ("p", 2))  # slow: p:0 open, p:1 and p:2 queued
+    await settle()
+    h.producer.feed(("p", 3), ("p", 4))  # slow's queue is full, fast's is empty
+    await settle()
+    assert not h.producer.paused, "one lagging watcher does not pause its siblings"
+    assert h.triggers["fast"].seen == ["p:0", "p:1", "p:2", "p:3", "p:4"]
+    gate.set()
+    await settle()
+    held = h.producer.outcome(("p", 3))  # lanes advance in order: after p:0..p:2
+    assert held.failed == {"slow"} and held.acked == {"fast"}
+    assert h.producer.outcome(("p", 4)).failed == {"slow"}
+    h.producer.feed(("p", 3), ("p", 4))  # the held messages, read again by the producer
+    await settle()
+    # Redelivered to the slow watcher only, and not counted as attempts (max_attempts=1).
+    assert h.producer.outcome(("p", 3)).is_clean
+    assert h.producer.outcome(("p", 4)).acked == {"slow", "fast"}
+    assert h.triggers["fast"].seen.count("p:3") == 1
+    await h.stop()
+
+
 async def test_unit_of_work_failure_holds_without_using_an_attempt() -> None:
     h = Harness(["a"], max_attempts=1)
     h.start("a", one_event)
