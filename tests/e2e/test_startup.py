@@ -121,10 +121,12 @@ def test_a_different_watcher_set_is_refused_unless_takeover(
     assert second.wait() == 0
 
 
-def test_a_database_at_an_unknown_revision_is_refused_even_with_upgrade(tmp_path: Path) -> None:
+def test_a_database_at_an_unknown_revision_is_refused_even_with_upgrade(
+        tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str]) -> None:
     """Only one schema revision exists, so "older" cannot be built yet: a revision this
     version does not know (a newer sharedstream migrated the database) must be refused,
-    and ``--upgrade`` must not try to migrate it."""
+    and ``--upgrade`` must not try to migrate it. (Topics are checked first: they exist.)"""
+    topic = create_topic("orders")
     url = f"sqlite:///{tmp_path / 'state.db'}"
     create_schema(url)
     engine = sa.create_engine(url)
@@ -132,7 +134,8 @@ def test_a_database_at_an_unknown_revision_is_refused_even_with_upgrade(tmp_path
         connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
     engine.dispose()
     for args in ((), ("--upgrade",)):
-        refused(start(tmp_path, ORDERS, database_url=url, env={"E2E_TOPIC": "t"}, args=args),
+        refused(start(tmp_path, ORDERS, connection=connection, database_url=url,
+                      env={"E2E_TOPIC": topic}, args=args),
                 "9999_future", "unknown to this version")
 
 
