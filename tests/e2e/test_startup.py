@@ -130,8 +130,8 @@ def test_a_database_at_an_unknown_revision_is_refused_even_with_upgrade(
     url = f"sqlite:///{tmp_path / 'state.db'}"
     create_schema(url)
     engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
+    with engine.begin() as db:
+        db.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
     engine.dispose()
     for args in ((), ("--upgrade",)):
         refused(start(tmp_path, ORDERS, connection=connection, database_url=url,
