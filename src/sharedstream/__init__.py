@@ -1,5 +1,6 @@
 """sharedstream: a standalone event triggerer for Kafka with one shared consumer per topic set."""
 
+from sharedstream.statestore.retention import NEVER_EXPIRE
 from sharedstream.triggers import (
     Asset,
     AssetWatcher,
@@ -13,6 +14,7 @@ from sharedstream.triggers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "NEVER_EXPIRE",
     "Asset",
     "AssetWatcher",
     "BaseEventTrigger",

@@ -1,0 +1,20 @@
+"""The public names of DESIGN.md are a contract: acceptance tests outside this repo use them."""
+
+from __future__ import annotations
+
+
+def test_public_names_importable_from_the_package() -> None:
+    from sharedstream import (  # noqa: F401
+        NEVER_EXPIRE,
+        Asset,
+        AssetWatcher,
+        BaseEventTrigger,
+        KafkaMessage,
+        KafkaSharedStreamTrigger,
+        TriggerEvent,
+        reject_shared_stream_event,
+    )
+    from sharedstream.statestore import NEVER_EXPIRE as store_never_expire
+    from sharedstream.statestore import AssetScope, StateStore, TaskScope  # noqa: F401
+
+    assert NEVER_EXPIRE is store_never_expire
