@@ -73,8 +73,7 @@ class DatabaseWorkSink:
     ``assets`` maps every watcher name to its asset's id (``store.register_asset``
     first); ``settings`` gives ``uow_batch_size`` and ``uow_max_delay``. Use on one event
     loop; the flusher task starts with :meth:`start` or the first ``submit``. Counters
-    are plain attributes (and :meth:`counters`), read by the metrics collector at scrape
-    time.
+    are plain attributes, read by the metrics collector at scrape time.
     """
 
     def __init__(
@@ -120,18 +119,6 @@ class DatabaseWorkSink:
         self.batch_latency_sum = 0.0  # seconds from a batch's first attempt to its commit
         self.batch_latency_count = 0
         self.failures = 0  # failed commit attempts
-
-    def counters(self) -> dict[str, float]:
-        """The metrics, by Prometheus name (without the prefix)."""
-        return {
-            "uow_batches": self.batches,
-            "uow_events_written": self.events_written,
-            "uow_windows_confirmed": self.windows_confirmed,
-            "uow_windows_rejected": self.windows_rejected,
-            "uow_batch_latency_seconds_sum": self.batch_latency_sum,
-            "uow_batch_latency_seconds_count": self.batch_latency_count,
-            "uow_commit_failures": self.failures,
-        }
 
     @property
     def queued(self) -> int:
