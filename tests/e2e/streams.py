@@ -8,7 +8,6 @@ it). The checks read only the broker and the database, never the triggerer.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sharedstream.producer.dlq_headers import IDENTITY
+from sharedstream.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
@@ -70,23 +69,12 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 
 def dlq_records(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[str, int]]:
-    """``(identity header, original id)`` of every record on the (1-partition) DLQ topic."""
-    end = end_offsets(bootstrap, topic, 1)[0]
-    consumer = _consumer(bootstrap, f"e2e-dlq-reader-{topic}")
+    """``(identity header, original id)`` of every record on the DLQ topic, read by the
+    product's reader (``sharedstream.dlq``); ``timeout`` bounds each wait for records."""
     records: list[tuple[str, int]] = []
-    deadline = time.monotonic() + timeout
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        position = 0
-        while position < end:
-            assert time.monotonic() < deadline, f"DLQ {topic}: stuck at {position} of {end}"
-            for message in consumer.consume(500, timeout=0.5):
-                assert message.error() is None, message.error()
-                headers = dict(message.headers() or [])
-                records.append((headers[IDENTITY].decode(), json.loads(message.value())["id"]))
-                position = message.offset() + 1
-    finally:
-        consumer.close()
+    for record in read_dead_letters({"bootstrap.servers": bootstrap}, topic, timeout=timeout):
+        assert record.identity is not None and record.value is not None, record.problem
+        records.append((record.identity, json.loads(record.value)["id"]))
     return records
 
 

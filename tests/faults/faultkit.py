@@ -3,7 +3,8 @@
 Everything here reads only the broker, the database and the processes' logs,
 never the triggerer's memory: a scenario's verdict is what a user would see.
 The e2e suite's ``streams`` module already reads events and committed offsets;
-this adds what faults need on top (DLQ headers of any record, a background
+this adds what faults need on top (each DLQ record's context, read by
+the product's ``sharedstream.dlq`` reader, a background
 sampler of invariants, a log scan over every start of a process).
 """
 
@@ -18,16 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
 from streams import committed, end_offsets
 from triggerer import Triggerer, until
 
-from sharedstream.producer.dlq_headers import (
-    IDENTITY,
-    ORIGINAL_OFFSET,
-    ORIGINAL_PARTITION,
-    REJECTIONS,
-)
+from sharedstream.dlq import read_dead_letters
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "faults.json"
 
@@ -81,32 +76,13 @@ class DeadLetter:
 
 
 def dead_letters(bootstrap: str, topic: str, timeout: float = 60.0) -> list[DeadLetter]:
-    """Every record of the 1-partition DLQ ``topic`` (duplicates included), in order."""
-    end = end_offsets(bootstrap, topic, 1)[0]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "faults-dlq-reader",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    """Every record of the 1-partition DLQ ``topic`` (duplicates included), in order, read by
+    the product's reader (``sharedstream.dlq``); ``timeout`` bounds each wait for records."""
     found: list[DeadLetter] = []
-    deadline = time.monotonic() + timeout
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        position = 0
-        while position < end:
-            assert time.monotonic() < deadline, f"DLQ {topic}: stuck at {position} of {end}"
-            for message in consumer.consume(500, timeout=0.5):
-                assert message.error() is None, message.error()
-                headers: dict[str, bytes] = {}
-                for header in message.headers() or []:
-                    if isinstance(header[1], bytes):
-                        headers[header[0]] = header[1]
-                found.append(DeadLetter(
-                    headers[IDENTITY].decode(), int(headers[ORIGINAL_PARTITION]),
-                    int(headers[ORIGINAL_OFFSET]),
-                    frozenset(json.loads(headers[REJECTIONS]))))
-                offset = message.offset()
-                assert offset is not None
-                position = offset + 1
-    finally:
-        consumer.close()
+    for record in read_dead_letters({"bootstrap.servers": bootstrap}, topic, timeout=timeout):
+        assert record.identity is not None and record.origin is not None, record.problem
+        found.append(DeadLetter(record.identity, record.origin.partition, record.origin.offset,
+                                frozenset(record.watchers)))
     return found
 
 
