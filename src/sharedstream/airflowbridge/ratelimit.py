@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 
 class TokenBucket:
-    """``rate`` requests per second on average, up to ``burst`` at once; rate 0 = unlimited."""
+    """``rate`` requests per second on average, up to ``burst`` at once; rate 0 = unlimited.
+
+    ``clock`` and ``sleep`` are the time source and the wait (injectable for tests).
+    """
 
     def __init__(self, rate: float, burst: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.rate = rate
         self.burst = burst
         self._clock = clock
+        self._sleep = sleep
         self._tokens = float(burst)
         self._stamp = clock()
         self._lock = asyncio.Lock()
@@ -37,4 +42,4 @@ class TokenBucket:
                 if self._tokens >= 1.0:
                     self._tokens -= 1.0
                     return
-                await asyncio.sleep((1.0 - self._tokens) / self.rate)
+                await self._sleep((1.0 - self._tokens) / self.rate)
