@@ -54,6 +54,7 @@ from sharedstream.producer.connections import resolve_connection
 from sharedstream.producer.runtime import kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore, Writer
 from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
 from sharedstream.triggerer.window import Window
 from sharedstream.triggers.base import TriggerEvent
@@ -534,6 +535,7 @@ def main() -> None:
     parser.add_argument("--probe-messages", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--watchers", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    tune_gc()  # as `sharedstream run` does once start-up is over
     if args.probe:
         probe(args.probe, args.bootstrap, args.topic, args.probe_messages, args.watchers)
         return

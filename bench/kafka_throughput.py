@@ -50,6 +50,7 @@ from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.payload import KafkaPayload
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggerer.window import Window
@@ -251,6 +252,7 @@ def main() -> None:
                         help="skip the one-consumer-per-trigger runs")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    tune_gc()  # as `sharedstream run` does once start-up is over
     counts = [int(n) for n in args.watchers.split(",")]
     broker: Any = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
 from sharedstream.producer.contract import AdvanceItem, SharedStreamProducer, StreamItem
+from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggerer.window import Window
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--json", help="write results here")
     args = parser.parse_args()
+    tune_gc()  # as `sharedstream run` does once start-up is over
     results = []
     for watchers in (1, 10, 100):
         messages = max(2_000, args.messages // watchers)

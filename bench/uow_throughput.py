@@ -22,6 +22,7 @@ from typing import Any
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import EventCoordinates
+from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggerer.window import SUBMITTED, Window, current_stream
@@ -92,6 +93,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--postgres", help="SQLAlchemy URL of an empty PostgreSQL database")
     args = parser.parse_args()
+    tune_gc()  # as `sharedstream run` does once start-up is over
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         results.append(asyncio.run(run(f"sqlite:///{Path(tmp) / 'bench.db'}", args.messages)))

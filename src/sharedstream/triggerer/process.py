@@ -37,6 +37,7 @@ from sharedstream.producer.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config
+from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.manager import SharedStreamManager
@@ -251,6 +252,7 @@ def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
         except CohortMismatchError as exc:
             raise StartupError(str(exc)) from None
         asset_ids = register_assets(store, (w.asset for w in plan.watchers))
+        tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
         return asyncio.run(_main(Triggerer(plan, store, asset_ids)))
     finally:
         store.close()
