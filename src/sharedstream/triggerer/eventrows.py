@@ -8,12 +8,12 @@ whole batch forever. The rows themselves are built on the writer thread.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from sharedstream.producer.payload import KafkaPayload
+from sharedstream.statestore.values import JSON_ENCODER
 
 # MEDIUMTEXT, the payload column on MySQL/MariaDB, holds at most 2**24 - 1 bytes.
 MAX_EVENT_BYTES = 2**24 - 1
@@ -45,7 +45,7 @@ class PayloadRefused(ValueError):
 def encode_payload(payload: Any, max_bytes: int) -> str:
     """The JSON text stored for ``payload``; PayloadRefused when it cannot be stored."""
     try:
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = JSON_ENCODER.encode(payload)
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadRefused(f"event payload not JSON: {exc}") from exc
     # A str holds at most 4 UTF-8 bytes per character: measure only when that could matter.
