@@ -6,7 +6,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, or_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection, Engine
 
 from sharedstream.statestore.backend import StateBackend, StateEntry
@@ -406,14 +416,26 @@ class DatabaseBackend(StateBackend):
         every guarded update matches; where the dialect takes no row locks (SQLite) or
         cannot report an executemany's row count, a write in between is caught and those
         keys are redone one at a time by the per-key compare-and-swap, which is idempotent
-        (a key already swapped compares equal and stays). Absent keys go straight to the
-        per-key path: a key is absent once in its life, and MySQL's insert count cannot
-        tell a concurrent insert from ours.
+        (a key already swapped compares equal and stays).
+
+        Absent keys need the per-key path (a key is absent once in its life, and MySQL's
+        insert count cannot tell a concurrent insert from ours). Locking the existing keys
+        first and then inserting an absent *lower* key would take locks out of key order
+        and deadlock against a unit that locks them in order; so when any key is absent
+        (checked without locks), the whole unit takes the per-key path in key order.
         """
         if not advances:
             return
         s = asset_state_store.c
         wanted = {(asset_id, key): op for asset_id, key, op in advances}
+        present = connection.execute(
+            select(func.count()).select_from(asset_state_store)
+            .where(tuple_(s.asset_id, s.key).in_(list(wanted)))).scalar_one()
+        if present < len(wanted):
+            for (asset_id, key), op in sorted(wanted.items()):
+                self._advance_in(connection, asset_id, key, op.value, op.text, op.writer,
+                                 lock=True)
+            return
         existing = connection.execute(
             select(s.asset_id, s.key, s.value, s.version)
             .where(tuple_(s.asset_id, s.key).in_(sorted(wanted)))
@@ -446,7 +468,7 @@ class DatabaseBackend(StateBackend):
             ).rowcount
             if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
                 redo += forwards
-        for (asset_id, key), op in redo:
+        for (asset_id, key), op in sorted(redo, key=lambda item: item[0]):
             self._advance_in(connection, asset_id, key, op.value, op.text, op.writer, lock=True)
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
