@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from manager_fakes import FakeTrigger, Harness, one_event, settle
 
+from sharedstream.triggerer.stream import HANDOUT_RUN
 from sharedstream.triggerer.window import current_window
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 
@@ -271,4 +272,29 @@ async def test_a_sink_rejecting_a_submitted_window_resolves_it_as_that_watchers_
     outcome = h.producer.outcome(("p", 0))
     assert outcome.acked == {"b"}
     assert outcome.rejected == {"a": "event payload not JSON: boom"}
+    await h.stop()
+
+
+async def test_a_busy_watcher_lets_the_loop_flush_its_units_of_work_as_it_goes() -> None:
+    """A filter that always finds a message queued must still let the group flush its
+    windows and other tasks run: otherwise every open unit of work of a long queue piles
+    up in memory and the loop stalls until the queue is empty."""
+    h = Harness(["a"], subscriber_queue_size=10_000, max_in_flight=10_000)
+    h.sink.auto = True
+    trigger = h.start("a", one_event)
+    await settle()
+    progress_seen: list[int] = []
+
+    async def observer() -> None:
+        while len(trigger.seen) < 1000:
+            progress_seen.append(len(trigger.seen))
+            await asyncio.sleep(0)
+
+    h.producer.feed(*[("p", i) for i in range(1000)])
+    watching = asyncio.get_running_loop().create_task(observer())
+    await asyncio.wait_for(watching, 5)
+    assert max(len(batch) for batch in h.sink.batches) <= HANDOUT_RUN
+    assert any(0 < seen < 1000 for seen in progress_seen)
+    await settle()
+    assert len(h.producer.items()) == 1000
     await h.stop()
