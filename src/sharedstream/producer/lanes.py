@@ -68,6 +68,9 @@ class Lane:
     remembered: set[int] = field(default_factory=set)
     entries: OrderedDict[int, Entry] = field(default_factory=OrderedDict)
     dirty: bool = False
+    # How many of ``entries`` are terminal: lets ``commit_target`` skip scanning the
+    # lane for terminal offsets above the target when there are none (the usual case).
+    terminal: int = 0
     # (offset, metadata) of the last commit sent, so an unchanged lane is not recommitted.
     last_sent: tuple[int, str] | None = None
 
@@ -86,6 +89,7 @@ class Lane:
         if offset in self.remembered:
             self.remembered.discard(offset)
             self.entries[offset] = Entry(offset, State.TERMINAL)
+            self.terminal += 1
             self.dirty = True
             return None
         entry = Entry(offset, State.PENDING)
@@ -97,6 +101,8 @@ class Lane:
 
     def finish(self, entry: Entry) -> None:
         """Mark an entry terminal and release its rejections."""
+        if entry.state is not State.TERMINAL:
+            self.terminal += 1
         entry.state = State.TERMINAL
         entry.rejections = None
         self.dirty = True
@@ -108,17 +114,25 @@ class Lane:
         """
         if self.base is None:
             return None
-        while self.entries:
-            offset, entry = next(iter(self.entries.items()))
+        entries = self.entries
+        passed = 0
+        while entries:
+            offset, entry = entries.popitem(last=False)
             if entry.state is not State.TERMINAL:
+                entries[offset] = entry
+                entries.move_to_end(offset, last=False)
                 break
-            self.entries.popitem(last=False)
+            passed += 1
             self.base = offset + 1
-        target = next(iter(self.entries)) if self.entries else self.base
+        self.terminal -= passed
+        target = next(iter(entries)) if entries else self.base
         self.base = target
-        self.remembered = {o for o in self.remembered if o >= target}
-        above = [o for o, e in self.entries.items() if e.state is State.TERMINAL]
-        above.extend(self.remembered)
+        above: list[int] = []
+        if self.terminal:
+            above = [o for o, e in entries.items() if e.state is State.TERMINAL]
+        if self.remembered:
+            self.remembered = {o for o in self.remembered if o >= target}
+            above.extend(self.remembered)
         return target, above
 
     def held(self) -> int:
