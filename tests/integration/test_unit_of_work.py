@@ -20,7 +20,7 @@ from sharedstream.statestore.models import asset_event, asset_state_store, rejec
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggerer.state_access import READ_CACHE_SECONDS, WatcherStateAccess
 from sharedstream.triggers.assets import Asset
 
 TOPIC = "orders"
@@ -173,6 +173,43 @@ async def test_reads_see_this_window_then_pending_windows_then_the_database(
     assert s.w.confirmed == [(TOPIC, 0, 0), (TOPIC, 0, 1), (TOPIC, 0, 2)]
     assert s.committed_state("wm") is None
     assert s.sink.batches == 1  # three windows, one transaction
+    await s.sink.aclose()
+
+
+async def test_what_this_watcher_committed_or_read_is_known_for_a_while(
+        store: StateStore) -> None:
+    """A watermark read per message must not cost a database round trip each time the
+    window that last wrote it has committed; other writers are seen after
+    READ_CACHE_SECONDS."""
+    s = Setup(store)
+    now = [0.0]
+    state = WatcherStateAccess(store, "w", "orders", s.asset_id, clock=lambda: now[0])
+    reads: list[str] = []
+    real_get = store.backend.asset_get
+
+    def counting_get(scope: AssetScope, key: str) -> Any:
+        reads.append(key)
+        return real_get(scope, key)
+
+    store.backend.asset_get = counting_get  # type: ignore[method-assign]
+    for offset in range(3):
+        s.w.open((TOPIC, 0, offset))
+        assert await state.aget("wm", -1) == offset - 1
+        assert await state.aadvance("wm", offset)
+        s.w.emit(offset)
+        s.w.close()
+        await until(lambda n=offset + 1: len(s.w.confirmed) == n)
+    assert reads == ["wm"]  # the first read only: later ones know the committed value
+    store.asset(AssetScope(name="orders")).set("wm", 50)  # an operator moves it
+    s.w.open((TOPIC, 0, 3))
+    assert await state.aget("wm") == 2  # not seen yet ...
+    now[0] += READ_CACHE_SECONDS
+    assert await state.aget("wm") == 50  # ... but within READ_CACHE_SECONDS
+    assert not await state.aadvance("wm", 3)
+    s.w.close()
+    assert reads == ["wm", "wm"]
+    await state.aset("wm", 7)  # outside a window: written through, known at once
+    assert await state.aget("wm") == 7 and reads == ["wm", "wm", "wm"]
     await s.sink.aclose()
 
 

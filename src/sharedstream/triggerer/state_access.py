@@ -8,12 +8,22 @@ commit at once. Reads see, in order:
 2. the staged writes of this watcher's earlier windows that the sink holds but has
    not committed yet, newest first: a watermark read on message N+1 sees message N's
    advance before N's batch commits;
-3. the database.
+3. values this watcher committed or read itself in the last ``READ_CACHE_SECONDS``;
+4. the database.
 
 A window that failed, or that the manager gave up on, stops counting at once (its
 message is redelivered and the filter runs again); a confirmed one is in the
 database. Between the commit and the confirmation a window is visible both in the
 sink and in the database, with the same values.
+
+Why step 3: a watermark read per message (the usual ``aget`` / ``aadvance`` pattern)
+would otherwise cost a database round trip whenever the window that last wrote the
+key has committed, which is most of the time: a thread hop and a query per message
+that the filter waits on. The price is bounded staleness towards *other* writers
+(``state-store set`` from an operator, another triggerer process advancing the same
+key): their change is seen at most ``READ_CACHE_SECONDS`` later. Advances stay safe
+against it either way: the commit is a forward-only compare-and-swap. Direct writes
+through this object update what it knows at once.
 
 Staged writes made after the message was rejected are dropped with it. The sync
 methods block on a database read when nothing staged answers; the async twins answer
@@ -25,7 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -44,6 +56,8 @@ log = logging.getLogger(__name__)
 
 READ_RETRY_INITIAL = 0.1
 READ_RETRY_CAP = 5.0
+READ_CACHE_SECONDS = 1.0
+"""How long a value this watcher committed or read stays the answer without the database."""
 
 
 class WatcherStateAccess:
@@ -54,7 +68,8 @@ class WatcherStateAccess:
     """
 
     def __init__(self, store: StateStore, watcher: str, asset: Asset | str,
-                 asset_id: int | None = None) -> None:
+                 asset_id: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         asset_name = asset if isinstance(asset, str) else asset.name
         self._store = store
         self.watcher = watcher
@@ -66,6 +81,9 @@ class WatcherStateAccess:
         self._max_bytes = store.settings.max_value_storage_bytes
         # Windows of this watcher that staged something, oldest first.
         self._windows: deque[Window] = deque()
+        # key -> (valid until, value), in expiry order (the lifetime is one constant).
+        self._known: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+        self._clock = clock
         # Why in-window reads are waiting for the database (None while they answer): a
         # watcher blocked on a read submits nothing, so the sink alone would look healthy.
         self.read_failure: str | None = None
@@ -94,14 +112,48 @@ class WatcherStateAccess:
         unit: UnitOfWork | None = window.staged
         if unit is None:
             unit = window.staged = self._store.unit_of_work()
-            windows = self._windows
-            while windows and not (windows[0].is_submitted or windows[0].is_open):
-                windows.popleft()
-            windows.append(window)
+            self._retire()
+            self._windows.append(window)
         return unit
 
+    def _retire(self) -> None:
+        """Drop resolved windows from the front; a committed one's values become known."""
+        windows = self._windows
+        while windows and not (windows[0].is_submitted or windows[0].is_open):
+            window = windows.popleft()
+            if not window.is_committed:
+                continue
+            unit: UnitOfWork = window.staged
+            staging = unit.staged.assets.get(self.scope)
+            if staging is None:
+                continue
+            if staging.cleared:
+                self._known.clear()
+            for key in staging.ops:
+                self._remember(key, staging.lookup(key))
+
+    def _remember(self, key: str, value: Any) -> None:
+        known = self._known
+        now = self._clock()
+        known[key] = (now + READ_CACHE_SECONDS, value)
+        known.move_to_end(key)
+        while known:
+            until, _ = next(iter(known.values()))
+            if until > now:
+                break
+            known.popitem(last=False)
+
+    def _forget(self, key: str | None = None) -> None:
+        """A direct write changed ``key`` (None: every key)."""
+        if key is None:
+            self._known.clear()
+        else:
+            self._known.pop(key, None)
+
     def _staged(self, key: str) -> Any:
-        """The value staged for ``key`` (MISSING if deleted), or NOT_STAGED."""
+        """The value staged for ``key`` (MISSING if deleted), else the one this watcher
+        committed or read within ``READ_CACHE_SECONDS``, else NOT_STAGED."""
+        self._retire()
         current = self._window()
         for window in reversed(self._windows):
             if window.is_submitted or (window is current and window.is_open):
@@ -110,11 +162,19 @@ class WatcherStateAccess:
                 found = NOT_STAGED if staging is None else staging.lookup(key)
                 if found is not NOT_STAGED:
                     return found
+        known = self._known.get(key)
+        if known is not None:
+            if known[0] > self._clock():
+                return known[1]
+            del self._known[key]
         return NOT_STAGED
 
     def _lookup(self, key: str) -> Any:
         found = self._staged(key)
-        return self._store.backend.asset_get(self.scope, key) if found is NOT_STAGED else found
+        if found is NOT_STAGED:
+            found = self._store.backend.asset_get(self.scope, key)
+            self._remember(key, found)
+        return found
 
     async def _alookup(self, key: str) -> Any:
         found = self._staged(key)
@@ -142,6 +202,7 @@ class WatcherStateAccess:
                 backoff = min(backoff * 2, READ_RETRY_CAP)
             else:
                 self.read_failure = None
+                self._remember(key, value)
                 return value
 
     def _encode(self, key: str, value: Any) -> str:
@@ -156,6 +217,7 @@ class WatcherStateAccess:
     def set(self, key: str, value: Any) -> None:
         window = self._window()
         if window is None:
+            self._forget(key)
             self._direct.set(key, value)
             return
         self._stage_set(window, key, value, self._encode(key, value))
@@ -168,6 +230,7 @@ class WatcherStateAccess:
     def delete(self, key: str) -> bool:
         window = self._window()
         if window is None:
+            self._forget(key)
             return self._direct.delete(key)
         existed = self._lookup(check_key(key)) is not MISSING
         self._stage_delete(window, key)
@@ -181,6 +244,7 @@ class WatcherStateAccess:
     def clear(self) -> None:
         window = self._window()
         if window is None:
+            self._forget()
             self._direct.clear()
             return
         unit = self._unit(window)
@@ -193,6 +257,7 @@ class WatcherStateAccess:
         """Move ``key`` to ``value`` only forwards; True if it moved (see DESIGN's rules)."""
         window = self._window()
         if window is None:
+            self._forget(key)
             return self._direct.advance(key, value)
         text = self._encode(key, value)
         compare(value, value)  # unorderable kinds fail before anything is staged
@@ -216,6 +281,7 @@ class WatcherStateAccess:
     async def aset(self, key: str, value: Any) -> None:
         window = self._window()
         if window is None:
+            self._forget(key)
             await self._direct.aset(key, value)
             return
         self._stage_set(window, key, value, self._encode(key, value))
@@ -223,6 +289,7 @@ class WatcherStateAccess:
     async def adelete(self, key: str) -> bool:
         window = self._window()
         if window is None:
+            self._forget(key)
             return await self._direct.adelete(key)
         existed = await self._alookup(check_key(key)) is not MISSING
         self._stage_delete(window, key)
@@ -230,6 +297,7 @@ class WatcherStateAccess:
 
     async def aclear(self) -> None:
         if self._window() is None:
+            self._forget()
             await self._direct.aclear()
             return
         self.clear()
@@ -237,6 +305,7 @@ class WatcherStateAccess:
     async def aadvance(self, key: str, value: Any) -> bool:
         window = self._window()
         if window is None:
+            self._forget(key)
             return await self._direct.aadvance(key, value)
         text = self._encode(key, value)
         compare(value, value)

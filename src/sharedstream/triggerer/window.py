@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 OPEN = 0
 SUBMITTED = 1
-DONE = 2
+DONE = 2  # failed, rejected or given up: nothing of it is (or will be) in the database
+COMMITTED = 3  # confirmed: its events and staged state are in the database
 
 
 class _WindowOwner(Protocol):
@@ -90,10 +91,15 @@ class Window:
         """True while the sink holds the window (neither confirmed, failed, nor given up)."""
         return self._state == SUBMITTED
 
+    @property
+    def is_committed(self) -> bool:
+        """True once the sink confirmed it: its staged state is what the database holds."""
+        return self._state == COMMITTED
+
     def confirm(self) -> None:
         """The unit of work (events + staged state) committed: the watcher acks."""
         if self._state == SUBMITTED:
-            self._state = DONE
+            self._state = COMMITTED
             self._owner._window_confirmed(self)
 
     def fail(self, exc: BaseException) -> None:
