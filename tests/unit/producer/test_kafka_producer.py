@@ -460,3 +460,38 @@ def test_auto_commit_is_refused_before_any_consumer() -> None:
             consumer_factory=cluster.consumer,
         )
     assert cluster.consumers == []
+
+
+class _Arrivals:
+    """A consumer whose fetch queue holds ``ready``; ``arriving`` lands during a wait."""
+
+    def __init__(self, ready: list[str], arriving: list[str]) -> None:
+        self.ready = ready
+        self.arriving = arriving
+        self.calls: list[tuple[int, float]] = []
+
+    def consume(self, num_messages: int, timeout: float) -> list[str]:
+        self.calls.append((num_messages, timeout))
+        if not self.ready and timeout > 0:
+            self.ready, self.arriving = self.arriving, []
+        out, self.ready = self.ready[:num_messages], self.ready[num_messages:]
+        return out
+
+
+def test_a_batch_takes_what_is_fetched_and_waits_only_for_the_first_record() -> None:
+    """Under load one non-blocking call fills the batch; when idle the thread waits for one
+    record (not for a whole batch or the timeout) and takes what came with it."""
+    cluster = FakeCluster()
+    producer = KafkaSharedStreamProducer(
+        topics=[T], config={"bootstrap.servers": "fake:9092", "group.id": "app"},
+        recorder=None, batch_size=3, poll_timeout=5.0, commit_interval=0.5,
+        consumer_factory=cluster.consumer, topic_id_resolver=topic_ids)
+    loaded = _Arrivals(["a", "b", "c", "d"], [])
+    assert producer._consume_batch(loaded) == ["a", "b", "c"]
+    assert loaded.calls == [(3, 0)]
+    idle = _Arrivals([], ["x", "y", "z", "w"])
+    assert producer._consume_batch(idle) == ["x", "y", "z"]
+    assert idle.calls == [(3, 0), (1, 0.5), (2, 0)]
+    quiet = _Arrivals([], [])
+    assert producer._consume_batch(quiet) == []
+    assert quiet.calls == [(3, 0), (1, 0.5)]
