@@ -257,20 +257,53 @@ def _broker_sockets(pid: int, port: int) -> int:
     return count
 
 
+IDLE_SECONDS = 3.0  # the idle phase of a footprint probe: steady-state fetch requests
+
+
 def _fetches(stats: str) -> int:
     """Fetch requests sent so far, from one librdkafka statistics document."""
     brokers = json.loads(stats).get("brokers", {})
     return sum(int(b.get("req", {}).get("Fetch", 0)) for b in brokers.values())
 
 
-class StatsProducer(kt.CountingProducer):
-    """Keeps librdkafka's latest statistics (fetch requests) besides the usual metrics."""
+class FetchLog:
+    """(time.perf_counter(), fetch requests so far) of one client, from each statistics
+    document it emits."""
 
-    last_stats = "{}"
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int]] = []
+
+    def __call__(self, stats: str) -> None:
+        self.samples.append((time.perf_counter(), _fetches(stats)))
+
+    @property
+    def total(self) -> int:
+        return self.samples[-1][1] if self.samples else 0
+
+    def rate(self, start: float, end: float) -> float:
+        """Fetch requests per second from ``start`` to ``end``, between the first and the
+        last statistics document inside (0 with fewer than two)."""
+        inside = [(t, n) for t, n in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        return (n1 - n0) / (t1 - t0)
+
+
+def idle_fetch_rate(logs: list[FetchLog], start: float, end: float) -> float:
+    """Fetch requests per second of all ``logs`` together over an idle window, skipping its
+    first half second (the last records' fetches)."""
+    return sum(log.rate(start + 0.5, end) for log in logs)
+
+
+class StatsProducer(kt.CountingProducer):
+    """Logs librdkafka's fetch-request counts besides the usual metrics."""
+
+    fetch_log = FetchLog()
 
     def _on_stats(self, text: str) -> None:
         super()._on_stats(text)
-        StatsProducer.last_stats = text
+        StatsProducer.fetch_log(text)
 
 
 class StatsTrigger(kt.BenchTrigger):
@@ -297,26 +330,28 @@ def probe(mode: str, bootstrap: str, topic: str, messages: int, watchers: int) -
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    fetches = 0
+    idle = kt.Idle(IDLE_SECONDS)
     if mode == "shared":
-        asyncio.run(kt.shared(bootstrap, topic, messages, watchers, trigger=StatsTrigger))
-        fetches = _fetches(StatsProducer.last_stats)
+        logs = [StatsProducer.fetch_log]
+        asyncio.run(kt.shared(bootstrap, topic, messages, watchers, trigger=StatsTrigger,
+                              idle=idle))
     else:
-        latest = ["{}"] * watchers
+        logs = [FetchLog() for _ in range(watchers)]
 
         def with_stats(i: int) -> dict[str, Any]:
-            return {"statistics.interval.ms": 200,
-                    "stats_cb": lambda text: latest.__setitem__(i, text)}
+            return {"statistics.interval.ms": 200, "stats_cb": logs[i]}
 
-        kt.independent(bootstrap, topic, messages, watchers, extra=with_stats)
-        fetches = sum(_fetches(text) for text in latest)
+        kt.independent(bootstrap, topic, messages, watchers, extra=with_stats, idle=idle)
+    idle_rate = idle_fetch_rate(logs, idle.start, idle.start + idle.seconds)
     done.set()
     sampler.join()
     status = Path("/proc/self/status").read_text()
     hwm_kb = int(next(line for line in status.splitlines()
                       if line.startswith("VmHWM:")).split()[1])
     print(json.dumps({"rss_peak_mb": round(hwm_kb / 1024, 1),
-                      "broker_connections": peak_connections, "fetch_requests": fetches}))
+                      "broker_connections": peak_connections,
+                      "fetch_requests": sum(log.total for log in logs),
+                      "idle_fetch_requests_per_s": round(idle_rate, 1)}))
 
 
 def footprint(mode: str, bootstrap: str, topic: str, messages: int,
@@ -455,6 +490,8 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                     / by[("independent_filtered", 100)]["deliveries_per_s"])
     conns = shared100["broker_connections"] / max(1, indep100["broker_connections"])
     fetch = shared100["fetch_requests"] / max(1, indep100["fetch_requests"])
+    idle_fetch = (shared100["idle_fetch_requests_per_s"]
+                  / max(0.1, indep100["idle_fetch_requests_per_s"]))
     memory = indep100["rss_peak_mb"] / shared100["rss_peak_mb"]
     # Above what one watcher (one consumer) costs: what 99 more add.
     per_watcher = ((indep100["rss_peak_mb"] - indep1["rss_peak_mb"])
@@ -473,6 +510,10 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         {"target": "... with <= 1/100 of the fetch requests",
          "measured": f"{shared100['fetch_requests']} vs {indep100['fetch_requests']} "
                      f"({fetch:.3f})", "reached": fetch <= 0.01},
+        {"target": "... fetch requests per second, idle at the end of the log (steady state)",
+         "measured": f"{shared100['idle_fetch_requests_per_s']} vs "
+                     f"{indep100['idle_fetch_requests_per_s']} ({idle_fetch:.3f})",
+         "reached": idle_fetch <= 0.01},
         {"target": "... with >= 10x less resident memory",
          "measured": f"{shared100['rss_peak_mb']} vs {indep100['rss_peak_mb']} MB "
                      f"({memory:.1f}x)", "reached": memory >= 10},
@@ -511,7 +552,8 @@ def markdown(result: dict[str, Any]) -> str:
               f"{lat['p99_ms']} ms, max {lat['max_ms']} ms |"]
     lines += [f"| footprint, {f['setup']} x{f['watchers']} | {f['rss_peak_mb']} MB peak RSS, "
               f"{f['broker_connections']} broker connections, {f['fetch_requests']:,} fetch "
-              "requests |" for f in result["footprint"]]
+              f"requests ({f['idle_fetch_requests_per_s']}/s idle) |"
+              for f in result["footprint"]]
     for db in ("sqlite", "postgresql"):
         c, k = st[f"cursor_{db}"], st[f"cleanup_{db}"]
         lines += [f"| asset cursor writes/s, {db} | sync {c['sync_writes_per_s']:,}, async "

@@ -43,6 +43,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,14 @@ from localservices import KafkaBroker  # type: ignore[import-not-found]
 PARTITIONS = 3
 SIZE = 100
 BATCH = 1000
+
+
+@dataclass
+class Idle:
+    """An idle phase at the end of a run: how long, and when it started (perf_counter)."""
+
+    seconds: float
+    start: float = 0.0
 
 
 def fill(bootstrap: str, messages: int) -> str:
@@ -130,22 +139,34 @@ def plain(bootstrap: str, topic: str, messages: int) -> float:
 
 def independent(bootstrap: str, topic: str, messages: int, consumers: int,
                 extra: Callable[[int], Mapping[str, Any]] | None = None,
-                filtered: bool = False) -> float:
+                filtered: bool = False, idle: Idle | None = None) -> float:
     """Total deliveries/s of ``consumers`` plain consumers, each its own group and thread;
     ``extra(i)`` adds settings to consumer i (e.g. a statistics callback); ``filtered``
-    runs the trigger's per-message work (see :func:`_consume_all`)."""
+    runs the trigger's per-message work (see :func:`_consume_all`). With ``idle``, every
+    consumer keeps polling at the end of the log for ``idle.seconds`` after the last one
+    finished (an idle phase, for steady-state statistics), from ``idle.start``."""
     firsts: list[list[float]] = [[] for _ in range(consumers)]
     ends = [0.0] * consumers
     clients = [_plain_consumer(bootstrap, extra(i) if extra else None)
                for i in range(consumers)]
+    finished = threading.Barrier(consumers + 1)
 
     def run(i: int) -> None:
         clients[i].subscribe([topic])
         ends[i] = _consume_all(clients[i], messages, firsts[i], filtered)
+        if idle is not None:
+            finished.wait()
+            finished.wait()  # the main thread has set idle.start in between
+            while time.perf_counter() < idle.start + idle.seconds:
+                clients[i].consume(num_messages=BATCH, timeout=0.1)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(consumers)]
     for thread in threads:
         thread.start()
+    if idle is not None:
+        finished.wait()
+        idle.start = time.perf_counter()
+        finished.wait()
     for thread in threads:
         thread.join()
     for client in clients:
@@ -192,12 +213,15 @@ class ConfirmingSink:
 
 
 async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
-                 sink: Any = None, trigger: type[BenchTrigger] = BenchTrigger) -> float:
+                 sink: Any = None, trigger: type[BenchTrigger] = BenchTrigger,
+                 idle: Idle | None = None) -> float:
     """Deliveries/s (messages x watchers) through the manager, first delivery to last advance.
 
     ``sink`` (default: a :class:`ConfirmingSink`, no persistence) receives the units of
     work; it needs a ``first`` attribute set at its first submit. ``trigger`` is the
-    watchers' trigger class (its filter decides what is kept)."""
+    watchers' trigger class (its filter decides what is kept). ``idle``: the group stays
+    up, idle at the end of the log, ``idle.seconds`` after the last message (from
+    ``idle.start``)."""
     conn_id = f"bench{uuid.uuid4().hex[:6]}"
     group_id = uuid.uuid4().hex
     configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id}},
@@ -212,6 +236,9 @@ async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
     tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
     await CountingProducer.done.wait()
     end = time.perf_counter()
+    if idle is not None:
+        idle.start = end
+        await asyncio.sleep(idle.seconds)
     [status] = manager.status()
     producer = status.producer
     assert isinstance(producer, KafkaSharedStreamProducer)
