@@ -204,19 +204,25 @@ class Group:
     def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
         """The streams that take this batch, and the watchers failed for it (queue full).
 
-        A watcher whose queue is full while a sibling still has room is lagging: it is
-        failed for the new messages (held for it, no attempt used) so its siblings keep
-        their pace; the in-flight bound still caps how far they run ahead. When every
-        queue is full the whole group is simply slow: the batch goes in (bounds are soft)
-        and fetching pauses.
+        A watcher whose queue is full *and* a whole queue behind its fastest sibling is
+        lagging: it is failed for the new messages (held for it, no attempt used) so its
+        siblings keep their pace; the in-flight bound still caps how far they run ahead.
+        Measuring against the fastest sibling, not just the bound, keeps watchers of equal
+        speed from failing each other: under load their queues sit near the bound and
+        differ by scheduling jitter (a stream yields the loop every ``HANDOUT_RUN``
+        messages), which must not turn into holds and redeliveries. When every queue is
+        full the whole group is simply slow: the batch goes in (bounds are soft) and
+        fetching pauses.
         """
         present = self._present
-        limit = self.settings.subscriber_queue_size
-        full = [s for s in present if len(s._queue) >= limit]
-        if not full or len(full) == len(present):
+        if len(present) < 2:
             return present, None
-        return ([s for s in present if len(s._queue) < limit],
-                dict.fromkeys((s.name for s in full), QUEUE_FULL))
+        lengths = [len(s._queue) for s in present]
+        bound = self.settings.subscriber_queue_size + min(lengths)
+        if max(lengths) < bound:
+            return present, None
+        return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
+                {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
 
     def _deliver(self, entry: Entry, targets: frozenset[str]) -> None:
         """Slow path: a targeted message or a redelivery round."""

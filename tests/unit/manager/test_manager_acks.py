@@ -239,6 +239,35 @@ async def test_a_lagging_watchers_full_queue_fails_only_it_and_siblings_keep_goi
     await h.stop()
 
 
+async def test_watchers_of_equal_speed_near_the_bound_do_not_fail_each_other() -> None:
+    """Under load every queue sits near the bound, a few messages apart; only a watcher a
+    whole queue behind its fastest sibling is lagging."""
+    gate = asyncio.Event()
+
+    async def blocked(message: str) -> list[Any]:
+        await gate.wait()
+        return []
+
+    async def blocked_after_the_first(message: str) -> list[Any]:
+        if message != "p:0":
+            await gate.wait()
+        return []
+
+    h = Harness(["a", "b"], subscriber_queue_size=4, max_in_flight=100)
+    h.start("a", blocked)
+    h.start("b", blocked_after_the_first)
+    await settle()
+    h.producer.feed(*[("p", i) for i in range(5)])  # a: 4 queued (full), b: 3 queued
+    await settle()
+    h.producer.feed(("p", 5))
+    await settle()
+    gate.set()
+    await settle()
+    outcomes = [h.producer.outcome(("p", i)) for i in range(6)]
+    assert all(o.is_clean and o.acked == {"a", "b"} for o in outcomes)
+    await h.stop()
+
+
 async def test_unit_of_work_failure_holds_without_using_an_attempt() -> None:
     h = Harness(["a"], max_attempts=1)
     h.start("a", one_event)
