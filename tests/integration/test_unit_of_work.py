@@ -210,6 +210,16 @@ async def test_what_this_watcher_committed_or_read_is_known_for_a_while(
     assert reads == ["wm", "wm"]
     await state.aset("wm", 7)  # outside a window: written through, known at once
     assert await state.aget("wm") == 7 and reads == ["wm", "wm", "wm"]
+    s.w.open((TOPIC, 0, 4))
+    await state.aset("seen", {"ids": [1]})
+    s.w.emit("e")
+    s.w.close()
+    await until(lambda: len(s.w.confirmed) == 4)
+    s.w.open((TOPIC, 0, 5))
+    known = await state.aget("seen")
+    known["ids"].append(2)  # the caller's copy, not what the next read sees
+    assert await state.aget("seen") == {"ids": [1]} and "seen" not in reads
+    s.w.close()
     await s.sink.aclose()
 
 

@@ -34,6 +34,7 @@ threads.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections import OrderedDict, deque
@@ -135,7 +136,7 @@ class WatcherStateAccess:
     def _remember(self, key: str, value: Any) -> None:
         known = self._known
         now = self._clock()
-        known[key] = (now + READ_CACHE_SECONDS, value)
+        known[key] = (now + READ_CACHE_SECONDS, _private(value))
         known.move_to_end(key)
         while known:
             until, _ = next(iter(known.values()))
@@ -165,7 +166,7 @@ class WatcherStateAccess:
         known = self._known.get(key)
         if known is not None:
             if known[0] > self._clock():
-                return known[1]
+                return _private(known[1])
             del self._known[key]
         return NOT_STAGED
 
@@ -311,3 +312,10 @@ class WatcherStateAccess:
         compare(value, value)
         current = await self._alookup(key)
         return self._stage_advance(window, key, value, text, current)
+
+
+def _private(value: Any) -> Any:
+    """A copy of a JSON container (a known value is handed out many times, and a caller
+    that changes what it got must not change what the next read sees); scalars as they are.
+    """
+    return copy.deepcopy(value) if isinstance(value, dict | list) else value
