@@ -74,3 +74,13 @@ def triggerers(tmp_path: Path) -> Iterator[Callable[..., Triggerer]]:
     yield make
     for process in made:
         process.kill()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--soak MINUTES`` outlasts the suite's per-test timeout (600 s): the soak scenario
+    gets its own length plus ten minutes for start-up, draining and teardown."""
+    minutes = float(config.getoption("--soak", default=0.0) or 0.0)
+    if minutes:
+        for item in items:
+            if item.path.name == "test_soak.py":
+                item.add_marker(pytest.mark.timeout(minutes * 60 + 600))
