@@ -27,6 +27,7 @@ from test_kafka_shared_stream import committed, produce, until
 
 from sharedstream.producer import dlq_headers as h
 from sharedstream.producer.connections import resolve_connection
+from sharedstream.producer.dlq_replay import Replayer, ReplayRules
 from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.payload import KafkaPayload
 from sharedstream.producer.progress import decode_progress
@@ -40,6 +41,8 @@ from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 from sharedstream.triggers.message import KafkaMessage
 
 EventKey = tuple[str, str, int, int, int]
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS})
 # Fast, bounded retries: a held message comes back within a fraction of a second.
 SETTINGS = ManagerSettings(retry_backoff_initial=0.05, retry_backoff_max=0.2, max_attempts=1000)
 
@@ -53,9 +56,9 @@ class DictSink:
 
     def submit(self, windows: Sequence[Window]) -> None:
         for window in windows:
-            payload: KafkaPayload = window.payload
+            origin = window.payload.origin  # a replay is keyed by its original coordinates
             for index, event in enumerate(window.events):
-                key = (window.watcher, *payload.identity, index)
+                key = (window.watcher, origin.topic_id, origin.partition, origin.offset, index)
                 self.writes[key] += 1
                 self.events[key] = event.payload
             window.confirm()
@@ -194,7 +197,8 @@ async def committed_tps(bootstrap: str, group: str, topic: str,
     try:
         return await asyncio.to_thread(committed, bootstrap, group, topic, partitions)
     except KafkaException as exc:
-        if exc.args[0].retriable():
+        # A fresh broker answers NOT_COORDINATOR until the group's coordinator is elected.
+        if exc.args[0].retriable() or exc.args[0].code() in _COORDINATOR_MOVING:
             return []
         raise
 
@@ -416,3 +420,49 @@ async def test_rebalance_under_the_consumer_protocol_keeps_every_event_exactly_o
     errors = [r.getMessage() for r in caplog.records
               if r.levelno >= logging.WARNING and "commit" in r.getMessage()]
     assert errors == []
+
+
+async def test_two_copies_of_a_replayed_dead_letter_resolve_and_the_commit_reaches_the_end(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    """A dead letter replayed twice (two --groups, a resumed replay, a DLQ duplicate) is two
+    records on the topic: both resolve, the watcher's events stay one per original message,
+    and the commit reaches the end of the partition while the triggerer runs.
+
+    Both copies and the new traffic are on the topic before the triggerer starts again, so
+    they arrive in one batch: the second copy is read while the first is still in flight.
+    """
+    topic, dlq = create_topic("orders"), create_topic("orders-dlq")
+    produce(kafka_bootstrap, topic, 20)
+    conn = connection()
+    group = group_of(conn, topic)
+    fixed = False  # picky rejects offsets 3 and 7 until it is "fixed", then takes replays
+
+    def picky_script(m: KafkaMessage) -> str:
+        return "reject" if m.offset in (3, 7) and not fixed else "event"
+
+    def watchers() -> dict[str, Scripted]:
+        return {"all": Scripted(topics=[topic], kafka_config_id=conn, dlq_topic=dlq),
+                "picky": Scripted(picky_script, topics=[topic], kafka_config_id=conn,
+                                  dlq_topic=dlq)}
+
+    sink = DictSink()
+    first = await Triggerer.start(sink, watchers())
+    await until_committed(kafka_bootstrap, group, topic, [20])
+    await first.stop()
+    fixed = True
+    settings = {"bootstrap.servers": kafka_bootstrap}
+    for replay_group in ("replay-a", "replay-b"):
+        rules = ReplayRules(parking_topic=f"{dlq}.parking")
+        summary = await asyncio.to_thread(Replayer(settings, dlq, rules, group=replay_group).run)
+        assert summary.as_dict()["replayed"] == 2, summary.as_dict()
+    produce(kafka_bootstrap, topic, 10)  # 20..23 are the four copies, 24..33 new traffic
+    second = await Triggerer.start(sink, watchers())
+    await until(lambda: len(sink.offsets("picky")) == 30)
+    await until_committed(kafka_bootstrap, group, topic, [34])
+    await second.stop()
+    assert sink.offsets("all") == [(0, o) for o in range(20)] + [(0, o) for o in range(24, 34)]
+    assert sink.offsets("picky") == sink.offsets("all")
+    # Each copy of a replay is handled (its second write is the idempotent no-op).
+    assert {k[:4] for k, n in sink.writes.items() if n > 1} <= {
+        ("picky", k[1], 0, o) for k in sink.events for o in (3, 7)}

@@ -126,7 +126,13 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
 
     @abc.abstractmethod
     def message_identity(self, payload: PayloadT) -> Hashable:
-        """A stable identity, so a re-read copy of a message is recognised as the same one."""
+        """A stable identity, so a re-read copy of a message is recognised as the same one.
+
+        It names where the record was read (Kafka: topic id, partition, offset), never
+        what it stands for: two records that carry one replayed dead letter are two
+        messages, each of which must resolve, or the lane's commit stalls behind the
+        one the manager dropped.
+        """
 
     def targets(self, payload: PayloadT) -> frozenset[str] | None:
         """Watchers a message is addressed to, or None for the whole cohort.

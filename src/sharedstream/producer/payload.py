@@ -43,9 +43,10 @@ class KafkaPayload:
         self.replay_count = replay_count
         self._origin = replay
         self.lane: Lane = (topic, partition)
-        self.identity: tuple[str, int, int] = (
-            (topic_id, partition, offset) if replay is None
-            else (replay.topic_id, replay.partition, replay.offset))
+        # Where the record was read, never its origin: two copies of one replayed dead
+        # letter are two records, each resolved on its own (their events share the
+        # origin's key, so the second copy's insert is a no-op).
+        self.identity: tuple[str, int, int] = (topic_id, partition, offset)
 
     @property
     def origin(self) -> Origin:
