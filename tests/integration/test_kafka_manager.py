@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -23,13 +24,13 @@ from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from test_kafka_shared_stream import committed, produce, until
 
 from sharedstream.producer import dlq_headers as h
 from sharedstream.producer.connections import resolve_connection
 from sharedstream.producer.dlq_replay import Replayer, ReplayRules
 from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.payload import KafkaPayload
 from sharedstream.producer.progress import decode_progress
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
@@ -466,3 +467,56 @@ async def test_two_copies_of_a_replayed_dead_letter_resolve_and_the_commit_reach
     # Each copy of a replay is handled (its second write is the idempotent no-op).
     assert {k[:4] for k, n in sink.writes.items() if n > 1} <= {
         ("picky", k[1], 0, o) for k in sink.events for o in (3, 7)}
+
+
+def recreate_topic(admin: AdminClient, topic: str, partitions: int = 1) -> None:
+    """Delete ``topic`` and create it again under the same name (a new topic id)."""
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        future = admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+            operation_timeout=30)[topic]
+        try:
+            future.result(30)
+            break
+        except KafkaException as exc:  # the deletion is still being carried out
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        assert time.monotonic() < deadline, f"{topic} could not be created again"
+        time.sleep(0.2)
+    while True:
+        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and all(
+                p.leader >= 0 for p in meta.partitions.values()) and meta.partitions:
+            return
+        assert time.monotonic() < deadline, f"{topic} has no leader after it was recreated"
+        time.sleep(0.05)
+
+
+async def test_a_watched_topic_deleted_and_recreated_continues_as_a_new_stream(
+    kafka_bootstrap: str, kafka_admin: AdminClient, create_topic: Callable[..., str],
+    connection: Callable[..., str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Offsets start from 0 again under a new topic id: every new record becomes an event,
+    keyed by the new id, without a restart, and the recreation is logged."""
+    caplog.set_level(logging.INFO, logger="sharedstream")
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 50)
+    conn = connection()
+    group = group_of(conn, topic)
+    sink = DictSink()
+    triggerer = await Triggerer.start(
+        sink, {w: Scripted(topics=[topic], kafka_config_id=conn) for w in ("w1", "w2")})
+    await until_committed(kafka_bootstrap, group, topic, [50])
+    [old_id] = {key[1] for key in sink.events}
+    await asyncio.to_thread(recreate_topic, kafka_admin, topic)
+    await asyncio.to_thread(produce, kafka_bootstrap, topic, 50)
+    await until(lambda: len(sink.events) == 200, within=90)
+    await until_committed(kafka_bootstrap, group, topic, [50])
+    await triggerer.stop()
+    by_id = Counter(key[1] for key in sink.events)
+    assert by_id[old_id] == 100 and len(by_id) == 2
+    assert sink.offsets("w1") == sink.offsets("w2") == sorted(2 * [(0, o) for o in range(50)])
+    assert set(sink.writes.values()) == {1}
+    assert "recreated" in caplog.text

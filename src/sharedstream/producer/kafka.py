@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     OFFSET_INVALID,
     Consumer,
     KafkaError,
@@ -65,6 +66,11 @@ Item = tuple[KafkaMessage, KafkaPayload]
 MIN_RETRY_S = 0.05
 MAX_DLQ_BACKOFF_S = 30.0
 PROBE_INTERVAL_S = 5.0
+# How often the watched topics' ids are compared with the broker's: a topic deleted and
+# recreated under a running consumer keeps its partitions assigned, and librdkafka goes
+# on fetching at the old position without telling the application (see _check_topic_ids).
+TOPIC_ID_CHECK_S = 5.0
+METADATA_REFRESH_MS = 5000
 # Commit answers that mean "a rebalance overtook this request", retried afterwards.
 _REBALANCE_ERRORS = frozenset(
     {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
@@ -185,6 +191,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self.dead_letters = 0
         self.dead_letter_failures = 0
         self.rejections_recorded = 0
+        self.topics_recreated = 0
+        self._id_check: concurrent.futures.Future[dict[str, str]] | None = None
+        self._next_id_check = 0.0
         self.partition_stats: dict[tuple[str, int], PartitionStats] = {}
 
     # ----------------------------------------------------------------- contract
@@ -498,6 +507,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         cfg["enable.partition.eof"] = False
         cfg["error_cb"] = self._on_error
         cfg["on_commit"] = self._on_commit
+        cfg.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)
         cfg.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
         if cfg["statistics.interval.ms"]:
             cfg["stats_cb"] = self._on_stats
@@ -518,6 +528,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             )
             self._ready = True
             last_commit = last_probe = time.monotonic()
+            self._next_id_check = last_commit + TOPIC_ID_CHECK_S
+            id_pool = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix=f"sharedstream-ids:{self.consumer_group}")
             while not self._stop.is_set():
                 self._run_commands(consumer)
                 records = None if self._hold_back(consumer) else self._consume_batch(consumer)
@@ -532,6 +545,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 if not self._ready and now - last_probe >= PROBE_INTERVAL_S:
                     last_probe = now
                     self._probe(consumer)
+                self._check_topic_ids(consumer, id_pool, now)
+            id_pool.shutdown(wait=False, cancel_futures=True)
             self._shutdown(consumer)
         except BaseException as exc:
             log.exception("%s: consumer thread failed", self.consumer_group)
@@ -644,6 +659,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                         continue  # not owned in this generation (raced a revocation)
                 offset = record.offset()
                 if lane.admit(offset) is None:
+                    if lane.base is not None and offset < lane.base:
+                        self._below_base(lane, offset)
                     continue
                 payload = build_payload(record, topic, partition, offset,
                                         topic_ids.get(topic, ""), lane.generation)
@@ -657,6 +674,81 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, revision, out))
 
+    def _below_base(self, lane: Lane, offset: int) -> None:
+        """A record below the committed position: say so, and look for a recreated topic now.
+
+        Nothing that was read is dropped without a log line (once per lane: a whole
+        re-read log would otherwise log every record).
+        """
+        if not lane.below_base_reported:
+            lane.below_base_reported = True
+            log.warning("%s: %s[%d]: skipping offset %d below the committed position %d "
+                        "(checking whether the topic was recreated)", self.consumer_group,
+                        lane.topic, lane.partition, offset, lane.base)
+        self._next_id_check = 0.0
+
+    def _check_topic_ids(self, consumer: Any,
+                         pool: concurrent.futures.ThreadPoolExecutor, now: float) -> None:
+        """Compare the watched topics' ids with the broker's, off this thread.
+
+        A topic deleted and recreated under a running consumer (same name, a new id,
+        offsets from 0 again) keeps its partitions assigned: librdkafka notices the new
+        id in its metadata but goes on fetching at the old position, so every record
+        below it would be skipped in silence. The ids are asked for on a worker thread
+        (an admin round trip never stalls ``consume()``) and a change restarts the
+        topic's lanes (:meth:`_restart_recreated`).
+
+        Failure window: records of the new topic at or above the old position that are
+        read before the check notices (at most ``TOPIC_ID_CHECK_S``) are keyed by the old
+        id; after the restart they are read again under the new id.
+        """
+        future = self._id_check
+        if future is None:
+            if now >= self._next_id_check:
+                self._next_id_check = now + TOPIC_ID_CHECK_S
+                self._id_check = pool.submit(self._topic_id_resolver, self._config, self.topics)
+            return
+        if not future.done():
+            return
+        self._id_check = None
+        try:
+            ids = future.result()
+        except Exception as exc:  # deleted and not back yet, or the broker is away
+            log.debug("%s: topic ids not checked: %s", self.consumer_group, exc)
+            return
+        changed = {t: (self._topic_ids[t], i) for t, i in ids.items()
+                   if self._topic_ids.get(t) not in (None, i)}
+        self._topic_ids.update(ids)
+        if changed:
+            self._restart_recreated(consumer, changed)
+
+    def _restart_recreated(self, consumer: Any, changed: Mapping[str, tuple[str, str]]) -> None:
+        """End the lanes of recreated topics and start new streams at their first offset.
+
+        The old lanes' messages are forgotten by the manager (their log is gone; what was
+        persisted stays keyed by the old id) and never committed: the new lanes belong to
+        a new generation, so late outcomes of the old ones are discarded.
+        """
+        with self._lock:
+            self._generation += 1
+            self._revision += 1
+            dropped: set[tuple[str, int]] = set()
+            restart: list[TopicPartition] = []
+            for key, lane in list(self._lanes.items()):
+                if lane.topic in changed:
+                    dropped.add(key)
+                    self._lanes[key] = Lane(lane.topic, lane.partition, self._generation)
+                    restart.append(TopicPartition(lane.topic, lane.partition, OFFSET_BEGINNING))
+        for topic, (old, new) in sorted(changed.items()):
+            self.topics_recreated += 1
+            log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
+                        "continuing from its first offset as a new stream", self.consumer_group,
+                        topic, old, new)
+        if dropped and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, ForgetLanes(frozenset(dropped)))
+        for tp in restart:
+            consumer.seek(tp)
+
     def _on_stats(self, text: str) -> None:
         """librdkafka's periodic statistics: per-partition lag for ``/metrics``."""
         self.partition_stats = partition_stats(text)
@@ -666,7 +758,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         return {"messages_consumed": self.consumed, "commits": self.commits,
                 "commit_failures": self.commit_failures, "dead_letters": self.dead_letters,
                 "dead_letter_failures": self.dead_letter_failures,
-                "rejections_recorded": self.rejections_recorded}
+                "rejections_recorded": self.rejections_recorded,
+                "topics_recreated": self.topics_recreated}
 
     def _commit_offset(self, lane: Lane) -> TopicPartition | None:
         target = lane.commit_target()

@@ -73,6 +73,8 @@ class Lane:
     terminal: int = 0
     # (offset, metadata) of the last commit sent, so an unchanged lane is not recommitted.
     last_sent: tuple[int, str] | None = None
+    # A record below ``base`` was read and skipped (logged once per lane).
+    below_base_reported: bool = False
 
     def admit(self, offset: int) -> Entry | None:
         """Record a freshly read offset; the new entry when it must be handed out.
