@@ -29,6 +29,13 @@ Staged writes made after the message was rejected are dropped with it. The sync
 methods block on a database read when nothing staged answers; the async twins answer
 staged hits on the loop and send database reads and immediate writes to the store's
 threads.
+
+Inside a window a database read is a wait on infrastructure
+(:meth:`Window.waiting_on_infrastructure`): the manager's ack timeout does not run
+while it lasts, so an outage holds the message instead of counting attempts until it
+is dead-lettered. The async read retries through the outage; the sync read cannot
+(it blocks the loop), so it raises :class:`InfrastructureError`, which fails the
+watcher for the message without counting an attempt (redelivered after a backoff).
 """
 
 from __future__ import annotations
@@ -45,11 +52,13 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from sharedstream.statestore.accessors import AssetState
 from sharedstream.statestore.comparison import compare, is_forward
+from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.scopes import AssetScope, Writer
 from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, StagedSet
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
+from sharedstream.triggerer.streamconfig import InfrastructureError
 from sharedstream.triggerer.window import Window, current_window
 from sharedstream.triggers.assets import Asset
 
@@ -173,7 +182,16 @@ class WatcherStateAccess:
     def _lookup(self, key: str) -> Any:
         found = self._staged(key)
         if found is NOT_STAGED:
-            found = self._store.backend.asset_get(self.scope, key)
+            window = self._window()
+            if window is None:
+                found = self._store.backend.asset_get(self.scope, key)
+            else:
+                with window.waiting_on_infrastructure():
+                    try:
+                        found = self._store.backend.asset_get(self.scope, key)
+                    except (OperationalError, InterfaceError) as exc:
+                        raise InfrastructureError(
+                            f"state read of {key!r}: {describe_error(exc)}") from exc
             self._remember(key, found)
         return found
 
@@ -186,8 +204,16 @@ class WatcherStateAccess:
 
         Raising there would fail the watcher for the message and count an attempt, so a
         long outage would end in "max attempts" dead letters; waiting holds the message
-        instead, like the sink holds its batch (bounded by the manager's ack timeout).
+        instead, like the sink holds its batch. The whole read, retries included, is a
+        wait on infrastructure: the manager's ack timeout does not cut it short.
         """
+        window = self._window()
+        if window is None:
+            return await self._aread_retrying(key)
+        with window.waiting_on_infrastructure():
+            return await self._aread_retrying(key)
+
+    async def _aread_retrying(self, key: str) -> Any:
         backoff = READ_RETRY_INITIAL
         while True:
             try:

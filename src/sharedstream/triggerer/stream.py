@@ -17,6 +17,15 @@ Ack timeout: one timer per stream at most, armed for the open message's deadline
 (receipt + ``ack_timeout``) and re-armed lazily when it fires for a message the
 filter already left. When it expires the watcher is failed for that message and
 its filter task is cancelled so the runner restarts it.
+
+Time the filter spends waiting on infrastructure for the open message
+(:meth:`Window.waiting_on_infrastructure`: its state reads) is not its own: the timer
+does not fire during such a wait, and the wait's length moves the deadline when it
+ends. An ack timeout there would be a counted watcher failure, so a database outage
+longer than ``max_attempts x ack_timeout`` dead-lettered every message read meanwhile.
+Failure window: a filter stuck in a database call that never returns is never timed
+out; it is held until the driver gives up (connect or pool timeout) and the read's
+retry loop takes over, visible in readiness from its first failure.
 """
 
 from __future__ import annotations
@@ -45,7 +54,8 @@ class SharedStream:
     """Async iterator of one watcher's messages (``raw`` as the producer yielded it)."""
 
     __slots__ = ("_closed", "_failure", "_group", "_in_sink", "_now", "_on_stuck", "_open",
-                 "_queue", "_received", "_run", "_seq", "_timer", "_waiter", "_window", "name")
+                 "_queue", "_received", "_run", "_seq", "_timer", "_wait_since", "_waiter",
+                 "_waiting", "_waits", "_window", "name")
 
     def __init__(self, group: Group, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -63,6 +73,10 @@ class SharedStream:
         self._closed = False
         self._in_sink: set[Window] = set()
         self._on_stuck: Callable[[], None] | None = None
+        # The window whose filter waits on infrastructure, how many waits, since when.
+        self._waiting: Window | None = None
+        self._waits = 0
+        self._wait_since = 0.0
 
     # -- iteration ---------------------------------------------------------------
 
@@ -221,6 +235,29 @@ class SharedStream:
 
     # -- ack timeout ---------------------------------------------------------------
 
+    def _infrastructure_wait(self, window: Window, began: bool) -> None:
+        """A wait on infrastructure for ``window`` began or ended (see the module doc)."""
+        now = self._group.clock.now()
+        if began:
+            if self._waiting is not window:  # a stale count of an earlier window ends here
+                self._waiting = window
+                self._waits = 0
+            self._waits += 1
+            if self._waits == 1:
+                self._wait_since = now
+            return
+        if self._waiting is not window or not self._waits:
+            return
+        self._waits -= 1
+        if self._waits:
+            return
+        self._waiting = None
+        if self._closed or window is not self._window or window._state != OPEN:
+            return
+        self._received += now - self._wait_since
+        if self._timer is None:
+            self._arm_timer()
+
     def _arm_timer(self) -> None:
         self._timer = self._group.clock.call_at(
             self._received + self._group.settings.ack_timeout, self._on_timer)
@@ -232,6 +269,8 @@ class SharedStream:
         window = self._window
         if window is not None and window._state != OPEN:
             return  # rejected: resolved already
+        if window is not None and window is self._waiting:
+            return  # waiting on infrastructure: re-armed when the wait ends
         timeout = self._group.settings.ack_timeout
         if self._group.clock.now() < self._received + timeout:
             self._arm_timer()

@@ -21,7 +21,8 @@ class ManagerSettings:
     * ``subscriber_queue_size``: messages queued per watcher before fetching pauses.
     * ``max_in_flight``: messages per group broadcast and not yet fully resolved,
       plus messages held for a watcher; at the bound fetching pauses (never fails anyone).
-    * ``ack_timeout``: how long a watcher's filter may stay on one message, from receipt.
+    * ``ack_timeout``: how long a watcher's filter may stay on one message, from receipt,
+      not counting time it waits on infrastructure (its state reads: see ``stream``).
     * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.
     * ``retry_backoff_initial`` / ``retry_backoff_max``: exponential backoff of held
       messages' redelivery and of trigger restarts.

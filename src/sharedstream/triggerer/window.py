@@ -20,7 +20,8 @@ topic id, partition, offset, index) stops them from being written twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,7 +35,13 @@ COMMITTED = 3  # confirmed: its events and staged state are in the database
 
 
 class _WindowOwner(Protocol):
-    """What a window calls back into (the watcher's stream)."""
+    """What a window calls back into (the watcher's stream).
+
+    An owner that times messages (the stream's ack timeout) also has
+    ``_infrastructure_wait(window, began: bool)``, told when a wait on infrastructure
+    for the window begins and ends; owners that time nothing (test drivers,
+    benchmarks) may leave it out.
+    """
 
     def _window_confirmed(self, window: Window) -> None: ...
 
@@ -110,6 +117,33 @@ class Window:
         if self._state == SUBMITTED:
             self._state = DONE
             self._owner._window_failed(self, exc)
+
+    @contextmanager
+    def waiting_on_infrastructure(self) -> Iterator[None]:
+        """Bracket a wait on infrastructure made for this message (a database call).
+
+        ``ack_timeout`` measures the watcher's own time on a message. A watcher waiting
+        on the database (a state read retrying through an outage, or just a slow call)
+        is not at fault, so while the bracket is open its ack timeout does not fire, and
+        when it closes the wait's length is added to the message's deadline. Otherwise
+        every message read during an outage longer than ``max_attempts x ack_timeout``
+        would become a "max attempts: ack timeout" dead letter, where the failure policy
+        says infrastructure holds and retries forever, counting no attempt.
+
+        Call on the event loop's thread from the filter handling this message. A bracket
+        still open on a window the manager gave up on (watcher left, group stopped)
+        holds nothing: only the open message's own waits count.
+        """
+        track: Callable[[Window, bool], None] | None = getattr(
+            self._owner, "_infrastructure_wait", None)
+        if track is None:
+            yield
+            return
+        track(self, True)
+        try:
+            yield
+        finally:
+            track(self, False)
 
     def reject(self, reason: str) -> None:
         """The sink refuses the window's content as a watcher bug (e.g. an event payload

@@ -1,0 +1,172 @@
+"""An ack timeout while a watcher waits on infrastructure (the database) counts no attempt.
+
+The ack timeout does not fire during a wait bracketed by
+``Window.waiting_on_infrastructure`` (what the watcher state access does around its
+database reads), and the wait's length moves the message's deadline. ``max_attempts=1``
+makes any counted failure an immediate rejection, so a rejection would show at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from manager_fakes import Harness, settle
+from sqlalchemy.exc import OperationalError
+
+from sharedstream.statestore import StateStore
+from sharedstream.triggerer import state_access
+from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggerer.window import current_window
+
+
+def refused() -> OperationalError:
+    return OperationalError("SELECT ...", {}, ConnectionRefusedError("connection refused"))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    store = StateStore.from_url(f"sqlite:///{tmp_path / 'state.db'}")
+    store.upgrade()
+    yield store
+    store.close()
+
+
+async def test_no_ack_timeout_while_waiting_on_infrastructure() -> None:
+    back = asyncio.Event()
+
+    async def read_through_outage(message: str) -> list[Any]:
+        window = current_window()
+        assert window is not None
+        with window.waiting_on_infrastructure():
+            await back.wait()
+        return [message]
+
+    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
+    h.sink.auto = True
+    h.start("a", read_through_outage)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    for _ in range(20):  # 100 s: twenty ack timeouts
+        h.clock.advance(5.0)
+        await settle()
+    assert h.producer.items() == [] and h.triggers["a"].starts == 1
+    back.set()
+    await settle()
+    outcome = h.producer.outcome(("p", 0))
+    assert outcome.acked == {"a"} and outcome.is_clean
+    await h.stop()
+
+
+async def test_the_wait_moves_the_deadline_and_the_watchers_own_time_still_counts() -> None:
+    steps = {name: asyncio.Event() for name in ("work_done", "back")}
+
+    async def work_wait_hang(message: str) -> list[Any]:
+        await steps["work_done"].wait()  # the watcher's own time
+        window = current_window()
+        assert window is not None
+        with window.waiting_on_infrastructure():
+            await steps["back"].wait()
+        await asyncio.Event().wait()  # then it hangs: its own fault
+        return []
+
+    h = Harness(["a"], ack_timeout=30.0, max_attempts=1)
+    h.start("a", work_wait_hang)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    h.clock.advance(20.0)
+    steps["work_done"].set()
+    await settle()
+    h.clock.advance(100.0)  # waiting on the database: not counted
+    steps["back"].set()
+    await settle()
+    h.clock.advance(9.999)  # 29.999 s of its own time
+    await settle()
+    assert h.producer.items() == []
+    h.clock.advance(0.001)
+    await settle()
+    assert h.producer.outcome(("p", 0)).rejected == {"a": "max attempts: ack timeout after 30.0s"}
+    h.clock.advance(1.0)  # the cancelled filter's restart backoff
+    await settle()
+    await h.stop()
+
+
+async def test_a_state_read_retrying_through_an_outage_holds_the_message(
+        store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_access, "READ_RETRY_INITIAL", 0.0)
+    asset_id = store.register_asset("entities")
+    state = WatcherStateAccess(store, "a", "entities", asset_id)
+    back = asyncio.Event()
+    calls: list[str] = []
+
+    async def database(fn: Any, *args: Any) -> Any:
+        calls.append(args[1])
+        if len(calls) <= 3:
+            raise refused()  # three refused reads, retried ...
+        await back.wait()  # ... then one hanging until the server is back
+        return fn(*args)
+
+    monkeypatch.setattr(store, "run_async", database)
+
+    async def watermark(message: str) -> list[Any]:
+        key = f"watermark/{message}"
+        if await state.aget(key, default=0) >= 1:
+            return []
+        await state.aadvance(key, 1)
+        return [message]
+
+    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
+    h.sink.auto = True
+    h.start("a", watermark)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    assert calls == ["watermark/p:0"] * 4 and state.read_failure is not None
+    for _ in range(20):
+        h.clock.advance(5.0)
+        await settle()
+    assert h.producer.items() == [] and h.triggers["a"].starts == 1
+    back.set()
+    await settle()
+    assert h.producer.outcome(("p", 0)).acked == {"a"} and state.read_failure is None
+    assert len(calls) == 4  # the advance read the value the read had just fetched
+    await h.stop()
+
+
+async def test_a_sync_state_read_failing_in_a_window_counts_no_attempt(
+        store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    asset_id = store.register_asset("entities")
+    state = WatcherStateAccess(store, "a", "entities", asset_id)
+    outage = {"on": True}
+    real_get = store.backend.asset_get
+
+    def asset_get(*args: Any) -> Any:
+        if outage["on"]:
+            raise refused()
+        return real_get(*args)
+
+    monkeypatch.setattr(store.backend, "asset_get", asset_get)
+
+    async def sync_read(message: str) -> list[Any]:
+        return [] if state.get(f"watermark/{message}") else [message]
+
+    h = Harness(["a"], max_attempts=1, retry_backoff_initial=1.0)
+    h.sink.auto = True
+    h.start("a", sync_read)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    outcome = h.producer.outcome(("p", 0))
+    assert outcome.failed == {"a"} and not outcome.rejected  # held, not dead-lettered
+    outage["on"] = False
+    h.clock.advance(1.0)  # the filter restarts after its backoff
+    await settle()
+    h.producer.feed(("p", 0))  # the producer redelivers the held message
+    await settle()
+    assert h.producer.outcome(("p", 0)).acked == {"a"}
+    await h.stop()
