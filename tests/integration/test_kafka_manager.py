@@ -20,6 +20,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pytest
@@ -144,8 +145,9 @@ class Scripted(KafkaSharedStreamTrigger):
 class Triggerer:
     """One manager running ``watchers`` (name -> trigger) of one group."""
 
-    def __init__(self, sink: DictSink, watchers: dict[str, Scripted]) -> None:
-        self.manager = SharedStreamManager(sink, SETTINGS)
+    def __init__(self, sink: DictSink, watchers: dict[str, Scripted],
+                 settings: ManagerSettings = SETTINGS) -> None:
+        self.manager = SharedStreamManager(sink, settings)
         self.watchers = watchers
         first = next(iter(watchers.values()))
         self.manager.declare_cohort(first.shared_stream_key(), watchers)
@@ -153,9 +155,10 @@ class Triggerer:
                       for n, t in watchers.items()]
 
     @classmethod
-    async def start(cls, sink: DictSink, watchers: dict[str, Scripted]) -> Triggerer:
+    async def start(cls, sink: DictSink, watchers: dict[str, Scripted],
+                    settings: ManagerSettings = SETTINGS) -> Triggerer:
         """Start it and wait until its watchers subscribed (the group and producer exist)."""
-        triggerer = cls(sink, watchers)
+        triggerer = cls(sink, watchers, settings)
         await until(lambda: len(triggerer.manager.status()) == 1)
         return triggerer
 
@@ -520,3 +523,41 @@ async def test_a_watched_topic_deleted_and_recreated_continues_as_a_new_stream(
     assert sink.offsets("w1") == sink.offsets("w2") == sorted(2 * [(0, o) for o in range(50)])
     assert set(sink.writes.values()) == {1}
     assert "recreated" in caplog.text
+
+
+async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_floor(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    """A watcher failing the first message holds the floor; its sibling acks everything
+    else. The partition pauses at ``max_in_flight`` messages above the floor, so what the
+    process keeps for it stays flat however long the log grows; when the hold lifts,
+    everything is handed out and committed."""
+    bound, batch = 500, 1000  # batch: what one consume() may return past the bound
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, 20_000)
+    conn = connection(**{"statistics.interval.ms": 100})
+    gates = {0: asyncio.Event()}
+    sink = DictSink()
+    watchers = {"steady": Scripted(topics=[topic], kafka_config_id=conn),
+                "flaky": Scripted(fails_on({0}, gates), topics=[topic], kafka_config_id=conn)}
+    triggerer = await Triggerer.start(sink, watchers, replace(SETTINGS, max_in_flight=bound))
+    producer = triggerer.producer
+    await until(lambda: len(sink.offsets("steady")) >= bound // 2)
+    await asyncio.to_thread(produce, kafka_bootstrap, topic, 20_000)
+    # A dozen statistics rounds of the consumer (~1.2 s) after the log grew: time to
+    # read all of it, were it let (the code before the bound had read all 40,000 by then).
+    reports: set[int] = set()
+
+    def seen_grown_log() -> bool:
+        reports.add(id(producer.partition_stats))
+        return len(reports) >= 13
+
+    await until(seen_grown_log)
+    assert producer.consumed <= bound + batch, producer.consumed
+    distance, at_bound = producer.floor_distances()[(topic, 0)]
+    assert at_bound and distance <= bound + batch, (distance, at_bound)
+    gates[0].set()
+    await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [40_000])
+    assert len(sink.offsets("steady")) == len(sink.offsets("flaky")) == 40_000
+    assert producer.floor_distances()[(topic, 0)] == (0, False)
+    await triggerer.stop()

@@ -150,6 +150,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._queued = 0
         self._topic_ids: dict[str, str] = {}
         self._metadata_max_chars = DEFAULT_MAX_CHARS
+        # Entries a lane may hold above its floor before that partition pauses
+        # (bound_lanes); lanes at the bound resume at half of it.
+        self._lane_bound: int | None = None
 
         self._loop: asyncio.AbstractEventLoop | None = None
         # (counted, revision, batch) from the consumer thread or a redelivery; ForgetLanes
@@ -303,6 +306,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     def targets(self, payload: KafkaPayload) -> frozenset[str] | None:
         return payload.targets
 
+    def bound_lanes(self, max_in_flight: int) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self._lane_bound = max_in_flight
+
     def pause(self) -> None:
         self._pause_requested = True
 
@@ -350,6 +358,12 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             last_error=self._last_error,
             failed=None if self._failure is None else str(self._failure),
         )
+
+    def floor_distances(self) -> dict[tuple[str, int], tuple[int, bool]]:
+        """Per partition: messages read above the floor, and whether it is paused at the
+        lane bound (``max_in_flight``). One pass over the assigned partitions."""
+        with self._lock:
+            return {key: (len(lane.entries), lane.at_bound) for key, lane in self._lanes.items()}
 
     async def commit(self) -> None:
         """Commit every lane's resolved prefix now and wait for the broker's answer.
@@ -542,6 +556,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 if now - last_commit >= self._commit_interval:
                     last_commit = now
                     self._commit_lanes(consumer, asynchronous=True)
+                    self._release_bounded(consumer)
                 if not self._ready and now - last_probe >= PROBE_INTERVAL_S:
                     last_probe = now
                     self._probe(consumer)
@@ -630,9 +645,38 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def _set_paused(self, consumer: Any, paused: bool) -> None:
         assignment = consumer.assignment()
+        if assignment and not paused:
+            # A lane at its bound stays paused until its floor moves (_release_bounded).
+            with self._lock:
+                bounded = {k for k, lane in self._lanes.items() if lane.at_bound}
+            assignment = [tp for tp in assignment if (tp.topic, tp.partition) not in bounded]
         if assignment:
             (consumer.pause if paused else consumer.resume)(assignment)
         self._applied_pause = paused
+
+    def _pause_bounded(self, consumer: Any, lanes: Sequence[Lane]) -> None:
+        """Pause partitions whose lanes reached the bound (their state is already set).
+
+        The consumer keeps calling ``consume()``, so the member stays live; librdkafka
+        drops what it prefetched for them and fetches it again after the resume.
+        """
+        consumer.pause([TopicPartition(lane.topic, lane.partition) for lane in lanes])
+        for lane in lanes:
+            log.info("%s: %s[%d] paused: %d messages read above its floor (max_in_flight)",
+                     self.consumer_group, lane.topic, lane.partition, len(lane.entries))
+
+    def _release_bounded(self, consumer: Any) -> None:
+        """Resume the bounded lanes whose floor moved: at most half the bound left."""
+        bound = self._lane_bound
+        if bound is None:
+            return
+        with self._lock:
+            ready = [lane for lane in self._lanes.values()
+                     if lane.at_bound and len(lane.entries) <= bound // 2]
+            for lane in ready:
+                lane.at_bound = False
+        if ready and not self._applied_pause:
+            consumer.resume([TopicPartition(lane.topic, lane.partition) for lane in ready])
 
     def _hand_over(self, records: list[Any]) -> None:
         """Admit a consumed batch into its lanes; one hop to the loop for the whole batch.
@@ -643,6 +687,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         out: list[Item] = []
         lanes = self._lanes
         topic_ids = self._topic_ids
+        bound = self._lane_bound
+        at_bound: list[Lane] = []
         lane: Lane | None = None
         with self._lock:
             for record in records:
@@ -665,9 +711,15 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 payload = build_payload(record, topic, partition, offset,
                                         topic_ids.get(topic, ""), lane.generation)
                 out.append((payload.message, payload))
+                if bound is not None and not lane.at_bound and len(lane.entries) >= bound:
+                    lane.at_bound = True
+                    at_bound.append(lane)
             if out:
                 self._queued += 1
             revision = self._revision
+        if at_bound:
+            assert self._consumer is not None
+            self._pause_bounded(self._consumer, at_bound)
         self.consumed += len(out)
         if out:
             self._ready = True

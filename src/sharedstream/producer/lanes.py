@@ -75,6 +75,8 @@ class Lane:
     last_sent: tuple[int, str] | None = None
     # A record below ``base`` was read and skipped (logged once per lane).
     below_base_reported: bool = False
+    # Paused because it holds the lane bound of entries above its floor.
+    at_bound: bool = False
 
     def admit(self, offset: int) -> Entry | None:
         """Record a freshly read offset; the new entry when it must be handed out.

@@ -65,6 +65,12 @@ class TriggererCollector(Collector):
                             "Messages handed out but not yet committed (redelivered after a "
                             "crash now).", p)
         paused_partitions = _gauge("partition_paused", "1 while the partition is paused.", p)
+        floor_distance = _gauge("partition_floor_distance",
+                                "Messages read above the partition's floor (its first "
+                                "unresolved message); bounded by max_in_flight.", p)
+        at_bound = _gauge("partition_at_bound",
+                          "1 while the partition is paused at max_in_flight messages above "
+                          "its floor (a held message waits).", p)
         producer_counters: dict[str, CounterMetricFamily] = {}
         for status in triggerer.manager.status():
             name = names.get(status.key, repr(status.key))
@@ -90,6 +96,10 @@ class TriggererCollector(Collector):
                 lag.add_metric(labels, float(stats.lag))
                 commit_lag.add_metric(labels, float(stats.commit_lag))
                 paused_partitions.add_metric(labels, float(stats.paused))
+            for (topic, partition), (distance, bounded) in producer.floor_distances().items():
+                labels = [name, topic, str(partition)]
+                floor_distance.add_metric(labels, float(distance))
+                at_bound.add_metric(labels, float(bounded))
             for counter, value in producer.counters().items():
                 family = producer_counters.get(counter)
                 if family is None:
@@ -97,7 +107,8 @@ class TriggererCollector(Collector):
                         counter, f"Kafka producer: {counter.replace('_', ' ')}.", g)
                 family.add_metric([name], float(value))
         yield from (polling, paused, in_flight, queued, received, redelivered, outcomes, ready,
-                    assigned, held, lag, commit_lag, paused_partitions)
+                    assigned, held, lag, commit_lag, paused_partitions, floor_distance,
+                    at_bound)
         yield from producer_counters.values()
         yield from _sink_metrics(triggerer.sink)
 
