@@ -18,11 +18,32 @@ Failure windows:
   offset, index) makes the re-insert a no-op. State written with ``advance`` is already
   at its new value, so a watcher that skips "seen" messages skips them, and a
   re-staged ``advance`` to the same value changes nothing.
-* database unavailable (or any error during the commit): the transaction rolls back,
-  the batch is kept and retried with capped exponential backoff, forever; nothing is
-  confirmed meanwhile, so nothing is committed to Kafka past it. ``healthy`` is False
-  and ``last_error`` says why until a commit succeeds. The manager's ``max_in_flight``
-  bound pauses fetching, so the queue stays bounded during a long outage.
+* database unavailable, connection reset, deadlock, serialization failure, lock timeout
+  (:func:`~sharedstream.statestore.engine.is_transient_error`), and any error that is
+  not known to be permanent (a missing table, a bug): the transaction rolls back, the
+  batch is kept and retried with capped exponential backoff, forever, counting no
+  attempt; nothing is confirmed meanwhile, so nothing is committed to Kafka past it.
+  ``healthy`` is False and ``last_error`` says why until a commit succeeds. The
+  manager's ``max_in_flight`` bound pauses fetching, so the queue stays bounded during
+  a long outage.
+* a *permanent* error (:func:`~sharedstream.statestore.engine.is_permanent_error`: a
+  constraint or data error, e.g. a state key PostgreSQL refuses because it holds a NUL
+  character) comes from one window's data and would fail the batch forever, stalling
+  every group behind the shared sink. So the batch is split in halves, each committed
+  on its own, recursively, until the window that causes the error stands alone; that
+  window becomes its watcher's rejection with the database's error as the reason
+  (dead-lettered, or a ``rejected_message`` row, like any rejection), and every other
+  window commits. One bad window in a batch of n costs about 2 log2 n extra
+  transactions. The halves commit in window order, so the state writes still land as if
+  applied one window after the other. A transient error during the split retries that
+  part with backoff, as above; the parts already committed stay committed.
+  A process dying between two parts' commits: the committed parts' windows are in the
+  database (confirmed or not); everything unconfirmed is redelivered, the committed
+  parts re-insert nothing (event key) and re-apply their state like any redelivery
+  after a commit (see above), and the bad window fails again and is rejected then.
+  A later window of the same watcher that read a value the rejected window had staged
+  (read-your-writes) acted on a value that was never stored; the rejection reason says
+  which write the database refused.
 * an event payload that cannot be stored (not JSON, too large) is a watcher bug, not
   infrastructure: that window is rejected for that watcher (dead-lettered with the
   reason) at submit time, and never blocks a batch.
@@ -40,7 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sharedstream.statestore.engine import describe_error
+from sharedstream.statestore.engine import describe_error, is_permanent_error
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.sql import insert_ignore_many
 from sharedstream.statestore.store import StateStore
@@ -118,7 +139,8 @@ class DatabaseWorkSink:
         self.windows_rejected = 0
         self.batch_latency_sum = 0.0  # seconds from a batch's first attempt to its commit
         self.batch_latency_count = 0
-        self.failures = 0  # failed commit attempts
+        self.failures = 0  # failed commit attempts (transient: held and retried)
+        self.permanent_failures = 0  # commit attempts refused for a window's data
 
     @property
     def queued(self) -> int:
@@ -185,39 +207,70 @@ class DatabaseWorkSink:
             await self._commit([queue.popleft() for _ in range(take)])
 
     async def _commit(self, batch: list[_Queued]) -> None:
-        """Commit ``batch`` until it succeeds, then confirm its windows (one hop back)."""
+        """Commit ``batch`` until it succeeds, then confirm its windows (one hop back).
+
+        A permanent error splits the batch (see the module docstring): ``parts`` holds
+        what is left to commit, in window order; a part that fails permanently is
+        replaced by its two halves, a single window that does is rejected.
+        """
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         backoff = self._retry_initial
-        while True:
+        parts = [batch]
+        committed = False
+        while parts:
             # A window the manager gave up on (its watcher left, the group stopped) will be
             # redelivered: leave it out rather than commit for nobody.
-            batch = [q for q in batch if q.window.is_submitted]
-            if not batch:
-                return
+            part = [q for q in parts[0] if q.window.is_submitted]
+            if not part:
+                parts.pop(0)
+                continue
             try:
-                written = await loop.run_in_executor(self._writer, self._write, batch)
+                written = await loop.run_in_executor(self._writer, self._write, part)
             except Exception as exc:
+                if is_permanent_error(exc):
+                    parts[0:1] = self._isolate(part, exc)
+                    continue
                 self.failures += 1
                 self.healthy = False
                 self.last_error = describe_error(exc)
                 log.warning("unit of work: commit of %d windows failed (%s); retrying in "
-                            "%.2fs", len(batch), self.last_error, backoff)
+                            "%.2fs", len(part), self.last_error, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._retry_cap)
                 continue
-            break
-        if not self.healthy:
-            log.info("unit of work: the database answers again")
-        self.healthy = True
-        self.last_error = None
-        self.batches += 1
-        self.events_written += written
-        self.batch_latency_sum += time.perf_counter() - started
-        self.batch_latency_count += 1
-        for queued in batch:
-            queued.window.confirm()
-        self.windows_confirmed += len(batch)
+            parts.pop(0)
+            committed = True
+            if not self.healthy:
+                log.info("unit of work: the database answers again")
+            self.healthy = True
+            self.last_error = None
+            self.batches += 1
+            self.events_written += written
+            for queued in part:
+                queued.window.confirm()
+            self.windows_confirmed += len(part)
+        if committed:
+            self.batch_latency_sum += time.perf_counter() - started
+            self.batch_latency_count += 1
+
+    def _isolate(self, part: list[_Queued], exc: Exception) -> list[list[_Queued]]:
+        """What to commit instead of ``part``, which failed with the permanent ``exc``:
+        its halves, in order; or, for a single window, nothing: that window is rejected
+        for its watcher with the database's error as the reason."""
+        self.permanent_failures += 1
+        if len(part) > 1:
+            half = len(part) // 2
+            log.warning("unit of work: commit of %d windows refused (%s); committing them "
+                        "in halves to find the window that causes it", len(part),
+                        describe_error(exc))
+            return [part[:half], part[half:]]
+        window = part[0].window
+        reason = f"the database refused the unit of work: {describe_error(exc)}"
+        log.error("watcher %r: %s; rejecting %r", window.watcher, reason, window.payload)
+        self.windows_rejected += 1
+        window.reject(reason)
+        return []
 
     # -- writer thread --------------------------------------------------------------------------
 

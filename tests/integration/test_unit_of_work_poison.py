@@ -1,0 +1,150 @@
+"""Issue 14: a permanent persistence error stalled every group.
+
+On the real broker and a real PostgreSQL: two watchers of one group share the unit-of-work
+sink; for one message watcher ``a`` stages a state key PostgreSQL refuses (it contains a
+NUL character). That message must become ``a``'s rejection with the database's error as the
+reason, and nothing else: ``b`` still gets its event for it, every other message of both
+watchers commits once, and the partition's committed offset reaches the end.
+
+Before the fix the sink retried the whole batch forever: no event of the batch holding the
+poison message (nor of any later batch) was ever committed, for either watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from db_schemas import postgres_schema_url
+from sqlalchemy import select
+from test_kafka_shared_stream import committed, produce
+
+from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.statestore import AssetScope, StateStore
+from sharedstream.statestore.models import asset_event, rejected_message
+from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.manager import SharedStreamManager
+from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
+from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggerer.streamconfig import ManagerSettings
+from sharedstream.triggers.base import TriggerEvent
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.triggers.message import KafkaMessage
+
+MESSAGES = 300
+POISON = 137  # an offset in the middle of a batch (batches of 40)
+BAD_KEY = "entity\x00id"
+
+
+class Recorder(KafkaSharedStreamTrigger):
+    """One event per message, and the message's offset as state; ``poison`` makes it
+    stage a key PostgreSQL refuses for that one offset."""
+
+    poison: int | None = None
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            key = BAD_KEY if message.offset == self.poison else f"last/{message.partition}"
+            await self.asset_state_store.aset(key, message.offset)
+            yield TriggerEvent({"offset": message.offset})
+
+
+@pytest.fixture
+def pg_url(database_url: str) -> Iterator[str]:
+    yield from postgres_schema_url(database_url)
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not reached within {within}s: {what}")
+        await asyncio.sleep(0.1)
+
+
+async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
+    kafka_bootstrap: str, create_topic: Callable[..., str], pg_url: str
+) -> None:
+    topic = create_topic("uow-poison", partitions=1)
+    produce(kafka_bootstrap, topic, MESSAGES)
+    store = StateStore.from_url(pg_url)
+    store.upgrade()
+    assets = {"a": store.register_asset("a_orders"), "b": store.register_asset("b_orders")}
+    before = kafka_runtime()
+    group_id = f"uow-poison-{uuid.uuid4().hex[:8]}"
+    configure_kafka_runtime({"k": {"bootstrap.servers": kafka_bootstrap, "group.id": group_id}},
+                            DatabaseRejectionRecorder(store))
+    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=40),
+                            retry_initial=0.05, retry_cap=0.5)
+    manager = SharedStreamManager(sink, ManagerSettings(retry_backoff_initial=0.05,
+                                                        retry_backoff_max=0.2))
+    triggers = {name: Recorder(topics=[topic], kafka_config_id="k") for name in assets}
+    triggers["a"].poison = POISON
+    manager.declare_cohort(triggers["a"].shared_stream_key(), triggers)
+    for name, trigger in triggers.items():
+        trigger.asset_state_store = WatcherStateAccess(store, name, f"{name}_orders",
+                                                       assets[name])
+    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
+
+    def events() -> list[tuple[str, int, int]]:
+        e = asset_event.c
+        with store.engine.connect() as conn:
+            return [(r.watcher, r.offset, r.event_index)
+                    for r in conn.execute(select(e.watcher, e.offset, e.event_index))]
+
+    found: list[tuple[str, int, int]] = []
+    offsets: list[int] = []
+
+    async def all_events() -> bool:
+        found[:] = await asyncio.to_thread(events)
+        return len(found) >= 2 * MESSAGES - 1
+
+    async def committed_to_end() -> bool:
+        offsets[:] = [tp.offset for tp in await asyncio.to_thread(
+            committed, kafka_bootstrap, f"{group_id}.{topic}", topic)]
+        return offsets == [MESSAGES]
+
+    try:
+        try:
+            await _until(all_events, 90, "every event but a's poisoned one")
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}: {len(found)} of {2 * MESSAGES - 1} events; sink healthy="
+                f"{sink.healthy}, failures={sink.failures}, last_error={sink.last_error!r}"
+            ) from None
+        await _until(committed_to_end, 60, f"committed offset {MESSAGES} (at {offsets})")
+        await sink.drain(30)
+        found[:] = await asyncio.to_thread(events)
+    finally:
+        await manager.stop_all()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await sink.aclose()
+        configure_kafka_runtime(before.connections, before.recorder, before.environ)
+
+    r = rejected_message.c
+    with store.engine.connect() as conn:
+        rejected = [(row.watcher, row.offset, row.reason) for row in conn.execute(
+            select(r.watcher, r.offset, r.reason))]
+    a_state = store.asset(AssetScope(name="a_orders"))
+    b_state = store.asset(AssetScope(name="b_orders"))
+    a_last, b_last = a_state.get("last/0"), b_state.get("last/0")
+    store.close()
+
+    # (d) nothing twice (the unique key would refuse a duplicate; events_written would not count it)
+    assert len(found) == len(set(found)) == sink.events_written
+    # (a) + (c) every other message of both watchers, b's poisoned one included
+    assert sorted(o for w, o, _ in found if w == "b") == list(range(MESSAGES))
+    assert sorted(o for w, o, _ in found if w == "a") == [
+        o for o in range(MESSAGES) if o != POISON]
+    assert a_last == b_last == MESSAGES - 1
+    # (b) a's rejection of that one message, with the database's refusal as the reason
+    assert len(rejected) == 1, rejected
+    watcher, offset, reason = rejected[0]
+    assert (watcher, offset) == ("a", POISON)
+    assert "NUL" in reason and "DataError" in reason, reason
+    assert sink.healthy and sink.windows_rejected == 1
