@@ -128,7 +128,8 @@ def _sink_metrics(sink: DatabaseWorkSink) -> Iterator[Metric]:
                            ("events_persisted", sink.events_written),
                            ("uow_windows_confirmed", sink.windows_confirmed),
                            ("uow_windows_rejected", sink.windows_rejected),
-                           ("uow_commit_failures", sink.failures)):
+                           ("uow_commit_failures", sink.failures),
+                           ("uow_permanent_failures", sink.permanent_failures)):
         family = _counter(counter, f"Units of work: {counter.replace('_', ' ')}.", [])
         family.add_metric([], float(value))
         yield family

@@ -48,11 +48,9 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy.exc import InterfaceError, OperationalError
-
 from sharedstream.statestore.accessors import AssetState
 from sharedstream.statestore.comparison import compare, is_forward
-from sharedstream.statestore.engine import describe_error
+from sharedstream.statestore.engine import describe_error, is_transient_error
 from sharedstream.statestore.scopes import AssetScope, Writer
 from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, StagedSet
 from sharedstream.statestore.store import StateStore
@@ -189,7 +187,9 @@ class WatcherStateAccess:
                 with window.waiting_on_infrastructure():
                     try:
                         found = self._store.backend.asset_get(self.scope, key)
-                    except (OperationalError, InterfaceError) as exc:
+                    except Exception as exc:
+                        if not is_transient_error(exc):
+                            raise
                         raise InfrastructureError(
                             f"state read of {key!r}: {describe_error(exc)}") from exc
             self._remember(key, found)
@@ -219,8 +219,8 @@ class WatcherStateAccess:
             try:
                 value = await self._store.run_async(self._store.backend.asset_get, self.scope,
                                                     key)
-            except (OperationalError, InterfaceError) as exc:
-                if self._window() is None:
+            except Exception as exc:
+                if self._window() is None or not is_transient_error(exc):
                     raise
                 self.read_failure = f"{type(exc).__name__} reading {key!r}"
                 log.warning("watcher %r: state read of %r failed (%s); retrying in %.1fs",
