@@ -118,6 +118,22 @@ class Lane:
         """
         if self.base is None:
             return None
+        self.trim()
+        entries = self.entries
+        target = self.base
+        above: list[int] = []
+        if self.terminal:
+            above = [o for o, e in entries.items() if e.state is State.TERMINAL]
+        if self.remembered:
+            self.remembered = {o for o in self.remembered if o >= target}
+            above.extend(self.remembered)
+        return target, above
+
+    def trim(self) -> None:
+        """Drop the terminal prefix: ``base`` becomes the floor (first unresolved offset),
+        or one past the last terminal offset when nothing is outstanding."""
+        if self.base is None:
+            return
         entries = self.entries
         passed = 0
         while entries:
@@ -128,16 +144,11 @@ class Lane:
                 break
             passed += 1
             self.base = offset + 1
-        self.terminal -= passed
-        target = next(iter(entries)) if entries else self.base
-        self.base = target
-        above: list[int] = []
-        if self.terminal:
-            above = [o for o, e in entries.items() if e.state is State.TERMINAL]
-        if self.remembered:
-            self.remembered = {o for o in self.remembered if o >= target}
-            above.extend(self.remembered)
-        return target, above
+        if passed:
+            self.terminal -= passed
+            self.dirty = True
+        if entries:
+            self.base = next(iter(entries))
 
     def held(self) -> int:
         return sum(1 for e in self.entries.values() if e.state is State.HELD)
