@@ -77,6 +77,8 @@ class Lane:
     below_base_reported: bool = False
     # Paused because it holds the lane bound of entries above its floor.
     at_bound: bool = False
+    # How many of ``entries`` are HELD (kept by hold/release: health reads it per scrape).
+    held_count: int = 0
 
     def admit(self, offset: int) -> Entry | None:
         """Record a freshly read offset; the new entry when it must be handed out.
@@ -105,6 +107,8 @@ class Lane:
 
     def finish(self, entry: Entry) -> None:
         """Mark an entry terminal and release its rejections."""
+        if entry.state is State.HELD:
+            self.held_count -= 1
         if entry.state is not State.TERMINAL:
             self.terminal += 1
         entry.state = State.TERMINAL
@@ -150,5 +154,15 @@ class Lane:
         if entries:
             self.base = next(iter(entries))
 
+    def hold(self, entry: Entry) -> None:
+        """A watcher failed the entry: it is the floor until redelivered and resolved."""
+        entry.state = State.HELD
+        self.held_count += 1
+
+    def release(self, entry: Entry) -> None:
+        """A held entry is handed out again."""
+        entry.state = State.PENDING
+        self.held_count -= 1
+
     def held(self) -> int:
-        return sum(1 for e in self.entries.values() if e.state is State.HELD)
+        return self.held_count

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedstream.producer.lanes import Lane, State
+from sharedstream.producer.lanes import Lane
 
 pytestmark = pytest.mark.unit
 
@@ -41,13 +41,17 @@ def test_terminal_offsets_above_a_held_floor_are_remembered_in_order() -> None:
     read(lane, 0, 1, 2, 3, 4)
     held = lane.get(1)
     assert held is not None
-    held.state = State.HELD
+    lane.hold(held)
     finish(lane, 0, 2, 4)
     assert lane.commit_target() == (1, [2, 4])
     assert lane.commit_target() == (1, [2, 4])  # asking twice changes nothing
+    assert lane.held() == 1
+    lane.release(held)
+    assert lane.held() == 0
+    lane.hold(held)
     finish(lane, 1, 3)
     assert lane.commit_target() == (5, [])
-    assert lane.terminal == 0
+    assert lane.terminal == 0 and lane.held() == 0
 
 
 def test_finishing_twice_counts_once() -> None:
