@@ -19,7 +19,16 @@ from typing import Any
 import sqlalchemy as sa
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
-from faultkit import Figures, Sampler, Size, dead_letters, duplicates, wait_committed_end
+from faultkit import (
+    DeadLetter,
+    Figures,
+    Sampler,
+    Size,
+    dead_letters,
+    duplicates,
+    log_lines,
+    wait_committed_end,
+)
 from streams import committed, create_schema, event_ids, events, persisted_prefix, produce
 from triggerer import ORDERS, Triggerer, until, write_config
 
@@ -183,8 +192,20 @@ def test_dlq_topic_deleted_holds_rejected_messages_until_it_returns(
     back = time.monotonic()
     wait_committed_end(kafka_bootstrap, group, topic, PARTITIONS, size.pick(120, 600))
     recovered = time.monotonic() - back
-    records = dead_letters(kafka_bootstrap, dlq)
-    missing = rejected - {r.partition + PARTITIONS * r.offset for r in records}
+    # The triggerer notices the new incarnation and sends again what an incarnation it
+    # cannot vouch for acknowledged; only then is the topic's content final.
+    until(lambda: log_lines(process, "dead-letter topic") != [],
+          "the triggerer noticing the recreated dead-letter topic", 60, interval=0.2)
+    records: list[DeadLetter] = []
+    missing: set[int] = set(rejected)
+
+    def all_dead_lettered() -> bool:
+        records[:] = dead_letters(kafka_bootstrap, dlq)
+        missing.clear()
+        missing.update(rejected - {r.partition + PARTITIONS * r.offset for r in records})
+        return not missing
+
+    until(all_dead_lettered, "every rejected message in the recreated DLQ", 60, interval=0.5)
     lost_all, dup_all = _exactly_once(pg_url, "everything", set(range(count)))
     figures.record("DLQ topic deleted, then recreated", messages=count, faults=1,
                    lost=lost_all + len(missing), duplicates=dup_all,

@@ -197,6 +197,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self.topics_recreated = 0
         self._id_check: concurrent.futures.Future[dict[str, str]] | None = None
         self._next_id_check = 0.0
+        self._dlq_mark = 0
         self.partition_stats: dict[tuple[str, int], PartitionStats] = {}
 
     # ----------------------------------------------------------------- contract
@@ -214,8 +215,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             raise RuntimeError("open_stream() may be called once per producer")
         self._opened = True
         self._loop = asyncio.get_running_loop()
+        # The DLQ topic's id too: its recreation is watched like a watched topic's.
+        watched = self.topics if self.dlq_topic is None else (*self.topics, self.dlq_topic)
         self._topic_ids = await asyncio.to_thread(
-            self._topic_id_resolver, self._config, self.topics
+            self._topic_id_resolver, self._config, watched
         )
         if self.dlq_topic is not None:
             producer = self._dlq_producer_factory(dlq_producer_config(self._config))
@@ -283,7 +286,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                     entry.rejections.update(outcome.rejected)
                 if outcome.failed:
                     if entry.state is not State.HELD:
-                        entry.state = State.HELD
+                        lane.hold(entry)
                         entry.attempts += 1
                         self._schedule(
                             loop, max(outcome.retry_after, MIN_RETRY_S), self._redeliver, payload
@@ -419,7 +422,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             found = self._current(payload)
             if found is None or found[1].state is not State.HELD:
                 return
-            found[1].state = State.PENDING
+            found[0].release(found[1])
             revision = self._revision
         self._queue.put_nowait((False, revision, [(payload.message, payload)]))
 
@@ -712,8 +715,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                                         topic_ids.get(topic, ""), lane.generation)
                 out.append((payload.message, payload))
                 if bound is not None and not lane.at_bound and len(lane.entries) >= bound:
-                    lane.at_bound = True
-                    at_bound.append(lane)
+                    lane.trim()  # what resolved since the last commit tick is no distance
+                    if len(lane.entries) >= bound:
+                        lane.at_bound = True
+                        at_bound.append(lane)
             if out:
                 self._queued += 1
             revision = self._revision
@@ -758,7 +763,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if future is None:
             if now >= self._next_id_check:
                 self._next_id_check = now + TOPIC_ID_CHECK_S
-                self._id_check = pool.submit(self._topic_id_resolver, self._config, self.topics)
+                topics = self.topics
+                if self._dlq is not None:
+                    self._dlq_mark = self._dlq.mark()
+                    topics = (*topics, self._dlq.topic)
+                self._id_check = pool.submit(self._topic_id_resolver, self._config, topics)
             return
         if not future.done():
             return
@@ -771,6 +780,18 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         changed = {t: (self._topic_ids[t], i) for t, i in ids.items()
                    if self._topic_ids.get(t) not in (None, i)}
         self._topic_ids.update(ids)
+        dlq = self._dlq
+        if dlq is not None and dlq.topic in changed:
+            old, new = changed.pop(dlq.topic)
+            self.topics_recreated += 1
+            again = dlq.reincarnate(
+                self._dlq_producer_factory(dlq_producer_config(self._config)),
+                self._revoke_timeout)
+            log.warning("%s: dead-letter topic %s was deleted and recreated (topic id %s -> "
+                        "%s): %d records acknowledged since the last check sent again",
+                        self.consumer_group, dlq.topic, old, new, again)
+        elif dlq is not None:
+            dlq.confirm(self._dlq_mark)
         if changed:
             self._restart_recreated(consumer, changed)
 
