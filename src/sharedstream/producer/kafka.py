@@ -123,6 +123,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
         dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
         topic_id_resolver: TopicIdResolver = describe_topic_ids,
+        topic_id_check_interval: float = TOPIC_ID_CHECK_S,
     ) -> None:
         self.topics = tuple(sorted(set(topics)))
         if not self.topics:
@@ -140,6 +141,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._consumer_factory = consumer_factory
         self._dlq_producer_factory = dlq_producer_factory
         self._topic_id_resolver = topic_id_resolver
+        self._id_check_interval = topic_id_check_interval
         protocol = str(self._config.get("group.protocol", "classic")).lower()
         strategy = str(self._config.get("partition.assignment.strategy", "cooperative-sticky"))
         self._incremental = protocol == "consumer" or "cooperative" in strategy
@@ -545,7 +547,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             )
             self._ready = True
             last_commit = last_probe = time.monotonic()
-            self._next_id_check = last_commit + TOPIC_ID_CHECK_S
+            self._next_id_check = last_commit + self._id_check_interval
             id_pool = concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix=f"sharedstream-ids:{self.consumer_group}")
             while not self._stop.is_set():
@@ -762,7 +764,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         future = self._id_check
         if future is None:
             if now >= self._next_id_check:
-                self._next_id_check = now + TOPIC_ID_CHECK_S
+                self._next_id_check = now + self._id_check_interval
                 topics = self.topics
                 if self._dlq is not None:
                     self._dlq_mark = self._dlq.mark()

@@ -1,15 +1,15 @@
-"""KafkaSharedStreamProducer against a fake consumer: commits, holds, DLQ, generations."""
+"""KafkaSharedStreamProducer against the in-memory Kafka: commits, holds, DLQ, generations."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from producer_fakes import FakeCluster, FakeConsumer, FakeRecord, eventually, topic_ids
+from confluent_kafka import KafkaError
 
 from sharedstream.producer import AdvanceItem, AdvanceOutcome, ForgetLanes
 from sharedstream.producer import dlq_headers as h
@@ -19,10 +19,13 @@ from sharedstream.producer.kafka import (
     StreamFailedError,
     StreamNotOpenError,
 )
+from sharedstream.producer.memory import MemoryBroker
 from sharedstream.producer.progress import decode_progress
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 
 T = "orders"
+DLQ = "orders.dlq"
+GROUP = "app.orders"
 ALL = frozenset({"a", "b"})
 OK = AdvanceOutcome(acked=ALL)
 
@@ -31,28 +34,42 @@ def failed(retry_after: float = 0.05) -> AdvanceOutcome:
     return AdvanceOutcome(acked=frozenset({"a"}), failed=frozenset({"b"}), retry_after=retry_after)
 
 
+async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
+    """Poll ``check`` until true or fail at the deadline (no sleep-and-hope)."""
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(0.005)
+
+
+def broker(partitions: int = 1) -> MemoryBroker:
+    return MemoryBroker({T: partitions, DLQ: 1})
+
+
 def make(
-    cluster: FakeCluster,
+    cluster: MemoryBroker,
     *,
-    dlq: str | None = "orders.dlq",
+    dlq: str | None = DLQ,
     recorder: InMemoryRejectionRecorder | None = None,
+    commit_interval: float = 0.01,
     **kw: Any,
 ) -> KafkaSharedStreamProducer:
     return KafkaSharedStreamProducer(
         topics=[T],
-        config={"bootstrap.servers": "fake:9092", "group.id": "app"},
+        config={"bootstrap.servers": "memory:9092", "group.id": "app"},
         recorder=recorder if recorder is not None else InMemoryRejectionRecorder(),
         dlq_topic=dlq,
-        commit_interval=0.01,
+        commit_interval=commit_interval,
         poll_timeout=0.01,
         consumer_factory=cluster.consumer,
-        dlq_producer_factory=cluster.dlq_producer,
-        topic_id_resolver=topic_ids,
+        dlq_producer_factory=cluster.producer,
+        topic_id_resolver=cluster.topic_ids,
         **kw,
     )
 
 
-def fill(cluster: FakeCluster, n: int) -> None:
+def fill(cluster: MemoryBroker, n: int) -> None:
     for i in range(n):
         cluster.produce(T, f"m{i}".encode(), headers=[("trace", b"t1")])
 
@@ -71,17 +88,18 @@ def items(payloads: list[Any], *outcomes: AdvanceOutcome) -> list[AdvanceItem[An
     return [AdvanceItem(p, o) for p, o in zip(payloads, outcomes, strict=True)]
 
 
-def committed(cluster: FakeCluster) -> int | None:
-    return cluster.committed_offset(T)
+def committed(cluster: MemoryBroker, partition: int = 0) -> int | None:
+    found = cluster.committed(GROUP).get((T, partition))
+    return None if found is None else found[0]
 
 
-def remembered(cluster: FakeCluster) -> set[int] | None:
-    found = cluster.committed.get((T, 0))
+def remembered(cluster: MemoryBroker) -> set[int] | None:
+    found = cluster.committed(GROUP).get((T, 0))
     return None if found is None else set(decode_progress(found[0], found[1]))
 
 
 async def test_all_acked_commits_past_the_batch_in_one_request() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -90,13 +108,14 @@ async def test_all_acked_commits_past_the_batch_in_one_request() -> None:
     assert producer.consumer_group == "app.orders"
     await producer.advance(items(payloads, OK, OK, OK))
     await eventually(lambda: committed(cluster) == 3)
-    assert cluster.committed[(T, 0)] == (3, "")
+    assert cluster.committed(GROUP)[(T, 0)] == (3, "")
     assert len(cluster.commit_requests) == 1
     await producer.aclose()
 
 
 async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivered() -> None:
-    cluster = FakeCluster(hold_deliveries=True)
+    cluster = broker()
+    cluster.hold_deliveries = True
     fill(cluster, 3)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -107,7 +126,7 @@ async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivere
     assert remembered(cluster) == {2}
     cluster.hold_deliveries = False
     await eventually(lambda: committed(cluster) == 3)
-    [record] = cluster.dead_letters
+    [record] = cluster.delivered
     headers = dict(record["headers"])
     assert record["value"] == b"m1" and record["timestamp"] == 1_700_000_000_000
     assert headers["trace"] == b"t1"
@@ -124,7 +143,7 @@ async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivere
 
 
 async def test_failed_head_stops_the_commit_and_is_redelivered_from_memory() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -139,7 +158,7 @@ async def test_failed_head_stops_the_commit_and_is_redelivered_from_memory() -> 
 
 
 async def test_floor_blocks_later_batches_and_lifts_after_the_re_ack() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -154,12 +173,12 @@ async def test_floor_blocks_later_batches_and_lifts_after_the_re_ack() -> None:
     # The manager re-acks the held message (the retry scheduler is not needed for that).
     await producer.advance(items([p[1]], AdvanceOutcome(acked=ALL)))
     await eventually(lambda: committed(cluster) == 5)
-    assert cluster.committed[(T, 0)] == (5, "")
+    assert cluster.committed(GROUP)[(T, 0)] == (5, "")
     await producer.aclose()
 
 
 async def test_earliest_held_offset_wins_across_batches() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 4)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -176,7 +195,7 @@ async def test_earliest_held_offset_wins_across_batches() -> None:
 
 
 async def test_rejection_and_failure_in_one_round_make_one_dead_letter_later() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -188,14 +207,14 @@ async def test_rejection_and_failure_in_one_round_make_one_dead_letter_later() -
         [AdvanceItem(p, AdvanceOutcome(acked=frozenset({"a"}), rejected={"b": "nope"}))]
     )
     await eventually(lambda: committed(cluster) == 1)
-    [record] = cluster.dead_letters
+    [record] = cluster.delivered
     assert json.loads(dict(record["headers"])[h.REJECTIONS]) == {"b": "nope"}
     await producer.aclose()
 
 
 async def test_failed_dead_letter_delivery_holds_and_is_retried() -> None:
-    cluster = FakeCluster()
-    cluster.dlq_outcome = lambda attempt: (
+    cluster = broker()
+    cluster.delivery_outcome = lambda attempt: (
         KafkaError(KafkaError._MSG_TIMED_OUT) if attempt == 0 else None
     )
     fill(cluster, 2)
@@ -205,13 +224,13 @@ async def test_failed_dead_letter_delivery_holds_and_is_retried() -> None:
     await producer.advance(items(p, AdvanceOutcome(rejected={"a": "x", "b": "y"}), OK))
     await eventually(lambda: producer.health().last_error is not None)
     await eventually(lambda: committed(cluster) == 2)
-    assert len(cluster.dead_letters) == 1
+    assert len(cluster.delivered) == 1
     await producer.aclose()
 
 
 async def test_too_large_dead_letter_goes_to_the_recorder_then_commits() -> None:
-    cluster = FakeCluster()
-    cluster.dlq_outcome = lambda _a: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    cluster = broker()
+    cluster.delivery_outcome = lambda _a: KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
     fill(cluster, 1)
     recorder = InMemoryRejectionRecorder()
     producer = make(cluster, recorder=recorder)
@@ -226,7 +245,7 @@ async def test_too_large_dead_letter_goes_to_the_recorder_then_commits() -> None
 
 
 async def test_without_dead_letter_topic_rejections_go_to_the_recorder() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     recorder = InMemoryRejectionRecorder()
     producer = make(cluster, dlq=None, recorder=recorder)
@@ -248,7 +267,7 @@ async def test_a_failing_recorder_holds_the_message() -> None:
                 raise ConnectionError("database down")
             await super().record(rejected)
 
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     recorder = Flaky()
     producer = make(cluster, dlq=None, recorder=recorder)
@@ -261,7 +280,7 @@ async def test_a_failing_recorder_holds_the_message() -> None:
 
 
 async def test_restart_hands_out_only_what_was_not_terminal() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 6)
     first = make(cluster)
     stream = first.open_stream()
@@ -282,40 +301,44 @@ async def test_restart_hands_out_only_what_was_not_terminal() -> None:
 
 
 async def test_revocation_commits_the_prefix_and_late_acks_are_discarded() -> None:
-    cluster = FakeCluster()
+    cluster = broker(partitions=2)
+    for i in range(3):
+        cluster.produce(T, f"m{i}".encode(), partition=1)
+    producer = make(cluster, commit_interval=3600)  # only the revocation commits
+    stream = producer.open_stream()
+    p = await take(stream, 3)
+    await producer.advance(items(p[:1], OK))
+    # A second member joins the group: partition 1 moves to it, revoked from this one
+    # in its consumer thread's next consume(), as librdkafka serves a rebalance.
+    cluster.consumer({"group.id": GROUP}).subscribe([T])
+    forget = await asyncio.wait_for(anext(stream), 5)
+    assert forget == ForgetLanes(frozenset({(T, 1)}))
+    assert committed(cluster, 1) == 1
+    await producer.advance(items(p[1:], OK, OK))  # late: old generation
+    await producer.commit()
+    assert committed(cluster, 1) == 1
+    await producer.aclose()
+
+
+async def test_lost_partitions_commit_nothing() -> None:
+    cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
     stream = producer.open_stream()
     p = await take(stream, 3)
     await producer.advance(items(p[:1], OK))
-    # Runs on the consumer thread, like a real rebalance callback.
-    await producer._call(lambda c: c.revoke())
-    forget = await asyncio.wait_for(anext(stream), 5)
-    assert forget == ForgetLanes(frozenset({(T, 0)}))
-    assert committed(cluster) == 1
-    await producer.advance(items(p[1:], OK, OK))  # late: old generation
-    await producer.commit()
-    assert committed(cluster) == 1
-    await producer.aclose()
-
-
-async def test_lost_partitions_commit_nothing() -> None:
-    cluster = FakeCluster()
-    fill(cluster, 2)
-    producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 2)
-    await producer.advance(items(p, OK, OK))
-    await producer._call(lambda c: c.revoke(lost=True))
-    requests_before = len(cluster.commit_requests)
+    await eventually(lambda: committed(cluster) == 1)
+    cluster.expire(cluster.consumers[0])  # session timeout: lost, then it rejoins
     assert isinstance(await asyncio.wait_for(anext(stream), 5), ForgetLanes)
+    await producer.advance(items(p[1:], OK, OK))  # late: the old generation's outcomes
+    again = await take(stream, 2)  # the rejoined member reads from the committed offset
+    assert [a.offset for a in again] == [1, 2]
     await producer.aclose()
-    # Whatever reached the broker before the loss is all there is; nothing after it.
-    assert len(cluster.commit_requests) == requests_before
+    assert committed(cluster) == 1
 
 
 async def test_replayed_dead_letter_targets_its_rejecters_with_original_coordinates() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     origin = h.Origin("orders", "id-old", 3, 41, 1_600_000_000_000)
     dlq = h.build_dlq_headers(
         original_headers=[("trace", b"t")],
@@ -336,13 +359,13 @@ async def test_replayed_dead_letter_targets_its_rejecters_with_original_coordina
     assert producer.get_advance_lane(p) == (T, 0) and p.replay_count == 1
     await producer.advance(items([p], AdvanceOutcome(rejected={"b": "still bad"})))
     await eventually(lambda: committed(cluster) == 1)
-    headers = dict(cluster.dead_letters[0]["headers"])
+    headers = dict(cluster.delivered[0]["headers"])
     assert headers[h.IDENTITY] == b"id-old:3:41" and headers[h.REPLAY_COUNT] == b"1"
     await producer.aclose()
 
 
 async def test_commit_without_a_consumer_raises() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     producer = make(cluster)
     with pytest.raises(StreamNotOpenError):
         await producer.commit()
@@ -355,36 +378,20 @@ async def test_commit_without_a_consumer_raises() -> None:
         await producer.commit()
 
 
-class RebalancingConsumer(FakeConsumer):
-    """Refuses every commit with ILLEGAL_GENERATION until it is served while fully paused,
-    as a group in a rebalance does until this member rejoins with the new generation."""
-
-    rebalancing = True
-
-    def consume(self, num_messages: int, timeout: float) -> list[FakeRecord]:
-        if self.positions and set(self.positions) <= self.paused:
-            self.rebalancing = False
-        return super().consume(num_messages, timeout)
-
-    def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> list[TopicPartition]:
-        if self.rebalancing:
-            raise KafkaException(KafkaError(KafkaError.ILLEGAL_GENERATION))
-        return super().commit(offsets, asynchronous)
-
-
 async def test_final_commit_refused_by_a_rebalance_is_retried_with_the_new_generation() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 3)
-    producer = make(cluster)
-    producer._consumer_factory = lambda config: RebalancingConsumer(cluster, config)
+    producer = make(cluster, commit_interval=3600)  # the final commit is the only one
     stream = producer.open_stream()
     await producer.advance(items(await take(stream, 3), OK, OK, OK))
+    cluster.fail_commits(KafkaError(KafkaError.ILLEGAL_GENERATION))
     await producer.aclose()
     assert committed(cluster) == 3
+    assert len(cluster.commit_requests) == 2  # refused once, then done
 
 
 async def test_aclose_closes_the_consumer_once() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -397,7 +404,7 @@ async def test_aclose_closes_the_consumer_once() -> None:
 
 async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() -> None:
     """Pausing partitions drops librdkafka's prefetch; a short hold must not pay for that."""
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     producer = make(cluster, pause_after=3600)
     stream = producer.open_stream()
@@ -419,7 +426,7 @@ async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() ->
 
 
 async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     producer = make(cluster, pause_after=0)
     stream = producer.open_stream()
@@ -436,7 +443,7 @@ async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
 
 
 async def test_transient_error_marks_unready_fatal_fails_the_stream() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     fill(cluster, 1)
     producer = make(cluster)
     stream = producer.open_stream()
@@ -453,7 +460,7 @@ async def test_transient_error_marks_unready_fatal_fails_the_stream() -> None:
 
 
 def test_auto_commit_is_refused_before_any_consumer() -> None:
-    cluster = FakeCluster()
+    cluster = broker()
     with pytest.raises(ConnectionConfigError, match="kafka_default"):
         KafkaSharedStreamProducer(
             topics=[T],
@@ -483,11 +490,11 @@ class _Arrivals:
 def test_a_batch_takes_what_is_fetched_and_waits_only_for_the_first_record() -> None:
     """Under load one non-blocking call fills the batch; when idle the thread waits for one
     record (not for a whole batch or the timeout) and takes what came with it."""
-    cluster = FakeCluster()
+    cluster = broker()
     producer = KafkaSharedStreamProducer(
         topics=[T], config={"bootstrap.servers": "fake:9092", "group.id": "app"},
         recorder=None, batch_size=3, poll_timeout=5.0, commit_interval=0.5,
-        consumer_factory=cluster.consumer, topic_id_resolver=topic_ids)
+        consumer_factory=cluster.consumer, topic_id_resolver=cluster.topic_ids)
     loaded = _Arrivals(["a", "b", "c", "d"], [])
     assert producer._consume_batch(loaded) == ["a", "b", "c"]
     assert loaded.calls == [(3, 0)]
@@ -497,3 +504,81 @@ def test_a_batch_takes_what_is_fetched_and_waits_only_for_the_first_record() -> 
     quiet = _Arrivals([], [])
     assert producer._consume_batch(quiet) == []
     assert quiet.calls == [(3, 0), (1, 0.5)]
+
+
+async def test_a_refused_async_commit_is_counted_once_and_sent_again() -> None:
+    """librdkafka reports an asynchronous commit from a later poll, with its error."""
+    cluster = broker()
+    fill(cluster, 2)
+    producer = make(cluster)
+    stream = producer.open_stream()
+    p = await take(stream, 2)
+    cluster.fail_commits(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))
+    await producer.advance(items(p, OK, OK))
+    await eventually(lambda: committed(cluster) == 2)
+    assert producer.commit_failures == 1 and len(cluster.commit_requests) == 2
+    await producer.aclose()
+
+
+async def test_metadata_over_the_brokers_limit_halves_the_budget_until_it_fits() -> None:
+    """A held floor with scattered terminal offsets above it: the remembered progress is
+    too long for the broker, which refuses it; the producer halves its budget and keeps
+    what fits, and the commit itself is never lost."""
+    cluster = MemoryBroker({T: 1, DLQ: 1}, max_metadata_bytes=64)
+    fill(cluster, 80)
+    producer = make(cluster)
+    stream = producer.open_stream()
+    p = await take(stream, 80)
+    # Offset 0 held; every other offset above it terminal: many runs to remember.
+    outcomes = [failed(30)] + [OK if i % 2 else failed(30) for i in range(1, 80)]
+    await producer.advance(items(p, *outcomes))
+    await eventually(lambda: committed(cluster) == 0 and bool(remembered(cluster)))
+    found = cluster.committed(GROUP)[(T, 0)]
+    assert len(found[1].encode()) <= 64 and producer.commit_failures >= 1
+    assert remembered(cluster) <= {i for i in range(1, 80) if i % 2}
+    await producer.aclose()
+
+
+async def test_a_recreated_topic_restarts_its_lanes_at_the_first_offset() -> None:
+    cluster = broker()
+    fill(cluster, 3)
+    producer = make(cluster, topic_id_check_interval=0.05)
+    stream = producer.open_stream()
+    await producer.advance(items(await take(stream, 3), OK, OK, OK))
+    await eventually(lambda: committed(cluster) == 3)
+    cluster.recreate_topic(T)  # the consumer goes on fetching at offset 3, as librdkafka does
+    fill(cluster, 2)
+    forget = await asyncio.wait_for(anext(stream), 5)
+    assert forget == ForgetLanes(frozenset({(T, 0)}))
+    new = await take(stream, 2)
+    assert [(q.offset, q.topic_id) for q in new] == [(0, "id-orders-2"), (1, "id-orders-2")]
+    await producer.advance(items(new, OK, OK))
+    await eventually(lambda: committed(cluster) == 2)
+    assert producer.topics_recreated == 1
+    await producer.aclose()
+
+
+async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None:
+    cluster = broker()
+    fill(cluster, 200)
+    producer = make(cluster)
+    producer.bound_lanes(20)
+    stream = producer.open_stream()
+    p = await take(stream, 20)
+    n = len(p)  # the batch that reached the bound is admitted whole (one prefetch)
+    assert n < 200
+    await producer.advance(items(p, failed(30), *[OK] * (n - 1)))
+    await eventually(lambda: producer.floor_distances()[(T, 0)] == (n, True))
+    consumer = cluster.consumers[0]
+    calls = consumer.consume_calls
+    await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
+    assert producer.consumed == n and (T, 0) in consumer.paused
+    await producer.advance(items(p[:1], OK))  # the hold lifts: the floor moves
+    handed = n
+    while handed < 200:  # acked as they come, the rest flows through the bound
+        batch = await take(stream, 1)
+        await producer.advance(items(batch, *[OK] * len(batch)))
+        handed += len(batch)
+    await eventually(lambda: committed(cluster) == 200)
+    assert producer.floor_distances()[(T, 0)] == (0, False)
+    await producer.aclose()
