@@ -117,6 +117,8 @@ class MemoryBroker:
         self.max_metadata_bytes = max_metadata_bytes
         self.max_message_bytes = max_message_bytes
         self.consumers: list[MemoryConsumer] = []
+        # Partitions taken from a member (revoked or lost) since the broker started.
+        self.moved = 0
         self.commit_requests: list[list[tuple[str, int, int]]] = []
         # Records producers delivered, as dicts of produce()'s arguments.
         self.delivered: list[dict[str, Any]] = []
@@ -325,6 +327,7 @@ class MemoryConsumer:
             self._lost = False
             lost = sorted(self._owned)
             self._drop(lost)
+            broker.moved += len(lost)
             if lost:
                 self._callback("on_lost", lost)
         with broker._lock:
@@ -333,6 +336,7 @@ class MemoryConsumer:
         if revoke:
             self._callback("on_revoke", revoke)
             self._drop(revoke)
+            broker.moved += len(revoke)
             with broker._lock:
                 group = broker._groups[self.group_id]
                 for key in revoke:
