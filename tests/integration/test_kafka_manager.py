@@ -554,10 +554,10 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
 
     await until(seen_grown_log)
     assert producer.consumed <= bound + batch, producer.consumed
-    distance, at_bound = producer.floor_distances()[(topic, 0)]
+    distance, _, at_bound = producer.floor_distances()[(topic, 0)]
     assert at_bound and distance <= bound + batch, (distance, at_bound)
     gates[0].set()
     await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [40_000])
     assert len(sink.offsets("steady")) == len(sink.offsets("flaky")) == 40_000
-    assert producer.floor_distances()[(topic, 0)] == (0, False)
+    assert producer.floor_distances()[(topic, 0)] == (0, 0, False)
     await triggerer.stop()

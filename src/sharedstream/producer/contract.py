@@ -142,13 +142,15 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
         """
         return None
 
-    def bound_lanes(self, max_in_flight: int) -> None:
-        """Cap each lane at ``max_in_flight`` messages read above its floor.
+    def bound_lanes(self, max_in_flight: int, max_bytes: int | None = None) -> None:
+        """Cap each lane at ``max_in_flight`` messages read above its floor, and at
+        ``max_bytes`` of payload of its unresolved messages.
 
         The manager's own bound counts what it tracks (in flight and held); a producer
         that remembers every message read above a held one (for commits) must stop
         reading that lane at this bound, or one held message makes memory grow with the
-        log. Called once, before ``open_stream``. The default keeps no such memory.
+        log; and a few large messages must not fill memory before the count is reached.
+        Called once, before ``open_stream``. The default keeps no such memory.
         """
 
     @abc.abstractmethod

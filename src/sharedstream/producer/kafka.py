@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -98,6 +98,14 @@ class ProducerHealth:
     failed: str | None
 
 
+class LaneLoad(NamedTuple):
+    """One partition against its bounds (``max_in_flight``, ``max_in_flight_bytes``)."""
+
+    distance: int
+    open_bytes: int
+    at_bound: bool
+
+
 class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     """Broker side of one Kafka shared-stream group (see module docstring).
 
@@ -152,9 +160,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._queued = 0
         self._topic_ids: dict[str, str] = {}
         self._metadata_max_chars = DEFAULT_MAX_CHARS
-        # Entries a lane may hold above its floor before that partition pauses
-        # (bound_lanes); lanes at the bound resume at half of it.
+        # Entries a lane may hold above its floor, and bytes of its unresolved messages,
+        # before that partition pauses (bound_lanes); it resumes at half of both.
         self._lane_bound: int | None = None
+        self._lane_bytes_bound = 0
 
         self._loop: asyncio.AbstractEventLoop | None = None
         # (counted, revision, batch) from the consumer thread or a redelivery; ForgetLanes
@@ -311,10 +320,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     def targets(self, payload: KafkaPayload) -> frozenset[str] | None:
         return payload.targets
 
-    def bound_lanes(self, max_in_flight: int) -> None:
-        if max_in_flight < 1:
-            raise ValueError("max_in_flight must be at least 1")
+    def bound_lanes(self, max_in_flight: int, max_bytes: int | None = None) -> None:
+        if max_in_flight < 1 or (max_bytes is not None and max_bytes < 1):
+            raise ValueError("lane bounds must be at least 1")
         self._lane_bound = max_in_flight
+        self._lane_bytes_bound = max_bytes if max_bytes is not None else 2**62
 
     def pause(self) -> None:
         self._pause_requested = True
@@ -364,11 +374,12 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             failed=None if self._failure is None else str(self._failure),
         )
 
-    def floor_distances(self) -> dict[tuple[str, int], tuple[int, bool]]:
-        """Per partition: messages read above the floor, and whether it is paused at the
-        lane bound (``max_in_flight``). One pass over the assigned partitions."""
+    def floor_distances(self) -> dict[tuple[str, int], LaneLoad]:
+        """Per partition: messages read above the floor, bytes of the unresolved ones, and
+        whether it is paused at a lane bound. One pass over the assigned partitions."""
         with self._lock:
-            return {key: (len(lane.entries), lane.at_bound) for key, lane in self._lanes.items()}
+            return {key: LaneLoad(len(lane.entries), lane.open_bytes, lane.at_bound)
+                    for key, lane in self._lanes.items()}
 
     async def commit(self) -> None:
         """Commit every lane's resolved prefix now and wait for the broker's answer.
@@ -677,7 +688,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             return
         with self._lock:
             ready = [lane for lane in self._lanes.values()
-                     if lane.at_bound and len(lane.entries) <= bound // 2]
+                     if lane.at_bound and len(lane.entries) <= bound // 2
+                     and lane.open_bytes <= self._lane_bytes_bound // 2]
             for lane in ready:
                 lane.at_bound = False
         if ready and not self._applied_pause:
@@ -693,6 +705,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         lanes = self._lanes
         topic_ids = self._topic_ids
         bound = self._lane_bound
+        bytes_bound = self._lane_bytes_bound
         at_bound: list[Lane] = []
         lane: Lane | None = None
         with self._lock:
@@ -709,16 +722,22 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                     if lane is None:
                         continue  # not owned in this generation (raced a revocation)
                 offset = record.offset()
-                if lane.admit(offset) is None:
+                entry = lane.admit(offset)
+                if entry is None:
                     if lane.base is not None and offset < lane.base:
                         self._below_base(lane, offset)
                     continue
                 payload = build_payload(record, topic, partition, offset,
                                         topic_ids.get(topic, ""), lane.generation)
-                out.append((payload.message, payload))
-                if bound is not None and not lane.at_bound and len(lane.entries) >= bound:
+                message = payload.message
+                out.append((message, payload))
+                if bound is None:
+                    continue
+                lane.weigh(entry, len(message.value or b"") + len(message.key or b""))
+                if not lane.at_bound and (len(lane.entries) >= bound
+                                          or lane.open_bytes >= bytes_bound):
                     lane.trim()  # what resolved since the last commit tick is no distance
-                    if len(lane.entries) >= bound:
+                    if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
                         lane.at_bound = True
                         at_bound.append(lane)
             if out:

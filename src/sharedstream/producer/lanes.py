@@ -42,13 +42,14 @@ class Entry:
     ``rejections`` stays None until some watcher rejects the message.
     """
 
-    __slots__ = ("attempts", "offset", "rejections", "state")
+    __slots__ = ("attempts", "offset", "rejections", "size", "state")
 
     def __init__(self, offset: int, state: State) -> None:
         self.offset = offset
         self.state = state
         self.rejections: dict[str, str] | None = None
         self.attempts = 0
+        self.size = 0  # key + value bytes, counted in ``open_bytes`` until terminal
 
 
 @dataclass(slots=True)
@@ -79,6 +80,8 @@ class Lane:
     at_bound: bool = False
     # How many of ``entries`` are HELD (kept by hold/release: health reads it per scrape).
     held_count: int = 0
+    # Key + value bytes of the entries not yet terminal (held in memory for watchers).
+    open_bytes: int = 0
 
     def admit(self, offset: int) -> Entry | None:
         """Record a freshly read offset; the new entry when it must be handed out.
@@ -102,6 +105,11 @@ class Lane:
         self.entries[offset] = entry
         return entry
 
+    def weigh(self, entry: Entry, size: int) -> None:
+        """Count a handed-out entry's bytes until it turns terminal."""
+        entry.size = size
+        self.open_bytes += size
+
     def get(self, offset: int) -> Entry | None:
         return self.entries.get(offset)
 
@@ -111,6 +119,7 @@ class Lane:
             self.held_count -= 1
         if entry.state is not State.TERMINAL:
             self.terminal += 1
+            self.open_bytes -= entry.size
         entry.state = State.TERMINAL
         entry.rejections = None
         self.dirty = True

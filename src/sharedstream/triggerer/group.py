@@ -96,7 +96,7 @@ class Group:
         self._grace: TimerHandle | None = self.clock.call_at(
             self.clock.now() + self.settings.cohort_grace_period, self._grace_expired)
         self._closed_producer: asyncio.Task[None] | None = None
-        producer.bound_lanes(self.settings.max_in_flight)
+        producer.bound_lanes(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
 
     # -- membership ----------------------------------------------------------------
 

@@ -68,6 +68,9 @@ class TriggererCollector(Collector):
         floor_distance = _gauge("partition_floor_distance",
                                 "Messages read above the partition's floor (its first "
                                 "unresolved message); bounded by max_in_flight.", p)
+        open_bytes = _gauge("partition_open_bytes",
+                            "Key and value bytes of the partition's unresolved messages; "
+                            "bounded by max_in_flight_bytes.", p)
         at_bound = _gauge("partition_at_bound",
                           "1 while the partition is paused at max_in_flight messages above "
                           "its floor (a held message waits).", p)
@@ -96,10 +99,11 @@ class TriggererCollector(Collector):
                 lag.add_metric(labels, float(stats.lag))
                 commit_lag.add_metric(labels, float(stats.commit_lag))
                 paused_partitions.add_metric(labels, float(stats.paused))
-            for (topic, partition), (distance, bounded) in producer.floor_distances().items():
+            for (topic, partition), load in producer.floor_distances().items():
                 labels = [name, topic, str(partition)]
-                floor_distance.add_metric(labels, float(distance))
-                at_bound.add_metric(labels, float(bounded))
+                floor_distance.add_metric(labels, float(load.distance))
+                open_bytes.add_metric(labels, float(load.open_bytes))
+                at_bound.add_metric(labels, float(load.at_bound))
             for counter, value in producer.counters().items():
                 family = producer_counters.get(counter)
                 if family is None:
@@ -108,7 +112,7 @@ class TriggererCollector(Collector):
                 family.add_metric([name], float(value))
         yield from (polling, paused, in_flight, queued, received, redelivered, outcomes, ready,
                     assigned, held, lag, commit_lag, paused_partitions, floor_distance,
-                    at_bound)
+                    open_bytes, at_bound)
         yield from producer_counters.values()
         yield from _sink_metrics(triggerer.sink)
 

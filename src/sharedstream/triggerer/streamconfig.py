@@ -28,6 +28,9 @@ class ManagerSettings:
       messages' redelivery and of trigger restarts.
     * ``max_attempts``: failures (exception or ack timeout) of one watcher on one
       message before its outcome becomes a rejection.
+    * ``max_in_flight_bytes``: key + value bytes of a partition's unresolved messages
+      (in flight or held) at which that partition pauses, so a few large messages held
+      for a failing watcher cannot fill memory before ``max_in_flight`` is reached.
     """
 
     subscriber_queue_size: int = 1024
@@ -37,9 +40,11 @@ class ManagerSettings:
     retry_backoff_initial: float = 1.0
     retry_backoff_max: float = 60.0
     max_attempts: int = 10
+    max_in_flight_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
-        for name in ("subscriber_queue_size", "max_in_flight", "max_attempts"):
+        for name in ("subscriber_queue_size", "max_in_flight", "max_attempts",
+                     "max_in_flight_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")

@@ -568,7 +568,7 @@ async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None
     n = len(p)  # the batch that reached the bound is admitted whole (one prefetch)
     assert n < 200
     await producer.advance(items(p, failed(30), *[OK] * (n - 1)))
-    await eventually(lambda: producer.floor_distances()[(T, 0)] == (n, True))
+    await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (n, True))
     consumer = cluster.consumers[0]
     calls = consumer.consume_calls
     await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
@@ -580,5 +580,28 @@ async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None
         await producer.advance(items(batch, *[OK] * len(batch)))
         handed += len(batch)
     await eventually(lambda: committed(cluster) == 200)
-    assert producer.floor_distances()[(T, 0)] == (0, False)
+    assert producer.floor_distances()[(T, 0)] == (0, 0, False)
+    await producer.aclose()
+
+
+async def test_large_unresolved_messages_pause_their_partition_at_the_bytes_bound() -> None:
+    cluster = broker()
+    for i in range(200):
+        cluster.produce(T, bytes(1000), key=b"\0" + bytes([i % 256]))
+    producer = make(cluster)
+    producer.bound_lanes(10_000, max_bytes=5_000)  # five messages' worth
+    stream = producer.open_stream()
+    p = await take(stream, 5)
+    n = len(p)  # the batch that crossed the bound is admitted whole
+    await eventually(lambda: producer.floor_distances()[(T, 0)].at_bound)
+    assert producer.floor_distances()[(T, 0)].open_bytes == 1002 * n
+    assert n < 200 and (T, 0) in cluster.consumers[0].paused
+    await producer.advance(items(p, *[OK] * n))  # resolved: bytes released, reading resumes
+    handed = n
+    while handed < 200:
+        batch = await take(stream, 1)
+        await producer.advance(items(batch, *[OK] * len(batch)))
+        handed += len(batch)
+    await eventually(lambda: committed(cluster) == 200)
+    assert producer.floor_distances()[(T, 0)] == (0, 0, False)
     await producer.aclose()
