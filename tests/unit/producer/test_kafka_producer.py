@@ -84,6 +84,15 @@ async def take(stream: AsyncIterator[Any], n: int) -> list[Any]:
     return out
 
 
+async def ack_as_they_come(producer: KafkaSharedStreamProducer,
+                           stream: AsyncIterator[Any], n: int) -> None:
+    """Take ``n`` more payloads batch by batch, acking each batch by all watchers."""
+    while n > 0:
+        batch = await take(stream, 1)
+        await producer.advance(items(batch, *[OK] * len(batch)))
+        n -= len(batch)
+
+
 def items(payloads: list[Any], *outcomes: AdvanceOutcome) -> list[AdvanceItem[Any]]:
     return [AdvanceItem(p, o) for p, o in zip(payloads, outcomes, strict=True)]
 
@@ -574,11 +583,7 @@ async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None
     await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
     assert producer.consumed == n and (T, 0) in consumer.paused
     await producer.advance(items(p[:1], OK))  # the hold lifts: the floor moves
-    handed = n
-    while handed < 200:  # acked as they come, the rest flows through the bound
-        batch = await take(stream, 1)
-        await producer.advance(items(batch, *[OK] * len(batch)))
-        handed += len(batch)
+    await ack_as_they_come(producer, stream, 200 - n)  # the rest flows through the bound
     await eventually(lambda: committed(cluster) == 200)
     assert producer.floor_distances()[(T, 0)] == (0, 0, False)
     await producer.aclose()
@@ -597,11 +602,7 @@ async def test_large_unresolved_messages_pause_their_partition_at_the_bytes_boun
     assert producer.floor_distances()[(T, 0)].open_bytes == 1002 * n
     assert n < 200 and (T, 0) in cluster.consumers[0].paused
     await producer.advance(items(p, *[OK] * n))  # resolved: bytes released, reading resumes
-    handed = n
-    while handed < 200:
-        batch = await take(stream, 1)
-        await producer.advance(items(batch, *[OK] * len(batch)))
-        handed += len(batch)
+    await ack_as_they_come(producer, stream, 200 - n)
     await eventually(lambda: committed(cluster) == 200)
     assert producer.floor_distances()[(T, 0)] == (0, 0, False)
     await producer.aclose()
