@@ -8,12 +8,13 @@ it). The checks read only the broker and the database, never the triggerer.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sharedstream.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
@@ -48,12 +49,29 @@ def _consumer(bootstrap: str, group: str) -> Consumer:
                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
 
 
+# The group coordinator is still being elected or loaded (a fresh broker, a new group):
+# the answer is "ask again shortly", not a failure.
+_COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR,
+                                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                 KafkaError.COORDINATOR_NOT_AVAILABLE})
+
+
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The consumer group's committed offset per partition (-1 when none), without joining."""
+    """The consumer group's committed offset per partition (-1 when none), without joining.
+
+    Waits (up to 10 s) while the group's coordinator is not there yet."""
     consumer = _consumer(bootstrap, group)
+    deadline = time.monotonic() + 10
     try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                   timeout=10)
+        while True:
+            try:
+                found = consumer.committed(
+                    [TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         consumer.close()
     return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
