@@ -20,6 +20,12 @@ Failure windows:
   the revoked partitions' resolved prefix is committed synchronously before the
   partitions go; outcomes arriving later belong to an old generation and are
   dropped. A lost partition commits nothing (another member may own it).
+* A watched or dead-letter topic recreated under the consumer: noticed by the
+  periodic topic-id check (``TOPIC_ID_CHECK_S``); see :meth:`_check_topic_ids`.
+
+Bounds: a lane pauses its partition at ``max_in_flight`` offsets read above its floor
+or ``max_in_flight_bytes`` of unresolved payload (:meth:`bound_lanes`), so a held
+message costs a bounded amount of memory, never the rest of the log.
 """
 
 from __future__ import annotations
@@ -767,14 +773,16 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def _check_topic_ids(self, consumer: Any,
                          pool: concurrent.futures.ThreadPoolExecutor, now: float) -> None:
-        """Compare the watched topics' ids with the broker's, off this thread.
+        """Compare the watched and dead-letter topics' ids with the broker's, off this thread.
 
         A topic deleted and recreated under a running consumer (same name, a new id,
         offsets from 0 again) keeps its partitions assigned: librdkafka notices the new
         id in its metadata but goes on fetching at the old position, so every record
         below it would be skipped in silence. The ids are asked for on a worker thread
         (an admin round trip never stalls ``consume()``) and a change restarts the
-        topic's lanes (:meth:`_restart_recreated`).
+        topic's lanes (:meth:`_restart_recreated`). For the dead-letter topic, an
+        unchanged id vouches for the records acknowledged before the check started; a
+        changed one sends them again to the new incarnation (``DeadLetterSender``).
 
         Failure window: records of the new topic at or above the old position that are
         read before the check notices (at most ``TOPIC_ID_CHECK_S``) are keyed by the old
