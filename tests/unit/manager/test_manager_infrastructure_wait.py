@@ -35,6 +35,24 @@ def store(tmp_path: Path) -> Iterator[StateStore]:
     store.close()
 
 
+async def fed_one(filter_fn: Any) -> Harness:
+    """Watcher "a" (ack_timeout 5 s, one attempt) running ``filter_fn``, handed one message."""
+    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
+    h.sink.auto = True
+    h.start("a", filter_fn)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    return h
+
+
+async def outlast_ack_timeouts(h: Harness) -> None:
+    """100 s on the manual clock: twenty ack timeouts, were the timer running."""
+    for _ in range(20):
+        h.clock.advance(5.0)
+        await settle()
+
+
 async def test_no_ack_timeout_while_waiting_on_infrastructure() -> None:
     back = asyncio.Event()
 
@@ -45,15 +63,8 @@ async def test_no_ack_timeout_while_waiting_on_infrastructure() -> None:
             await back.wait()
         return [message]
 
-    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
-    h.sink.auto = True
-    h.start("a", read_through_outage)
-    await settle()
-    h.producer.feed(("p", 0))
-    await settle()
-    for _ in range(20):  # 100 s: twenty ack timeouts
-        h.clock.advance(5.0)
-        await settle()
+    h = await fed_one(read_through_outage)
+    await outlast_ack_timeouts(h)
     assert h.producer.items() == [] and h.triggers["a"].starts == 1
     back.set()
     await settle()
@@ -120,16 +131,9 @@ async def test_a_state_read_retrying_through_an_outage_holds_the_message(
         await state.aadvance(key, 1)
         return [message]
 
-    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
-    h.sink.auto = True
-    h.start("a", watermark)
-    await settle()
-    h.producer.feed(("p", 0))
-    await settle()
+    h = await fed_one(watermark)
     assert calls == ["watermark/p:0"] * 4 and state.read_failure is not None
-    for _ in range(20):
-        h.clock.advance(5.0)
-        await settle()
+    await outlast_ack_timeouts(h)
     assert h.producer.items() == [] and h.triggers["a"].starts == 1
     back.set()
     await settle()
