@@ -1,10 +1,14 @@
 """``KafkaSharedStreamProducer``: one Kafka consumer for one shared-stream group.
 
 Threads: a dedicated consumer thread owns the ``Consumer`` (batch ``consume()``,
-rebalance callbacks, coalesced commits, dead-letter delivery reports). The event
-loop owns the manager-facing side (``open_stream``, ``advance``, the rejection
-recorder). Lane state is shared and guarded by one lock; each consumed batch
-crosses to the loop in one hop.
+rebalance callbacks, coalesced commits, dead-letter delivery reports). It keeps no
+per-message state: it wraps what it reads and hands each batch to the event loop in
+one hop, and it applies what the loop publishes (per-partition pauses and seeks,
+commit targets). The event loop owns the lanes, the only per-offset bookkeeping on
+this side: it admits records, resolves outcomes, decides the bounds, and every
+``commit_interval`` publishes the commit targets of the lanes that changed (the
+commit tick costs what changed, not what is held). The two sides share only small
+hand-off dicts under one lock, touched once per batch or tick, never per message.
 
 Failure windows:
 
@@ -16,16 +20,20 @@ Failure windows:
   is produced again after restart (duplicate, same identity header).
 * Crash after the rejection recorder stored a row, before the commit: the row is
   recorded again (recorders are idempotent by identity).
-* Revocation: pending dead-letter reports are awaited (``revoke_timeout``) and
-  the revoked partitions' resolved prefix is committed synchronously before the
-  partitions go; outcomes arriving later belong to an old generation and are
-  dropped. A lost partition commits nothing (another member may own it).
+* Revocation: pending dead-letter reports are awaited (``revoke_timeout``), the
+  loop is asked to publish its targets (bounded wait: a loop that does not answer
+  costs re-reading what resolved in the last commit interval), and the revoked
+  partitions' published targets are committed synchronously before the partitions
+  go; outcomes arriving later belong to an old generation and are dropped. A lost
+  partition commits nothing (another member may own it).
 * A watched or dead-letter topic recreated under the consumer: noticed by the
   periodic topic-id check (``TOPIC_ID_CHECK_S``); see :meth:`_check_topic_ids`.
 
 Bounds: a lane pauses its partition at ``max_in_flight`` offsets read above its floor
 or ``max_in_flight_bytes`` of unresolved payload (:meth:`bound_lanes`), so a held
-message costs a bounded amount of memory, never the rest of the log.
+message costs a bounded amount of memory, never the rest of the log. The loop
+decides, so the consumer may have read a few batches further before the pause
+lands: the lane discards those and the consumer seeks back to them on resume.
 """
 
 from __future__ import annotations
@@ -57,7 +65,7 @@ from sharedstream.producer.connections import (
 )
 from sharedstream.producer.contract import AdvanceItem, ForgetLanes, SharedStreamProducer
 from sharedstream.producer.dead_letters import DeadLetterSender, is_permanent
-from sharedstream.producer.lanes import Lane, State
+from sharedstream.producer.lanes import Fetch, Lane, State
 from sharedstream.producer.payload import KafkaPayload, build_payload
 from sharedstream.producer.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
 from sharedstream.producer.rejections import RejectedMessage, RejectionRecorder
@@ -112,6 +120,41 @@ class LaneLoad(NamedTuple):
     at_bound: bool
 
 
+Key = tuple[str, int]
+
+
+class _Batch(NamedTuple):
+    """Records for the loop: ``counted`` ones came from ``consume()`` (backpressure counts
+    them); the others are held messages handed out again (already admitted)."""
+
+    counted: bool
+    items: list[Item]
+
+
+class _Assigned(NamedTuple):
+    """Start lanes: ``(topic, partition, committed offset or None, remembered offsets)``."""
+
+    generation: int
+    starts: tuple[tuple[str, int, int | None, frozenset[int]], ...]
+
+
+class _Ended(NamedTuple):
+    """These partitions left this consumer (revoked, lost, or their topic recreated)."""
+
+    keys: frozenset[Key]
+
+
+class _Rewound(NamedTuple):
+    """The consumer sought a bounded partition back to where its lane stopped admitting;
+    everything read after this marker comes from there."""
+
+    key: Key
+    generation: int
+
+
+_Handoff = _Batch | _Assigned | _Ended | _Rewound | None
+
+
 class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     """Broker side of one Kafka shared-stream group (see module docstring).
 
@@ -160,8 +203,28 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         strategy = str(self._config.get("partition.assignment.strategy", "cooperative-sticky"))
         self._incremental = protocol == "consumer" or "cooperative" in strategy
 
+        # Guards only the hand-off between the two threads: ``_queued``,
+        # ``_published`` and ``_lane_requests``.
         self._lock = threading.Lock()
-        self._lanes: dict[tuple[str, int], Lane] = {}
+        # Loop side: the lanes, which changed since the last publish, which are bounded,
+        # and a snapshot per lane that health and metrics (another thread) may read.
+        self._lanes: dict[Key, Lane] = {}
+        self._dirty: set[Key] = set()
+        self._bounded_lanes: set[Key] = set()
+        self._loads: dict[Key, tuple[LaneLoad, int]] = {}
+        self._publish_handle: asyncio.TimerHandle | None = None
+        # Hand-off, loop -> thread: commit targets (generation, offset, terminal offsets
+        # above) and per-partition fetch requests (generation, None = pause, or the
+        # offset to seek to before resuming).
+        self._published: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
+        self._lane_requests: dict[Key, tuple[int, int | None]] = {}
+        # Thread side: the generation of each owned partition, the partitions paused for
+        # their bound, and commit bookkeeping (latest target, last sent, still to send).
+        self._owned: dict[Key, int] = {}
+        self._bounded: set[Key] = set()
+        self._latest: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
+        self._sent: dict[Key, tuple[int, str]] = {}
+        self._unsent: set[Key] = set()
         self._generation = 0
         self._queued = 0
         self._topic_ids: dict[str, str] = {}
@@ -172,13 +235,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._lane_bytes_bound = 0
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        # (counted, revision, batch) from the consumer thread or a redelivery; ForgetLanes
-        # after a revocation; None when the consumer failed.
-        self._queue: asyncio.Queue[tuple[bool, int, list[Item]] | ForgetLanes | None] = (
-            asyncio.Queue())
-        # Bumped whenever lanes are dropped: a batch handed over at the same revision
-        # needs no per-message ownership check.
-        self._revision = 0
+        # From the consumer thread (or a redelivery) to the loop, in order; None when
+        # the consumer failed.
+        self._queue: asyncio.Queue[_Handoff] = asyncio.Queue()
         # Set when the loop took a batch or asked to resume: the consumer thread waits
         # on it instead of pausing the partitions (see _hold_back).
         self._room = threading.Event()
@@ -250,27 +309,189 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             yield await self._next_item()
 
     async def _next_item(self) -> list[Item] | ForgetLanes:
-        """The next batch, with items of a revoked generation dropped."""
+        """The next batch of admitted records, or the lanes the manager must forget.
+
+        Lane starts and ends arrive in the same queue as the records, in the order the
+        consumer saw them, so a record always finds the lane of its own generation.
+        """
         while True:
             entry = await self._queue.get()
-            if entry is None:
+            if isinstance(entry, _Batch):
+                if not entry.counted:
+                    current = [it for it in entry.items if self._current(it[1]) is not None]
+                    if current:
+                        return current
+                    continue
+                with self._lock:
+                    self._queued -= 1
+                self._room.set()
+                admitted = self._admit(entry.items)
+                if admitted:
+                    return admitted
+            elif isinstance(entry, _Assigned):
+                self._start_lanes(entry)
+            elif isinstance(entry, _Ended):
+                forgotten = self._end_lanes(entry.keys)
+                if forgotten:
+                    return ForgetLanes(forgotten)
+            elif isinstance(entry, _Rewound):
+                self._rewound(entry)
+            else:
                 failure = self._failure
                 raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
-            if isinstance(entry, ForgetLanes):
-                return entry
-            counted, revision, items = entry
+
+    def _admit(self, items: list[Item]) -> list[Item]:
+        """Record a consumed batch in its lanes; what must be handed out.
+
+        Skipped: records of a lane of another generation (raced a revocation), of a
+        lane not admitting (bounded or rewinding: read again later), remembered
+        terminal offsets, offsets below the committed position (logged), and copies
+        of offsets already read in this generation. Runs once per record: a run of
+        records of one partition (the usual shape of a batch) reuses its lane.
+        """
+        out: list[Item] = []
+        lanes = self._lanes
+        bound = self._lane_bound
+        bytes_bound = self._lane_bytes_bound
+        lane: Lane | None = None
+        for item in items:
+            payload = item[1]
+            if lane is None or lane.partition != payload.partition or (
+                    lane.topic != payload.topic):
+                lane = lanes.get(payload.lane)
+                if lane is None:
+                    continue
+            if lane.generation != payload.generation or lane.fetch is not Fetch.OPEN:
+                continue
+            offset = payload.offset
+            entry = lane.admit(offset)
+            if entry is None:
+                if lane.base is not None and offset < lane.base:
+                    self._below_base(lane, offset)
+                continue
+            out.append(item)
+            if bound is None:
+                continue
+            message = item[0]
+            lane.weigh(entry, len(message.value or b"") + len(message.key or b""))
+            if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
+                lane.trim()  # what resolved since the last publish is no distance
+                if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
+                    self._bound(lane, offset + 1)
+        self.consumed += len(out)
+        if out:
+            self._schedule_publish()
+        return out
+
+    def _bound(self, lane: Lane, resume_at: int) -> None:
+        """Stop admitting into a lane at its bound and ask the consumer to pause it."""
+        lane.fetch = Fetch.BOUNDED
+        lane.resume_at = resume_at
+        key = (lane.topic, lane.partition)
+        self._bounded_lanes.add(key)
+        self._snapshot(lane)
+        self._request(key, lane.generation, None)
+        log.info("%s: %s[%d] paused: %d messages read above its floor, %d bytes unresolved "
+                 "(max_in_flight, max_in_flight_bytes)", self.consumer_group, lane.topic,
+                 lane.partition, len(lane.entries), lane.open_bytes)
+
+    def _release_bounded(self) -> None:
+        """Rewind the bounded lanes whose floor moved: at most half of both bounds left."""
+        bound = self._lane_bound
+        if bound is None:
+            return
+        for key in list(self._bounded_lanes):
+            lane = self._lanes.get(key)
+            if lane is None or lane.fetch is not Fetch.BOUNDED:
+                continue
+            lane.trim()
+            if len(lane.entries) <= bound // 2 and lane.open_bytes <= self._lane_bytes_bound // 2:
+                lane.fetch = Fetch.REWINDING
+                self._request(key, lane.generation, lane.resume_at)
+
+    def _rewound(self, marker: _Rewound) -> None:
+        lane = self._lanes.get(marker.key)
+        if lane is None or lane.generation != marker.generation:
+            return
+        lane.fetch = Fetch.OPEN
+        self._bounded_lanes.discard(marker.key)
+        self._snapshot(lane)
+
+    def _request(self, key: Key, generation: int, seek_to: int | None) -> None:
+        with self._lock:
+            self._lane_requests[key] = (generation, seek_to)
+
+    def _start_lanes(self, assigned: _Assigned) -> None:
+        for topic, partition, base, remembered in assigned.starts:
+            lane = Lane(topic, partition, assigned.generation, base, set(remembered))
+            self._lanes[(topic, partition)] = lane
+            self._snapshot(lane)
+
+    def _end_lanes(self, keys: frozenset[Key]) -> frozenset[Hashable]:
+        ended = frozenset(key for key in keys if self._lanes.pop(key, None) is not None)
+        for key in keys:
+            self._loads.pop(key, None)
+            self._dirty.discard(key)
+            self._bounded_lanes.discard(key)
+        return ended
+
+    def _schedule_publish(self) -> None:
+        if self._publish_handle is None and self._loop is not None and not self._closed:
+            self._publish_handle = self._loop.call_later(self._commit_interval, self._publish)
+
+    def _publish(self) -> None:
+        """Hand the consumer thread the commit targets of the lanes that changed.
+
+        Costs what changed since the last publish (a lane with a held floor and many
+        terminal offsets above it lists them, at most its bound). Also refreshes the
+        per-lane snapshot health and metrics read, and lifts bounds whose floor moved.
+        """
+        self._publish_handle = None
+        self._release_bounded()
+        if not self._dirty:
+            return
+        published: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
+        lanes = self._lanes
+        for key in self._dirty:
+            lane = lanes.get(key)
+            if lane is None:
+                continue
+            target = lane.commit_target()
+            if target is not None:
+                published[key] = (lane.generation, target[0], tuple(target[1]))
+            self._snapshot(lane)
+        self._dirty.clear()
+        if published:
             with self._lock:
-                if counted:
-                    self._queued -= 1
-                    self._room.set()
-                if revision == self._revision:
-                    return items  # no lane was dropped since: every item is current
-                current = [it for it in items if self._current(it[1]) is not None]
-            if current:
-                return current
+                self._published.update(published)
+
+    def _snapshot(self, lane: Lane) -> None:
+        """Refresh what health and metrics see of a lane (held counts change at once,
+        distances and bytes at the next publish)."""
+        self._loads[(lane.topic, lane.partition)] = (
+            LaneLoad(len(lane.entries), lane.open_bytes, lane.at_bound), lane.held_count)
+
+    def _publish_and_signal(self, done: threading.Event) -> None:
+        self._publish()
+        done.set()
+
+    def _sync_with_loop(self, timeout: float) -> None:
+        """Consumer thread: let the loop take what happened so far and publish it.
+
+        Dead-letter reports delivered just before (``flush``) reach the loop first (one
+        FIFO of callbacks), so what they made terminal is in the published targets.
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return
+        done = threading.Event()
+        loop.call_soon_threadsafe(self._publish_and_signal, done)
+        if not done.wait(timeout):
+            log.warning("%s: the event loop did not publish within %.1fs; committing what "
+                        "it published before", self.consumer_group, timeout)
 
     async def advance(self, batch: Sequence[AdvanceItem[KafkaPayload]]) -> None:
-        """Record one lane's resolved prefix; commits follow on the next commit tick.
+        """Record one lane's resolved prefix; commits follow on the next publish.
 
         Clean and unrejected -> terminal. Failed -> held (the floor) and
         redelivered after ``retry_after``; rejections seen so far are kept so the
@@ -282,38 +503,41 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         loop = self._require_loop()
         to_dead_letter: list[tuple[KafkaPayload, dict[str, str]]] = []
         lanes = self._lanes
-        with self._lock:
-            # A batch is one lane's prefix: look the lane up once, not per message.
-            lane: Lane | None = None
-            for item in batch:
-                payload, outcome = item.broker_payload, item.outcome
-                if lane is None or lane.generation != payload.generation or (
-                        lane.topic, lane.partition) != payload.lane:
-                    lane = lanes.get(payload.lane)
-                    if lane is None or lane.generation != payload.generation:
-                        lane = None
-                        continue  # late outcome of an old generation
-                entry = lane.entries.get(payload.offset)
-                if entry is None or entry.state is State.TERMINAL or (
-                        entry.state is State.DELIVERING):
-                    continue  # already terminal (or being dead-lettered)
-                if outcome.rejected:
-                    if entry.rejections is None:
-                        entry.rejections = {}
-                    entry.rejections.update(outcome.rejected)
-                if outcome.failed:
-                    if entry.state is not State.HELD:
-                        lane.hold(entry)
-                        entry.attempts += 1
-                        self._schedule(
-                            loop, max(outcome.retry_after, MIN_RETRY_S), self._redeliver, payload
-                        )
-                    continue
-                if entry.rejections:
-                    entry.state = State.DELIVERING
-                    to_dead_letter.append((payload, dict(entry.rejections)))
-                else:
-                    lane.finish(entry)
+        dirty = self._dirty
+        # A batch is one lane's prefix: look the lane up once, not per message.
+        lane: Lane | None = None
+        for item in batch:
+            payload, outcome = item.broker_payload, item.outcome
+            if lane is None or lane.generation != payload.generation or (
+                    lane.topic, lane.partition) != payload.lane:
+                lane = lanes.get(payload.lane)
+                if lane is None or lane.generation != payload.generation:
+                    lane = None
+                    continue  # late outcome of an old generation
+                dirty.add(payload.lane)
+            entry = lane.entries.get(payload.offset)
+            if entry is None or entry.state is State.TERMINAL or (
+                    entry.state is State.DELIVERING):
+                continue  # already terminal (or being dead-lettered)
+            if outcome.rejected:
+                if entry.rejections is None:
+                    entry.rejections = {}
+                entry.rejections.update(outcome.rejected)
+            if outcome.failed:
+                if entry.state is not State.HELD:
+                    lane.hold(entry)
+                    self._snapshot(lane)
+                    entry.attempts += 1
+                    self._schedule(
+                        loop, max(outcome.retry_after, MIN_RETRY_S), self._redeliver, payload
+                    )
+                continue
+            if entry.rejections:
+                entry.state = State.DELIVERING
+                to_dead_letter.append((payload, dict(entry.rejections)))
+            else:
+                lane.finish(entry)
+        self._schedule_publish()
         for payload, rejections in to_dead_letter:
             self._send_dead_letter(payload, rejections)
 
@@ -347,6 +571,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
+        if self._publish_handle is not None:
+            self._publish_handle.cancel()
         if self._recorder_task is not None:
             try:
                 await asyncio.wait_for(self._drain_recorder(), self._revoke_timeout)
@@ -355,6 +581,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._recorder_task.cancel()
             await asyncio.gather(self._recorder_task, return_exceptions=True)
         if self._thread is not None:
+            self._publish()  # the targets of the final commit
             self._stop.set()
             await asyncio.to_thread(self._thread.join)
 
@@ -367,14 +594,13 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         return alive and self._ready and self._failure is None
 
     def health(self) -> ProducerHealth:
-        with self._lock:
-            assigned = len(self._lanes)
-            held = sum(lane.held() for lane in self._lanes.values())
+        """Safe from any thread: reads the snapshot the loop refreshes as lanes change."""
+        loads = dict(self._loads)
         return ProducerHealth(
             ready=self.ready,
             consumer_group=self.consumer_group,
-            assigned_partitions=assigned,
-            held_messages=held,
+            assigned_partitions=len(loads),
+            held_messages=sum(held for _, held in loads.values()),
             paused=self._applied_pause or self._blocked_since is not None,
             last_error=self._last_error,
             failed=None if self._failure is None else str(self._failure),
@@ -382,17 +608,17 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def floor_distances(self) -> dict[tuple[str, int], LaneLoad]:
         """Per partition: messages read above the floor, bytes of the unresolved ones, and
-        whether it is paused at a lane bound. One pass over the assigned partitions."""
-        with self._lock:
-            return {key: LaneLoad(len(lane.entries), lane.open_bytes, lane.at_bound)
-                    for key, lane in self._lanes.items()}
+        whether it is paused at a lane bound, as of the last publish (at most one commit
+        interval old). Safe from any thread."""
+        return {key: load for key, (load, _) in dict(self._loads).items()}
 
     async def commit(self) -> None:
         """Commit every lane's resolved prefix now and wait for the broker's answer.
 
         Raises :class:`StreamNotOpenError` without an open consumer.
         """
-        await self._call(lambda consumer: self._commit_lanes(consumer, asynchronous=False))
+        self._publish()
+        await self._call(lambda consumer: self._commit_published(consumer, asynchronous=False))
 
     # --------------------------------------------------------------- loop side
 
@@ -410,7 +636,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         return await asyncio.wrap_future(future)
 
     def _current(self, payload: KafkaPayload) -> tuple[Lane, Any] | None:
-        """The lane and entry of a payload if it belongs to the current generation (lock held)."""
+        """The lane and entry of a payload if it belongs to the current generation."""
         lane = self._lanes.get(payload.lane)
         if lane is None or lane.generation != payload.generation:
             return None
@@ -437,13 +663,12 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def _redeliver(self, payload: KafkaPayload) -> None:
         """Hand a held message out again (from memory; the manager picks its watchers)."""
-        with self._lock:
-            found = self._current(payload)
-            if found is None or found[1].state is not State.HELD:
-                return
-            found[0].release(found[1])
-            revision = self._revision
-        self._queue.put_nowait((False, revision, [(payload.message, payload)]))
+        found = self._current(payload)
+        if found is None or found[1].state is not State.HELD:
+            return
+        found[0].release(found[1])
+        self._snapshot(found[0])
+        self._queue.put_nowait(_Batch(False, [(payload.message, payload)]))
 
     def _send_dead_letter(self, payload: KafkaPayload, rejections: dict[str, str]) -> None:
         if self._dlq is None:
@@ -456,10 +681,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             # Runs on the consumer thread (poll/flush) or inline on the loop (produce refused).
             if error is None:
                 self.dead_letters += 1
-                with self._lock:
-                    found = self._current(payload)
-                    if found is not None and found[1].state is State.DELIVERING:
-                        found[0].finish(found[1])
+                loop.call_soon_threadsafe(self._delivered, payload)
             elif is_permanent(error):
                 loop.call_soon_threadsafe(
                     self._enqueue_record, payload, rejections, f"dead-letter refused: {error.str()}"
@@ -472,14 +694,21 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
 
         def resend() -> None:
-            with self._lock:
-                found = self._current(payload)
-                if found is None or found[1].state is not State.DELIVERING:
-                    return
+            found = self._current(payload)
+            if found is None or found[1].state is not State.DELIVERING:
+                return
             assert self._dlq is not None
             self._dlq.send(payload, rejections, done)
 
         self._dlq.send(payload, rejections, done)
+
+    def _delivered(self, payload: KafkaPayload) -> None:
+        """A rejected message's dead letter (or recorded row) is durable: it is terminal."""
+        found = self._current(payload)
+        if found is not None and found[1].state is State.DELIVERING:
+            found[0].finish(found[1])
+            self._dirty.add(payload.lane)
+            self._schedule_publish()
 
     def _enqueue_record(self, payload: KafkaPayload, rejections: dict[str, str], why: str) -> None:
         msg, origin = payload.message, payload.origin
@@ -521,11 +750,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 backoff = 0.1
                 self.rejections_recorded += len(batch)
                 del self._to_record[: len(batch)]
-                with self._lock:
-                    for payload, _ in batch:
-                        found = self._current(payload)
-                        if found is not None and found[1].state is State.DELIVERING:
-                            found[0].finish(found[1])
+                for payload, _ in batch:
+                    self._delivered(payload)
             self._recorder_idle.set()
 
     async def _drain_recorder(self) -> None:
@@ -569,6 +795,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 1, thread_name_prefix=f"sharedstream-ids:{self.consumer_group}")
             while not self._stop.is_set():
                 self._run_commands(consumer)
+                if self._lane_requests:
+                    self._apply_lane_requests(consumer)
                 records = None if self._hold_back(consumer) else self._consume_batch(consumer)
                 if self._dlq is not None:
                     self._dlq.poll()
@@ -577,8 +805,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 now = time.monotonic()
                 if now - last_commit >= self._commit_interval:
                     last_commit = now
-                    self._commit_lanes(consumer, asynchronous=True)
-                    self._release_bounded(consumer)
+                    self._commit_published(consumer, asynchronous=True)
                 if not self._ready and now - last_probe >= PROBE_INTERVAL_S:
                     last_probe = now
                     self._probe(consumer)
@@ -668,95 +895,85 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     def _set_paused(self, consumer: Any, paused: bool) -> None:
         assignment = consumer.assignment()
         if assignment and not paused:
-            # A lane at its bound stays paused until its floor moves (_release_bounded).
-            with self._lock:
-                bounded = {k for k, lane in self._lanes.items() if lane.at_bound}
+            # A partition at its lane bound stays paused until its lane lifts the bound.
+            bounded = self._bounded
             assignment = [tp for tp in assignment if (tp.topic, tp.partition) not in bounded]
         if assignment:
             (consumer.pause if paused else consumer.resume)(assignment)
         self._applied_pause = paused
 
-    def _pause_bounded(self, consumer: Any, lanes: Sequence[Lane]) -> None:
-        """Pause partitions whose lanes reached the bound (their state is already set).
+    def _apply_lane_requests(self, consumer: Any) -> None:
+        """Pause the partitions whose lanes reached their bound; seek back and resume the
+        ones whose bound lifted.
 
-        The consumer keeps calling ``consume()``, so the member stays live; librdkafka
-        drops what it prefetched for them and fetches it again after the resume.
+        Pausing drops what librdkafka prefetched for the partition; what was consumed
+        past the bound before the pause landed was discarded by the lane, so resuming
+        seeks back to the lane's ``resume_at`` first (a plain resume would continue after
+        the last record consumed and skip them). A seek refused now is tried again on the
+        next turn: resuming without it would lose those records.
         """
-        consumer.pause([TopicPartition(lane.topic, lane.partition) for lane in lanes])
-        for lane in lanes:
-            log.info("%s: %s[%d] paused: %d messages read above its floor (max_in_flight)",
-                     self.consumer_group, lane.topic, lane.partition, len(lane.entries))
-
-    def _release_bounded(self, consumer: Any) -> None:
-        """Resume the bounded lanes whose floor moved: at most half the bound left."""
-        bound = self._lane_bound
-        if bound is None:
-            return
         with self._lock:
-            ready = [lane for lane in self._lanes.values()
-                     if lane.at_bound and len(lane.entries) <= bound // 2
-                     and lane.open_bytes <= self._lane_bytes_bound // 2]
-            for lane in ready:
-                lane.at_bound = False
-        if ready and not self._applied_pause:
-            consumer.resume([TopicPartition(lane.topic, lane.partition) for lane in ready])
+            requests, self._lane_requests = self._lane_requests, {}
+        for key, (generation, seek_to) in requests.items():
+            if self._owned.get(key) != generation:
+                continue  # revoked, lost or restarted since the loop asked
+            tp = TopicPartition(key[0], key[1])
+            if seek_to is None:
+                consumer.pause([tp])
+                self._bounded.add(key)
+                continue
+            try:
+                consumer.seek(TopicPartition(key[0], key[1], seek_to))
+            except KafkaException as exc:
+                log.warning("%s: %s[%d]: seek to %d before resuming failed (retrying): %s",
+                            self.consumer_group, key[0], key[1], seek_to, exc)
+                with self._lock:
+                    self._lane_requests.setdefault(key, (generation, seek_to))
+                continue
+            self._bounded.discard(key)
+            if not self._applied_pause:
+                consumer.resume([tp])
+            self._post(_Rewound(key, generation))
 
     def _hand_over(self, records: list[Any]) -> None:
-        """Admit a consumed batch into its lanes; one hop to the loop for the whole batch.
+        """Wrap a consumed batch; one hop to the loop for the whole batch.
 
         Runs once per record: lookups are hoisted and a run of records of one
-        partition (the usual shape of a batch) reuses its lane.
+        partition (the usual shape of a batch) reuses its generation. The loop
+        admits them into their lanes (``_admit``).
         """
         out: list[Item] = []
-        lanes = self._lanes
+        owned = self._owned
         topic_ids = self._topic_ids
-        bound = self._lane_bound
-        bytes_bound = self._lane_bytes_bound
-        at_bound: list[Lane] = []
-        lane: Lane | None = None
-        with self._lock:
-            for record in records:
-                error = record.error()
-                if error is not None:
-                    if error.fatal():
-                        raise KafkaException(error)
-                    self._note_error(f"consume error: {error.str()}")
-                    continue
-                topic, partition = record.topic(), record.partition()
-                if lane is None or lane.partition != partition or lane.topic != topic:
-                    lane = lanes.get((topic, partition))
-                    if lane is None:
-                        continue  # not owned in this generation (raced a revocation)
-                offset = record.offset()
-                entry = lane.admit(offset)
-                if entry is None:
-                    if lane.base is not None and offset < lane.base:
-                        self._below_base(lane, offset)
-                    continue
-                payload = build_payload(record, topic, partition, offset,
-                                        topic_ids.get(topic, ""), lane.generation)
-                message = payload.message
-                out.append((message, payload))
-                if bound is None:
-                    continue
-                lane.weigh(entry, len(message.value or b"") + len(message.key or b""))
-                if not lane.at_bound and (len(lane.entries) >= bound
-                                          or lane.open_bytes >= bytes_bound):
-                    lane.trim()  # what resolved since the last commit tick is no distance
-                    if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
-                        lane.at_bound = True
-                        at_bound.append(lane)
-            if out:
-                self._queued += 1
-            revision = self._revision
-        if at_bound:
-            assert self._consumer is not None
-            self._pause_bounded(self._consumer, at_bound)
-        self.consumed += len(out)
+        key: Key | None = None
+        generation = -1
+        for record in records:
+            error = record.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                self._note_error(f"consume error: {error.str()}")
+                continue
+            topic, partition = record.topic(), record.partition()
+            if key is None or key[1] != partition or key[0] != topic:
+                key = (topic, partition)
+                generation = owned.get(key, -1)
+            if generation < 0:
+                continue  # not owned in this generation (raced a revocation)
+            payload = build_payload(record, topic, partition, record.offset(),
+                                    topic_ids.get(topic, ""), generation)
+            out.append((payload.message, payload))
         if out:
+            with self._lock:
+                self._queued += 1
             self._ready = True
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, (True, revision, out))
+            self._post(_Batch(True, out))
+
+    def _post(self, item: _Handoff) -> None:
+        """Consumer thread -> loop, in order."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
     def _below_base(self, lane: Lane, offset: int) -> None:
         """A record below the committed position: say so, and look for a recreated topic now.
@@ -831,25 +1048,27 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         persisted stays keyed by the old id) and never committed: the new lanes belong to
         a new generation, so late outcomes of the old ones are discarded.
         """
-        with self._lock:
-            self._generation += 1
-            self._revision += 1
-            dropped: set[tuple[str, int]] = set()
-            restart: list[TopicPartition] = []
-            for key, lane in list(self._lanes.items()):
-                if lane.topic in changed:
-                    dropped.add(key)
-                    self._lanes[key] = Lane(lane.topic, lane.partition, self._generation)
-                    restart.append(TopicPartition(lane.topic, lane.partition, OFFSET_BEGINNING))
+        self._generation += 1
+        restart = sorted(key for key in self._owned if key[0] in changed)
+        for key in restart:
+            self._owned[key] = self._generation
+            self._forget_commits(key)
         for topic, (old, new) in sorted(changed.items()):
             self.topics_recreated += 1
             log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
                         "continuing from its first offset as a new stream", self.consumer_group,
                         topic, old, new)
-        if dropped and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, ForgetLanes(frozenset(dropped)))
-        for tp in restart:
-            consumer.seek(tp)
+        if not restart:
+            return
+        self._post(_Ended(frozenset(restart)))
+        self._post(_Assigned(self._generation, tuple((t, p, None, frozenset())
+                                                     for t, p in restart)))
+        for topic, partition in restart:
+            consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+        bounded = [TopicPartition(t, p) for t, p in restart if (t, p) in self._bounded]
+        self._bounded.difference_update(restart)
+        if bounded and not self._applied_pause:
+            consumer.resume(bounded)
 
     def _on_stats(self, text: str) -> None:
         """librdkafka's periodic statistics: per-partition lag for ``/metrics``."""
@@ -863,31 +1082,34 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 "rejections_recorded": self.rejections_recorded,
                 "topics_recreated": self.topics_recreated}
 
-    def _commit_offset(self, lane: Lane) -> TopicPartition | None:
-        target = lane.commit_target()
-        if target is None:
-            return None
-        offset, above = target
-        metadata = encode_progress(offset, above, self._metadata_max_chars)
-        if lane.last_sent == (offset, metadata):
-            return None
-        lane.last_sent = (offset, metadata)
-        return TopicPartition(lane.topic, lane.partition, offset, metadata=metadata)
-
-    def _commit_lanes(
-        self, consumer: Any, *, asynchronous: bool, only: Sequence[Lane] | None = None
+    def _commit_published(
+        self, consumer: Any, *, asynchronous: bool, only: frozenset[Key] | None = None
     ) -> None:
-        """One commit request for every lane whose target or remembered set moved."""
-        with self._lock:
-            lanes = list(self._lanes.values()) if only is None else list(only)
-            offsets = []
-            for lane in lanes:
-                if only is None and not lane.dirty:
-                    continue
-                lane.dirty = False
-                tp = self._commit_offset(lane)
-                if tp is not None:
-                    offsets.append(tp)
+        """One commit request for every owned partition whose published target moved.
+
+        Metadata is encoded here, with the budget the broker allows (it halves when
+        the broker refuses it); a target whose commit failed is sent again.
+        """
+        if self._published:
+            with self._lock:
+                fresh, self._published = self._published, {}
+            self._latest.update(fresh)
+            self._unsent.update(fresh)
+        keys = self._unsent if only is None else self._unsent & only
+        if not keys:
+            return
+        offsets = []
+        for key in list(keys):
+            self._unsent.discard(key)
+            latest = self._latest.get(key)
+            if latest is None or self._owned.get(key) != latest[0]:
+                continue
+            _, offset, above = latest
+            metadata = encode_progress(offset, above, self._metadata_max_chars)
+            if self._sent.get(key) == (offset, metadata):
+                continue
+            self._sent[key] = (offset, metadata)
+            offsets.append(TopicPartition(key[0], key[1], offset, metadata=metadata))
         if not offsets:
             return
         try:
@@ -899,6 +1121,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             return
         if not asynchronous and result:
             self._on_commit(None, result)
+
+    def _forget_commits(self, key: Key) -> None:
+        self._latest.pop(key, None)
+        self._sent.pop(key, None)
+        self._unsent.discard(key)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [tp for tp in partitions if tp.error is not None]
@@ -927,12 +1154,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         else:
             self._note_error(f"commit failed: {error.str()}")
             log.warning("%s: commit failed: %s", self.consumer_group, error.str())
-        with self._lock:
-            for tp in partitions:
-                lane = self._lanes.get((tp.topic, tp.partition))
-                if lane is not None:
-                    lane.dirty = True
-                    lane.last_sent = None
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            if key in self._owned:
+                self._sent.pop(key, None)
+                self._unsent.add(key)
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal():
@@ -959,24 +1185,31 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     # rebalance callbacks: run on the consumer thread, inside consume() or close()
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        """Start new lanes from committed offset + remembered progress (no seek in here)."""
-        try:
-            self._topic_ids.update(self._topic_id_resolver(self._config, self.topics))
-        except Exception as exc:
-            log.warning("%s: topic ids not refreshed: %s", self.consumer_group, exc)
+        """Start new lanes from committed offset + remembered progress (no seek in here).
+
+        The committed offsets are the one round trip left in here: the assignment must
+        name where each partition starts, and the remembered offsets must be known before
+        its first record is admitted (or a message handled before would be handed out
+        again). Topic ids are not asked for here: the periodic check (on its worker
+        thread) runs at once instead, and restarts a topic found recreated.
+        """
+        self._next_id_check = 0.0
         committed = self._committed(consumer, partitions)
+        self._generation += 1
         start: list[TopicPartition] = []
-        with self._lock:
-            self._generation += 1
-            self._revision += 1
-            for tp in committed:
-                base = tp.offset if tp.offset >= 0 else None
-                remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
-                lane = Lane(tp.topic, tp.partition, self._generation, base, set(remembered))
-                self._lanes[(tp.topic, tp.partition)] = lane
-                start.append(
-                    TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if base is None else base)
-                )
+        lanes: list[tuple[str, int, int | None, frozenset[int]]] = []
+        for tp in committed:
+            base = tp.offset if tp.offset >= 0 else None
+            remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
+            key = (tp.topic, tp.partition)
+            self._owned[key] = self._generation
+            self._forget_commits(key)
+            self._bounded.discard(key)
+            lanes.append((tp.topic, tp.partition, base, frozenset(remembered)))
+            start.append(
+                TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if base is None else base)
+            )
+        self._post(_Assigned(self._generation, tuple(lanes)))
         if self._incremental:
             consumer.incremental_assign(start)
         else:
@@ -1000,11 +1233,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """Deliver pending dead letters, commit the revoked resolved prefix, drop the lanes."""
         if self._dlq is not None and self._dlq.flush(self._revoke_timeout):
             log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
-        with self._lock:
-            lanes = [self._lanes.get((tp.topic, tp.partition)) for tp in partitions]
-            owned = [lane for lane in lanes if lane is not None]
+        self._sync_with_loop(self._revoke_timeout)
+        revoked = frozenset((tp.topic, tp.partition) for tp in partitions)
         try:
-            self._commit_lanes(consumer, asynchronous=False, only=owned)
+            self._commit_published(consumer, asynchronous=False, only=revoked)
         except KafkaException as exc:
             log.warning("%s: commit at revoke failed: %s", self.consumer_group, exc)
         self._drop(partitions)
@@ -1016,21 +1248,21 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         log.warning("%s: lost %s", self.consumer_group, _names(partitions))
 
     def _drop(self, partitions: list[TopicPartition]) -> None:
-        """Forget the lanes here and tell the manager to forget their messages too."""
-        with self._lock:
-            dropped = frozenset(
-                key
-                for tp in partitions
-                if self._lanes.pop(key := (tp.topic, tp.partition), None) is not None
-            )
-            self._revision += 1
-        if dropped and self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, ForgetLanes(dropped))
+        """Forget the partitions here and have the loop end their lanes (the manager
+        forgets their messages too)."""
+        dropped = frozenset(key for tp in partitions
+                            if self._owned.pop(key := (tp.topic, tp.partition), None) is not None)
+        for key in dropped:
+            self._forget_commits(key)
+            self._bounded.discard(key)
+        if dropped:
+            self._post(_Ended(dropped))
 
     def _shutdown(self, consumer: Any) -> None:
         """Clean close: dead letters, final commit, leave the group."""
         if self._dlq is not None:
             self._dlq.flush(self._revoke_timeout)
+        self._sync_with_loop(self._revoke_timeout)
         self._final_commit(consumer)
         self._close_quietly(consumer)
 
@@ -1046,10 +1278,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """
         deadline = time.monotonic() + self._revoke_timeout
         while True:
-            with self._lock:
-                lanes = list(self._lanes.values())
             try:
-                self._commit_lanes(consumer, asynchronous=False, only=lanes)
+                self._commit_published(consumer, asynchronous=False)
                 return
             except KafkaException as exc:
                 remaining = deadline - time.monotonic()

@@ -19,7 +19,9 @@ terminal) or, when nothing is outstanding, one past the last terminal offset.
 Offsets are not assumed contiguous (compaction and transaction markers leave
 gaps): entries are kept in read order and the target follows them.
 
-Not thread-safe: the producer guards every lane with its own lock.
+Owned by the event loop: the consumer thread never touches a lane. It hands
+records over, and applies the pauses, seeks and commit targets the loop
+publishes (see ``KafkaSharedStreamProducer``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,22 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+
+class Fetch(enum.Enum):
+    """Whether a lane takes what the consumer reads.
+
+    * ``OPEN``: every record read is admitted.
+    * ``BOUNDED``: the lane reached its bound; its partition is (being) paused and
+      records read past ``resume_at`` are discarded (they are read again later).
+    * ``REWINDING``: the bound lifted; the consumer is asked to seek back to
+      ``resume_at`` and resume. Records still queued from before the seek are
+      discarded until the consumer says the seek happened.
+    """
+
+    OPEN = "open"
+    BOUNDED = "bounded"
+    REWINDING = "rewinding"
 
 
 class State(enum.Enum):
@@ -68,16 +86,14 @@ class Lane:
     base: int | None = None
     remembered: set[int] = field(default_factory=set)
     entries: OrderedDict[int, Entry] = field(default_factory=OrderedDict)
-    dirty: bool = False
     # How many of ``entries`` are terminal: lets ``commit_target`` skip scanning the
     # lane for terminal offsets above the target when there are none (the usual case).
     terminal: int = 0
-    # (offset, metadata) of the last commit sent, so an unchanged lane is not recommitted.
-    last_sent: tuple[int, str] | None = None
     # A record below ``base`` was read and skipped (logged once per lane).
     below_base_reported: bool = False
-    # Paused because it holds the lane bound of entries above its floor.
-    at_bound: bool = False
+    fetch: Fetch = Fetch.OPEN
+    # BOUNDED / REWINDING: the first offset not admitted, where reading resumes.
+    resume_at: int = 0
     # How many of ``entries`` are HELD (kept by hold/release: health reads it per scrape).
     held_count: int = 0
     # Key + value bytes of the entries not yet terminal (held in memory for watchers).
@@ -99,7 +115,6 @@ class Lane:
             self.remembered.discard(offset)
             self.entries[offset] = Entry(offset, State.TERMINAL)
             self.terminal += 1
-            self.dirty = True
             return None
         entry = Entry(offset, State.PENDING)
         self.entries[offset] = entry
@@ -122,7 +137,6 @@ class Lane:
             self.open_bytes -= entry.size
         entry.state = State.TERMINAL
         entry.rejections = None
-        self.dirty = True
 
     def commit_target(self) -> tuple[int, list[int]] | None:
         """``(offset to commit, terminal offsets above it)`` or None before anything is known.
@@ -159,7 +173,6 @@ class Lane:
             self.base = offset + 1
         if passed:
             self.terminal -= passed
-            self.dirty = True
         if entries:
             self.base = next(iter(entries))
 
@@ -175,3 +188,8 @@ class Lane:
 
     def held(self) -> int:
         return self.held_count
+
+    @property
+    def at_bound(self) -> bool:
+        """Paused for its bound, or not yet read again from where it stopped."""
+        return self.fetch is not Fetch.OPEN

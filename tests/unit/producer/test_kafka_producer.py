@@ -93,6 +93,14 @@ async def ack_as_they_come(producer: KafkaSharedStreamProducer,
         n -= len(batch)
 
 
+async def ack_forever(producer: KafkaSharedStreamProducer, stream: AsyncIterator[Any]) -> None:
+    """What the manager does: pull every batch as it comes and ack it (cancel to stop)."""
+    while True:
+        item = await anext(stream)
+        if not isinstance(item, ForgetLanes):
+            await producer.advance(items([p for _raw, p in item], *[OK] * len(item)))
+
+
 def items(payloads: list[Any], *outcomes: AdvanceOutcome) -> list[AdvanceItem[Any]]:
     return [AdvanceItem(p, o) for p, o in zip(payloads, outcomes, strict=True)]
 
@@ -574,18 +582,21 @@ async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None
     producer.bound_lanes(20)
     stream = producer.open_stream()
     p = await take(stream, 20)
-    n = len(p)  # the batch that reached the bound is admitted whole (one prefetch)
-    assert n < 200
-    await producer.advance(items(p, failed(30), *[OK] * (n - 1)))
-    await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (n, True))
+    assert len(p) == 20  # admission stops at the bound; what was read past it waits
+    await producer.advance(items(p, failed(30), *[OK] * 19))
+    await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (20, True))
     consumer = cluster.consumers[0]
+    await eventually(lambda: (T, 0) in consumer.paused)
     calls = consumer.consume_calls
     await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
-    assert producer.consumed == n and (T, 0) in consumer.paused
+    assert producer.consumed == 20
     await producer.advance(items(p[:1], OK))  # the hold lifts: the floor moves
-    await ack_as_they_come(producer, stream, 200 - n)  # the rest flows through the bound
+    acking = asyncio.create_task(ack_forever(producer, stream))  # the rest flows through
     await eventually(lambda: committed(cluster) == 200)
-    assert producer.floor_distances()[(T, 0)] == (0, 0, False)
+    # Nothing read past the bound was lost: the consumer sought back to it on resume.
+    await eventually(lambda: producer.floor_distances()[(T, 0)] == (0, 0, False))
+    assert producer.consumed == 200
+    acking.cancel()
     await producer.aclose()
 
 
@@ -597,12 +608,14 @@ async def test_large_unresolved_messages_pause_their_partition_at_the_bytes_boun
     producer.bound_lanes(10_000, max_bytes=5_000)  # five messages' worth
     stream = producer.open_stream()
     p = await take(stream, 5)
-    n = len(p)  # the batch that crossed the bound is admitted whole
+    assert len(p) == 5  # the message that reached the bytes bound is the last admitted
     await eventually(lambda: producer.floor_distances()[(T, 0)].at_bound)
-    assert producer.floor_distances()[(T, 0)].open_bytes == 1002 * n
-    assert n < 200 and (T, 0) in cluster.consumers[0].paused
-    await producer.advance(items(p, *[OK] * n))  # resolved: bytes released, reading resumes
-    await ack_as_they_come(producer, stream, 200 - n)
+    assert producer.floor_distances()[(T, 0)].open_bytes == 1002 * 5
+    await eventually(lambda: (T, 0) in cluster.consumers[0].paused)
+    await producer.advance(items(p, *[OK] * 5))  # resolved: bytes released, reading resumes
+    acking = asyncio.create_task(ack_forever(producer, stream))
     await eventually(lambda: committed(cluster) == 200)
-    assert producer.floor_distances()[(T, 0)] == (0, 0, False)
+    await eventually(lambda: producer.floor_distances()[(T, 0)] == (0, 0, False))
+    assert producer.consumed == 200
+    acking.cancel()
     await producer.aclose()
