@@ -525,6 +525,48 @@ async def test_a_watched_topic_deleted_and_recreated_continues_as_a_new_stream(
     assert "recreated" in caplog.text
 
 
+async def test_an_absent_watcher_lets_its_sibling_run_exactly_max_in_flight_ahead(
+    kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
+) -> None:
+    """Guarantee 4: a declared watcher that is not there holds what it has not handled;
+    its sibling is not held back before the in-flight bound and not let past it. When the
+    absent watcher arrives it gets everything it missed, and the partition commits."""
+    bound, total = 300, 3_000
+    topic = create_topic("orders")
+    produce(kafka_bootstrap, topic, total)
+    conn = connection(**{"statistics.interval.ms": 100})
+    sink = DictSink()
+    watchers = {"present": Scripted(topics=[topic], kafka_config_id=conn),
+                "absent": Scripted(topics=[topic], kafka_config_id=conn)}
+    manager = SharedStreamManager(
+        sink, replace(SETTINGS, max_in_flight=bound, cohort_grace_period=0.5))
+    manager.declare_cohort(watchers["present"].shared_stream_key(), watchers)
+    tasks = [asyncio.create_task(manager.run_watcher("present", watchers["present"]))]
+    await until(lambda: len(sink.offsets("present")) >= bound)
+    [status] = manager.status()
+    producer = status.producer
+    assert isinstance(producer, KafkaSharedStreamProducer)
+    # The positive marker after the negative: the partition sits at its bound while the
+    # consumer goes on polling (a dozen statistics rounds, ~1.2 s, time to read it all).
+    await until(lambda: producer.floor_distances()[(topic, 0)].at_bound)
+    reports: set[int] = set()
+
+    def polled_a_while() -> bool:
+        reports.add(id(producer.partition_stats))
+        return len(reports) >= 13
+
+    await until(polled_a_while)
+    assert sink.offsets("present") == [(0, o) for o in range(bound)]
+    assert sink.offsets("absent") == []
+    tasks.append(asyncio.create_task(manager.run_watcher("absent", watchers["absent"])))
+    await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [total])
+    expected = [(0, o) for o in range(total)]
+    assert sink.offsets("present") == sink.offsets("absent") == expected
+    assert max(sink.writes.values()) == 1
+    await manager.stop_all()
+    await asyncio.gather(*tasks)
+
+
 async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_floor(
     kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
 ) -> None:
