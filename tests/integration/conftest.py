@@ -1,8 +1,10 @@
 """Fixtures shared by the integration tests.
 
 ``db_url``: every test gets its own empty database, parametrised over SQLite (a file in
-the test's tmp dir) and PostgreSQL (a fresh schema in the session's throwaway database,
-``search_path`` set through the URL so subprocesses get it too, dropped afterwards).
+the test's tmp dir), PostgreSQL (a fresh schema in the session's throwaway database,
+``search_path`` set through the URL so subprocesses get it too, dropped afterwards) and
+MariaDB (a fresh database on the session's server, dropped afterwards): the unit of work,
+cursor advances and event inserts run their MySQL branches on a real server.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from db_schemas import postgres_schema_url
+from db_schemas import mariadb_database_url, postgres_schema_url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'state.db'}"
-    else:
+    elif request.param == "postgresql":
         yield from postgres_schema_url(request.getfixturevalue("database_url"))
+    else:
+        yield from mariadb_database_url(request.getfixturevalue("mariadb_url"))

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL schema per test, in the session's database."""
+"""A throwaway PostgreSQL schema, or MariaDB database, per test, on the session's server."""
 
 from __future__ import annotations
 
@@ -20,4 +20,18 @@ def postgres_schema_url(base_url: str) -> Iterator[str]:
     finally:
         with engine.connect() as connection:
             connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        engine.dispose()
+
+
+def mariadb_database_url(base_url: str) -> Iterator[str]:
+    """A fresh database on the session's MariaDB server (a MySQL database is a schema)."""
+    name = f"ss_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(base_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sa.text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    try:
+        yield make_url(base_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as connection:
+            connection.execute(sa.text(f"DROP DATABASE `{name}`"))
         engine.dispose()

@@ -92,7 +92,11 @@ class DatabaseBackend(StateBackend):
                 "name": scope.name, "uri": None, "active": True, "deactivated_at": None,
                 "created_at": now, "updated_at": now,
             })
-            found = connection.execute(select(a.id).where(a.name == scope.name)).scalar_one()
+            # A locking read: when another transaction created the asset after this one's
+            # first read, MySQL's repeatable-read snapshot does not show its row (the insert
+            # saw the duplicate key, a plain SELECT would find nothing).
+            found = connection.execute(select(a.id).where(a.name == scope.name)
+                                       .with_for_update(read=True)).scalar_one()
         return found
 
     # -- task store -------------------------------------------------------------------------

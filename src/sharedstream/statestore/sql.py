@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Table, text
+from sqlalchemy import Table, UniqueConstraint, func, select, text, tuple_
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -85,21 +85,38 @@ def insert_ignore_many(
     one statement per row, and its rows count what was inserted. MySQL/MariaDB: ``ON
     DUPLICATE KEY UPDATE`` of the primary key to itself, a no-op on duplicates that, unlike
     INSERT IGNORE, still raises for foreign-key and other errors (the driver batches
-    executemany into multi-row VALUES).
+    executemany into multi-row VALUES). Its row count cannot tell a duplicate from an
+    insert (SQLAlchemy connects with ``CLIENT_FOUND_ROWS``, which the compare-and-swap
+    updates rely on, and which counts a row "set to its current values" as 1), so the
+    rows already present are counted first; a concurrent insert of the same key between
+    the two statements is counted as ours (the count feeds metrics, nothing else).
     """
     if not rows:
         return 0
     first_pk = next(iter(table.primary_key.columns))
     if _is_mysql(connection):
+        key = _unique_key(table)
+        wanted = {tuple(row[c.name] for c in key) for row in rows}
+        present = connection.execute(
+            select(func.count()).select_from(table)
+            .where(tuple_(*key).in_(list(wanted)))).scalar_one()
         my_stmt = mysql.insert(table)
-        result = connection.execute(
-            my_stmt.on_duplicate_key_update({first_pk.name: first_pk}), list(rows))
-        return max(result.rowcount, 0)
+        connection.execute(my_stmt.on_duplicate_key_update({first_pk.name: first_pk}),
+                           list(rows))
+        return len(wanted) - int(present)
     if connection.dialect.name == "postgresql":
         return _insert_ignore_json(connection, table, rows)
     stmt = sqlite.insert(table)
     result = connection.execute(stmt.on_conflict_do_nothing().returning(first_pk), list(rows))
     return len(result.all())
+
+
+def _unique_key(table: Table) -> list[Any]:
+    """The columns of the table's unique key (its first unique constraint)."""
+    for constraint in table.constraints:
+        if isinstance(constraint, UniqueConstraint):
+            return list(constraint.columns)
+    raise ValueError(f"table {table.name} has no unique key to insert-if-absent by")
 
 
 def _json_default(value: object) -> str:

@@ -53,9 +53,9 @@ def test_write_between_read_and_swap_is_not_lost(make_store: MakeStore) -> None:
     staged = store.asset(ORDERS, writer=Writer.watcher("w")).bound(uow)
     for i, key in enumerate(KEYS):
         staged.advance(key, i + 1)
-    if store.engine.dialect.name == "postgresql":
-        # The unit's rows are locked from its read to its commit: the competing writer
-        # waits, then finds the unit's 3 and stays behind.
+    if store.engine.dialect.name in ("postgresql", "mysql"):
+        # The unit's rows are locked from its read to its commit (SELECT ... FOR UPDATE):
+        # the competing writer waits, then finds the unit's 3 and stays behind.
         competitor = threading.Thread(target=lambda: direct.advance(KEYS[2], 2))
         with store.engine.begin() as connection:
             uow.apply(connection)
