@@ -65,15 +65,36 @@ def test_broker_restart_mid_stream_reconnects_unready_while_down_loses_nothing(
     produce(kafka_bootstrap, topic, range(count // 2), PARTITIONS)
     restarted = threading.Thread(target=kafka_broker.restart)
     restarted.start()
-    # The broker takes seconds to come back (a JVM): readiness must drop meanwhile.
-    until(lambda: process.get("/readyz")[0] == 503 or not restarted.is_alive(),
-          "/readyz 503 or the restart's end", 120, interval=0.1)
-    unready_seen = restarted.is_alive()
+    # The broker takes seconds to come back (a JVM): readiness must drop meanwhile. What
+    # the condition saw is recorded by the condition, not read again after the wait.
+    unready: list[bool] = []
+
+    def unready_or_back() -> bool:
+        if process.get("/readyz")[0] == 503:
+            unready.append(True)
+            return True
+        return not restarted.is_alive()
+
+    until(unready_or_back, "/readyz 503 or the restart's end", 120, interval=0.1)
+    unready_seen = bool(unready)
+    # Traffic while the broker is down: the producer buffers it until the broker is back.
+    failed: list[BaseException] = []
+
+    def send_while_down() -> None:
+        try:
+            produce(kafka_bootstrap, topic, range(count // 2, 3 * count // 4), PARTITIONS)
+        except BaseException as exc:  # reported below: a thread's exception is not a failure
+            failed.append(exc)
+
+    during = threading.Thread(target=send_while_down)
+    during.start()
     restarted.join(120)
     back = time.monotonic()
     process.wait_ready(120)
     recovered = time.monotonic() - back
-    produce(kafka_bootstrap, topic, range(count // 2, count), PARTITIONS)
+    during.join(120)
+    assert not during.is_alive() and not failed, f"traffic sent while down: {failed}"
+    produce(kafka_bootstrap, topic, range(3 * count // 4, count), PARTITIONS)
     wait_committed_end(kafka_bootstrap, f"{connection['group.id']}.{topic}", topic,
                        PARTITIONS, size.pick(120, 600))
     rejected = {n for n in range(count) if n % 100 == 7}
