@@ -12,11 +12,13 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import sqlalchemy as sa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sharedstream.dlq import read_dead_letters
+from sharedstream.producer.progress import decode_progress
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
@@ -56,10 +58,10 @@ _COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR,
                                  KafkaError.COORDINATOR_NOT_AVAILABLE})
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The consumer group's committed offset per partition (-1 when none), without joining.
-
-    Waits (up to 10 s) while the group's coordinator is not there yet."""
+def _committed(bootstrap: str, group: str, topic: str,
+               partitions: int) -> list[TopicPartition]:
+    """Committed offsets with metadata, without joining the group; waits (up to 10 s)
+    while the group's coordinator is not there yet."""
     consumer = _consumer(bootstrap, group)
     deadline = time.monotonic() + 10
     try:
@@ -74,7 +76,39 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
                 time.sleep(0.1)
     finally:
         consumer.close()
+    return list(found)
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The consumer group's committed offset per partition (-1 when none), without joining."""
+    found = _committed(bootstrap, group, topic, partitions)
     return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
+
+
+def committed_messages(bootstrap: str, group: str, topic: str,
+                       partitions: int) -> set[tuple[int, int]]:
+    """(partition, offset) of every message the group's commit says is handled: below the
+    committed offset, or remembered above it in the commit metadata (guarantee 7)."""
+    found = _committed(bootstrap, group, topic, partitions)
+    handled: set[tuple[int, int]] = set()
+    for tp in found:
+        if tp.offset < 0:
+            continue
+        handled.update((tp.partition, o) for o in range(tp.offset))
+        handled.update((tp.partition, o) for o in decode_progress(tp.offset, tp.metadata))
+    return handled
+
+
+def handouts(directory: Path) -> dict[str, Counter[tuple[str, int, int]]]:
+    """Per process (pid): how often each watcher was handed each (partition, offset)."""
+    out: dict[str, Counter[tuple[str, int, int]]] = {}
+    for path in sorted(directory.glob("*.log")):
+        counts: Counter[tuple[str, int, int]] = Counter()
+        for line in path.read_text().splitlines():
+            watcher, partition, offset = line.split()
+            counts[(watcher, int(partition), int(offset))] += 1
+        out[path.stem] = counts
+    return out
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:

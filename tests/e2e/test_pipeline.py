@@ -18,15 +18,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from localservices import PostgresServer
 from streams import (
     committed,
+    committed_messages,
     create_schema,
     dlq_records,
     end_offsets,
     event_count,
     event_ids,
     events,
+    handouts,
     persisted_prefix,
     produce,
     state_value,
@@ -232,3 +235,59 @@ def test_sigterm_exits_0_with_committed_offsets_equal_to_the_persisted_prefix(
     found = events(sqlite_url)
     for watcher in watchers:
         assert event_ids(found, watcher) == dict.fromkeys(range(count), 1)
+
+
+@pytest.mark.parametrize("stop", ["kill -9", "SIGTERM"])
+def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
+        stop: str, sqlite_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
+    """Guarantee 7, counted in hand-outs (every message each watcher is handed is written
+    down). The first process stops mid-stream; the commit it left (offset, plus the offsets
+    remembered above it) is read from the broker. The second process must hand each watcher
+    every message outside that commit and none inside it. After SIGTERM, also, every message
+    both watchers had persisted is inside it: a clean stop leaves no window. After kill -9
+    the window is what resolved since the last commit: handed again, as documented."""
+    count, watchers = 3000, ("everything", "mirror")
+    topic = create_topic("orders", partitions=PARTITIONS)
+    group = consumer_group(connection, topic)
+    record = tmp_path / "handouts"
+    record.mkdir()
+    config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": ",".join(watchers),
+                                      "E2E_HANDOUTS": str(record)})
+    process.start().wait_ready()
+    create_schema(sqlite_url)
+    with producing(kafka_bootstrap, topic, range(count)):
+        until(lambda: event_count(sqlite_url, "everything") >= count // 3,
+              "a third of the events", 60, 0.02)
+        if stop == "kill -9":
+            process.kill()
+        else:
+            process.signal(signal.SIGTERM)
+            assert process.wait(60) == 0
+    [(first_pid, first)] = handouts(record).items()
+    covered = committed_messages(kafka_bootstrap, group, topic, PARTITIONS)
+    produced = {(p, o) for p, end in end_offsets(kafka_bootstrap, topic, PARTITIONS).items()
+                for o in range(end)}
+    assert produced - covered, "the first process had handled everything before it stopped"
+    if stop == "kill -9":
+        handed_first = {(p, o) for _, p, o in first}
+        assert handed_first - covered, "nothing handed out was uncommitted at the kill"
+    else:
+        found = events(sqlite_url)
+        persisted = [{(e.partition, e.offset) for e in found if e.watcher == w}
+                     for w in watchers]
+        finished_by_all = set.intersection(*persisted)
+        assert finished_by_all <= covered, sorted(finished_by_all - covered)[:10]
+    process.start()
+    wait_all_committed(kafka_bootstrap, group, topic, 120)
+    process.signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    [second] = [c for pid, c in handouts(record).items() if pid != first_pid]
+    for watcher in watchers:
+        handed = {(p, o) for w, p, o in second if w == watcher}
+        assert not handed & covered, (watcher, sorted(handed & covered)[:10])
+        assert handed == produced - covered, (watcher, sorted(produced - covered - handed)[:10])
+    for watcher in watchers:
+        assert event_ids(events(sqlite_url), watcher) == dict.fromkeys(range(count), 1)

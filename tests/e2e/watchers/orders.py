@@ -14,6 +14,12 @@ serves every test (and a different selection is a different cohort):
 * ``mirror`` keeps every message, like ``everything`` (a second keep-all watcher);
 * ``quitter`` keeps every message, but its filter ends at once while the file
   ``$E2E_QUIT_FLAG`` exists (a watcher missing from its cohort).
+
+With ``$E2E_HANDOUTS`` naming a directory, every watcher writes down every message it
+is handed (``watcher partition offset``, one line each) in ``<pid>.log`` there, with an
+unbuffered append per line: what a process killed with SIGKILL was handed is on disk.
+Tests compare hand-outs with the committed offsets, not only events with ids (an
+event's unique key makes a second hand-out invisible in the database).
 """
 
 from __future__ import annotations
@@ -35,10 +41,24 @@ from sharedstream import (
 
 TOPIC = os.environ["E2E_TOPIC"]
 DLQ = os.environ.get("E2E_DLQ") or None
+HANDOUTS = os.environ.get("E2E_HANDOUTS")
+_handout_fd: int | None = None
+
+
+def record_handout(watcher: str, message: KafkaMessage) -> None:
+    global _handout_fd
+    if HANDOUTS is None:
+        return
+    if _handout_fd is None:
+        _handout_fd = os.open(Path(HANDOUTS) / f"{os.getpid()}.log",
+                              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(_handout_fd, f"{watcher} {message.partition} {message.offset}\n".encode())
 
 
 class Keep(KafkaSharedStreamTrigger):
     """Keeps the ids :meth:`keeps` accepts, rejects those :meth:`rejects` names."""
+
+    name = ""  # the watcher's name, for the hand-out record
 
     def keeps(self, n: int) -> bool:
         return True
@@ -53,6 +73,7 @@ class Keep(KafkaSharedStreamTrigger):
                                    ) -> AsyncIterator[TriggerEvent]:
         message: KafkaMessage
         async for message in stream:
+            record_handout(self.name, message)
             assert message.value is not None
             n = json.loads(message.value)["id"]
             await self.before(n)
@@ -101,9 +122,15 @@ CATALOGUE: dict[str, type[Keep]] = {"everything": Keep, "evens": Evens, "picky":
                                     "quitter": Quitter}
 SELECTED = os.environ.get("E2E_WATCHERS", "everything,evens,picky").split(",")
 
+def watcher(name: str) -> Keep:
+    trigger = CATALOGUE[name](topics=[TOPIC], kafka_config_id="e2e", poll_timeout=0.2,
+                              dlq_topic=DLQ)
+    trigger.name = name
+    return trigger
+
+
 assets = [
-    Asset(name, uri=f"kafka://{TOPIC}?watcher={name}", watchers=[
-        AssetWatcher(name, CATALOGUE[name](topics=[TOPIC], kafka_config_id="e2e",
-                                           poll_timeout=0.2, dlq_topic=DLQ))])
+    Asset(name, uri=f"kafka://{TOPIC}?watcher={name}",
+          watchers=[AssetWatcher(name, watcher(name))])
     for name in SELECTED
 ]
