@@ -1,12 +1,13 @@
 """Horizontal scaling under churn: 3 triggerers in one group on 12 partitions.
 
-While messages flow, each cycle kills one member with SIGKILL, starts a
-replacement, stops another with SIGTERM (it must exit 0) and starts its
-replacement, so partitions move between members by crash and by revoke.
-Afterwards every expected event exists exactly once (rows counted in
-PostgreSQL), every rejected message has a DLQ record (duplicate records from a
-crash are allowed by guarantee 6, counted and reported) and no process logged
-a failed commit.
+While messages flow (paced, for the whole run), each cycle kills one member with
+SIGKILL, starts a replacement, stops another with SIGTERM (it must exit 0) and starts
+its replacement, so partitions move between members by crash and by revoke. Each kill
+must land on work in flight: the watchers write down what they are handed, and the
+victim must have been handed messages its group's commit did not cover yet.
+Afterwards every expected event exists exactly once (rows counted in PostgreSQL),
+every rejected message has a DLQ record (duplicate records from a crash are allowed by
+guarantee 6, counted and reported) and no process logged a failed commit.
 """
 
 from __future__ import annotations
@@ -20,43 +21,62 @@ from pathlib import Path
 from typing import Any
 
 from faultkit import Figures, Size, dead_letters, duplicates, log_lines, wait_committed_end
-from streams import create_schema, event_ids, events, produce
+from streams import committed_messages, create_schema, event_ids, events, produce
 from triggerer import ORDERS, Triggerer, write_config
 
 PARTITIONS = 12
 MEMBERS = 3
+BURST = 100  # messages every 50 ms: about 2,000 messages/s while the cycles run
+
+
+def handed_by(record: Path, member: Triggerer) -> set[tuple[int, int]]:
+    """(partition, offset) of every message ``member``'s watchers were handed."""
+    path = record / f"{member.pid}.log"
+    if not path.exists():
+        return set()
+    return {(int(p), int(o)) for _, p, o in (line.split() for line in
+                                             path.read_text().splitlines())}
 
 
 def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
         pg_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
         connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path,
         size: Size, figures: Figures) -> None:
-    count = size.pick(10_000, 60_000)
     cycles = size.pick(3, 12)
     topic = create_topic("scale", partitions=PARTITIONS)
     dlq = create_topic("scale-dlq")
+    group = f"{connection['group.id']}.{topic}"
     create_schema(pg_url)
     config = write_config(tmp_path / "sharedstream.toml", database_url=pg_url,
                           connection=connection)
-    env = {"E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_WATCHERS": "everything,picky"}
+    record = tmp_path / "handouts"
+    record.mkdir()
+    env = {"E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_WATCHERS": "everything,picky",
+           "E2E_HANDOUTS": str(record)}
     pool = [triggerers(config, ORDERS, env=env).start() for _ in range(MEMBERS)]
     for member in pool:
         member.wait_ready()
     everyone = list(pool)
-    # Traffic in the background, spread over the run so every cycle hits messages in flight.
-    chunks = [range(start, min(start + count // (cycles + 1), count))
-              for start in range(0, count, count // (cycles + 1))]
+    # Paced traffic for as long as the cycles run, so every kill lands mid-stream.
+    stop = threading.Event()
+    sent = [0]
+
     def traffic() -> None:
-        for chunk in chunks:
-            produce(kafka_bootstrap, topic, chunk, PARTITIONS)
+        while not stop.is_set():
+            produce(kafka_bootstrap, topic, range(sent[0], sent[0] + BURST), PARTITIONS)
+            sent[0] += BURST
+            stop.wait(0.05)
 
     producer = threading.Thread(target=traffic)
     producer.start()
     rng = random.Random(9)
     kills = stops = 0
+    uncommitted_at_kills: list[int] = []
     for _ in range(cycles):
         victim = pool.pop(rng.randrange(len(pool)))
         victim.kill()
+        covered = committed_messages(kafka_bootstrap, group, topic, PARTITIONS)
+        uncommitted_at_kills.append(len(handed_by(record, victim) - covered))
         kills += 1
         newcomer = triggerers(config, ORDERS, env=env).start()
         everyone.append(newcomer)
@@ -70,10 +90,11 @@ def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
         everyone.append(newcomer)
         newcomer.wait_ready()
         pool.append(newcomer)
+    stop.set()
     producer.join(300)
     assert not producer.is_alive()
+    count = sent[0]
     last_fault = time.monotonic()
-    group = f"{connection['group.id']}.{topic}"
     wait_committed_end(kafka_bootstrap, group, topic, PARTITIONS, size.pick(180, 900))
     recovered = time.monotonic() - last_fault
     for member in pool:
@@ -99,7 +120,10 @@ def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
                    duplicates=duplicate_events, recover_seconds=recovered,
                    kills=kills, graceful_stops=stops, processes=len(everyone),
                    dlq_records=len(records),
-                   dlq_duplicate_records=duplicates(r.identity for r in records))
+                   dlq_duplicate_records=duplicates(r.identity for r in records),
+                   uncommitted_at_kills=uncommitted_at_kills)
+    # Each kill landed on work in flight: handed out to the victim, not committed.
+    assert all(n > 0 for n in uncommitted_at_kills), uncommitted_at_kills
     assert set(everything) == set(range(count)) and set(picky) == kept_by_picky
     assert duplicate_events == 0
     assert dead_offsets == rejected_coordinates

@@ -76,8 +76,11 @@ def test_slow_and_stuck_watchers_fail_alone_and_the_sibling_finishes(
     process, busy_rate = _sibling_rate(
         pg_url, kafka_bootstrap, topic, dlq, connection, triggerers, busy_dir,
         "sibling,slow,stuck", count,
-        {"FAULTS_SLOW_SECONDS": "0.001", "FAULTS_STUCK_IDS": str(stuck_id),
+        {"FAULTS_SLOW_SECONDS": "0.005", "FAULTS_STUCK_IDS": str(stuck_id),
          "FAULTS_STUCK_FLAG": str(flag)})
+    # The fault landed: when the sibling had every message, the slow watcher (5 ms per
+    # message) was still behind it.
+    slow_when_sibling_done = event_count(pg_url, "slow")
     # The sibling has everything; the stuck watcher still holds its message, and the
     # partition's commits stop right at it.
     group = f"{connection['group.id']}.{topic}"
@@ -103,7 +106,9 @@ def test_slow_and_stuck_watchers_fail_alone_and_the_sibling_finishes(
                    faults=2, lost=lost, duplicates=dups, recover_seconds=recovered,
                    sibling_alone_per_s=round(alone_rate),
                    sibling_with_slow_and_stuck_per_s=round(busy_rate),
-                   ack_timeout_log_lines=len(timeouts))
+                   ack_timeout_log_lines=len(timeouts),
+                   slow_done_when_sibling_done=slow_when_sibling_done)
+    assert slow_when_sibling_done < count, "the slow watcher kept up with its sibling"
     assert timeouts and all("'stuck'" in line for line in timeouts), timeouts
     assert (lost, dups) == (0, 0)
     assert dead_letters(kafka_bootstrap, dlq) == []
