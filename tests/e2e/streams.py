@@ -8,6 +8,7 @@ it). The checks read only the broker and the database, never the triggerer.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -154,6 +155,42 @@ def events(database_url: str) -> list[Event]:
 def event_ids(found: Iterable[Event], watcher: str) -> Counter[int]:
     """How many events each id has for ``watcher`` (a count above 1 is a duplicate)."""
     return Counter(e.id for e in found if e.watcher == watcher)
+
+
+def watermark_mismatches(database_url: str, watchers: Iterable[str]) -> list[str]:
+    """Guarantee 3 in one snapshot of the database: each watcher's persisted ``watermark``
+    must equal the highest id among its persisted events (both are written in one
+    transaction per message, so no reader may ever see one without the other).
+
+    One snapshot: SQLite in an explicit read transaction, PostgreSQL at REPEATABLE READ,
+    so a commit landing between the two reads cannot pass for a violation.
+    """
+    marks_sql = ("SELECT a.name, s.value FROM asset_state_store s JOIN asset a "
+                 "ON a.id = s.asset_id WHERE s.key = 'watermark'")
+    events_sql = "SELECT watcher, payload FROM asset_event"
+    if database_url.startswith("sqlite"):
+        db = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            db.execute("BEGIN")
+            marks = db.execute(marks_sql).fetchall()
+            found = db.execute(events_sql).fetchall()
+            db.execute("COMMIT")
+        finally:
+            db.close()
+    else:
+        engine = sa.create_engine(database_url, isolation_level="REPEATABLE READ")
+        try:
+            with engine.begin() as connection:
+                marks = connection.exec_driver_sql(marks_sql).fetchall()
+                found = connection.exec_driver_sql(events_sql).fetchall()
+        finally:
+            engine.dispose()
+    watermark = {name: json.loads(value) for name, value in marks}
+    highest: dict[str, int] = {}
+    for watcher, payload in found:
+        highest[watcher] = max(highest.get(watcher, -1), json.loads(payload)["id"])
+    return [f"{w}: watermark {watermark.get(w)} but highest event id {highest.get(w)}"
+            for w in watchers if watermark.get(w) != highest.get(w)]
 
 
 def event_count(database_url: str, watcher: str) -> int:

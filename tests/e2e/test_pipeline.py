@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from localservices import PostgresServer
+from sampler import Sampler
 from streams import (
     committed,
     committed_messages,
@@ -33,10 +34,12 @@ from streams import (
     persisted_prefix,
     produce,
     state_value,
+    watermark_mismatches,
 )
 from triggerer import Triggerer, until, write_config
 
 PARTITIONS = 6
+WATCHERS = ("everything", "evens", "picky")
 
 
 def consumer_group(connection: dict[str, Any], topic: str) -> str:
@@ -120,19 +123,24 @@ def test_kill_9_while_producing_loses_nothing_duplicates_nothing(
                           connection=connection)
     process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq})
     create_schema(db_url)
-    for round_ in range(kills):
-        target = event_count(db_url, "everything") + rng.randint(1, chunk)
-        with producing(kafka_bootstrap, topic, range(round_ * chunk, (round_ + 1) * chunk)):
+    # Guarantee 3 while it runs: at every sample, each watermark equals its highest event.
+    with Sampler(lambda: watermark_mismatches(db_url, WATCHERS)) as sampler:
+        for round_ in range(kills):
+            target = event_count(db_url, "everything") + rng.randint(1, chunk)
+            with producing(kafka_bootstrap, topic,
+                           range(round_ * chunk, (round_ + 1) * chunk)):
+                process.start()
+                until(lambda t=target: event_count(db_url, "everything") >= t,
+                      f"round {round_} (seed {seed}): {target} events before the kill",
+                      60, 0.02)
+                process.kill()
+        count = (kills + 1) * chunk
+        with producing(kafka_bootstrap, topic, range(kills * chunk, count)):
             process.start()
-            until(lambda t=target: event_count(db_url, "everything") >= t,
-                  f"round {round_} (seed {seed}): {target} events before the kill", 60, 0.02)
-            process.kill()
-    count = (kills + 1) * chunk
-    with producing(kafka_bootstrap, topic, range(kills * chunk, count)):
-        process.start()
-    wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
+        wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
     process.signal(signal.SIGTERM)
     assert process.wait(60) == 0
+    assert sampler.violations == [] and sampler.samples > 0, sampler.violations[:5]
     check_outcome(db_url, kafka_bootstrap, dlq, count)
 
 

@@ -22,13 +22,13 @@ from confluent_kafka.cimpl import NewTopic
 from faultkit import (
     DeadLetter,
     Figures,
-    Sampler,
     Size,
     dead_letters,
     duplicates,
     log_lines,
     wait_committed_end,
 )
+from sampler import Sampler
 from streams import committed, create_schema, event_ids, events, persisted_prefix, produce
 from triggerer import ORDERS, Triggerer, until, write_config
 
