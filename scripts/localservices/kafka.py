@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -158,12 +159,15 @@ class KafkaBroker:
     when ``cleanup=True``). ``owner_pid`` is the process whose death takes
     the broker down (see ``_process.ManagedProcess``): this process when
     None, nobody when 0 (a detached broker, stopped through its state file).
+    ``settings`` adds or overrides ``server.properties`` entries (a test broker
+    with a static option changed, e.g. ``offset.metadata.max.bytes``).
     """
 
     def __init__(self, workdir: Path | None = None, *, port: int | None = None,
                  controller_port: int | None = None, heap: str = HEAP,
                  owner_pid: int | None = None, cleanup: bool | None = None,
-                 state_file: Path | None = None) -> None:
+                 state_file: Path | None = None,
+                 settings: Mapping[str, str] | None = None) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="sharedstream-kafka-")) if workdir is None \
             else workdir
@@ -179,6 +183,7 @@ class KafkaBroker:
             stop_signal=signal.SIGTERM, stop_timeout=30.0,
         )
         self.state_file = state_file
+        self.settings = dict(settings or {})
         self.start_seconds: float | None = None
 
     @classmethod
@@ -247,6 +252,7 @@ class KafkaBroker:
             "group.min.session.timeout.ms": "1000",
             "group.consumer.min.session.timeout.ms": "1000",
             "group.consumer.min.heartbeat.interval.ms": "500",
+            **self.settings,
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
