@@ -7,9 +7,10 @@ whatever the run's length; something that fills once is flat by then. The run fa
 above ``MAX_SLOPE`` (8 bytes per message), so a leak of 16 bytes per message fails.
 
 Resolution: RSS moves by a few MiB with garbage collections and arenas, so a slope is
-trusted only over ``MIN_FIT_MESSAGES`` (1,000,000 messages in the fit window: 8 bytes
-per message is then 7.6 MiB of growth). That takes ``--soak 15`` or longer at the
-soak's rate (about 2,000 messages/s). The bounded run (CI, 30 s) reports the slope but
+trusted only over ``MIN_FIT_MESSAGES`` (800,000 messages in the fit window: 8 bytes
+per message is then 6.1 MiB of growth, against 0.03 bytes per message measured without
+a leak). That takes ``--soak 15`` or longer at the soak's rate (about 1,700 messages/s
+on two cores). The bounded run (CI, 30 s) reports the slope but
 cannot resolve it, so it asserts only that every id produced became exactly one event.
 """
 
@@ -32,7 +33,7 @@ from sharedstream.statestore.models import asset_event
 PARTITIONS = 3
 BURST = 1_000  # messages every half second: about 2,000 messages/s
 MAX_SLOPE = 8.0  # bytes of RSS per message
-MIN_FIT_MESSAGES = 1_000_000
+MIN_FIT_MESSAGES = 800_000
 
 
 def rss_bytes(pid: int) -> int:
