@@ -22,7 +22,7 @@ from typing import Any
 
 from faultkit import Figures, Size, dead_letters, duplicates, log_lines, wait_committed_end
 from streams import committed_messages, create_schema, event_ids, events, produce
-from triggerer import ORDERS, Triggerer, write_config
+from triggerer import ORDERS, Triggerer, until, write_config
 
 PARTITIONS = 12
 MEMBERS = 3
@@ -74,6 +74,11 @@ def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
     uncommitted_at_kills: list[int] = []
     for _ in range(cycles):
         victim = pool.pop(rng.randrange(len(pool)))
+        # A member that just joined may own no partition yet: kill it only once it is
+        # being handed messages, so the kill lands on work in flight.
+        seen = len(handed_by(record, victim))
+        until(lambda v=victim, n=seen: len(handed_by(record, v)) > n,
+              "the victim being handed new messages", 60, 0.02)
         victim.kill()
         covered = committed_messages(kafka_bootstrap, group, topic, PARTITIONS)
         uncommitted_at_kills.append(len(handed_by(record, victim) - covered))
