@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kafka_probe import committed_partitions
 from sharedstream.dlq import read_dead_letters
 from sharedstream.producer.progress import decode_progress
 from sharedstream.statestore import StateStore
@@ -52,37 +52,9 @@ def _consumer(bootstrap: str, group: str) -> Consumer:
                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
 
 
-# The group coordinator is still being elected or loaded (a fresh broker, a new group):
-# the answer is "ask again shortly", not a failure.
-_COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR,
-                                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                                 KafkaError.COORDINATOR_NOT_AVAILABLE})
-
-
-def _committed(bootstrap: str, group: str, topic: str,
-               partitions: int) -> list[TopicPartition]:
-    """Committed offsets with metadata, without joining the group; waits (up to 10 s)
-    while the group's coordinator is not there yet."""
-    consumer = _consumer(bootstrap, group)
-    deadline = time.monotonic() + 10
-    try:
-        while True:
-            try:
-                found = consumer.committed(
-                    [TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-                break
-            except KafkaException as exc:
-                if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-    finally:
-        consumer.close()
-    return list(found)
-
-
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The consumer group's committed offset per partition (-1 when none), without joining."""
-    found = _committed(bootstrap, group, topic, partitions)
+    found = committed_partitions(bootstrap, group, topic, partitions)
     return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in found}
 
 
@@ -90,7 +62,7 @@ def committed_messages(bootstrap: str, group: str, topic: str,
                        partitions: int) -> set[tuple[int, int]]:
     """(partition, offset) of every message the group's commit says is handled: below the
     committed offset, or remembered above it in the commit metadata (guarantee 7)."""
-    found = _committed(bootstrap, group, topic, partitions)
+    found = committed_partitions(bootstrap, group, topic, partitions)
     handled: set[tuple[int, int]] = set()
     for tp in found:
         if tp.offset < 0:

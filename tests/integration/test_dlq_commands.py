@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from db_schemas import postgres_schema_url
 from sqlalchemy import func, select
 
+from kafka_probe import committed_partitions
 from sharedstream.cli import cli
 from sharedstream.producer import dlq_headers as h
 from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
@@ -106,12 +107,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: int = 1) -> list[int]:
 
 
 def committed_sum(bootstrap: str, group: str, topic: str, partitions: int = 1) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return sum(max(tp.offset, 0) for tp in tps)
-    finally:
-        c.close()
+    tps = committed_partitions(bootstrap, group, topic, partitions)
+    return sum(max(tp.offset, 0) for tp in tps)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int = 1) -> list[Any]:

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_members import WATCHERS, ack_all, conn, drive
 
+from kafka_probe import committed_partitions
 from sharedstream.producer import AdvanceOutcome
 from sharedstream.producer import dlq_headers as h
 from sharedstream.producer.connections import ConnectionConfigError, resolve_connection
@@ -41,14 +42,7 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[TopicPartition]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        result: list[TopicPartition] = c.committed(
-            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
-        )
-        return result
-    finally:
-        c.close()
+    return committed_partitions(bootstrap, group, topic, partitions)
 
 
 async def until(check: Callable[[], bool], within: float = 60.0) -> None:

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from localservices import PostgresServer
 from sqlalchemy import func, select
 
+from kafka_probe import committed_partitions
 from sharedstream.producer.dlq_headers import REJECTIONS
 from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
@@ -67,11 +68,7 @@ def produce_keyed(bootstrap: str, topic: str, entities: list[str]) -> None:
 
 
 def committed_offset(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        return int(consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
-    finally:
-        consumer.close()
+    return int(committed_partitions(bootstrap, group, topic)[0].offset)
 
 
 def dead_letter_reasons(bootstrap: str, topic: str) -> list[dict[str, str]]:

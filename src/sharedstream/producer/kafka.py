@@ -58,6 +58,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from sharedstream.core.ledger import LaneLoad, Ledger, PartitionLedger
 from sharedstream.producer.connections import (
     consumer_group_id,
     dlq_producer_config,
@@ -65,7 +66,6 @@ from sharedstream.producer.connections import (
 )
 from sharedstream.producer.contract import AdvanceItem, ForgetLanes, SharedStreamProducer
 from sharedstream.producer.dead_letters import DeadLetterSender, is_permanent
-from sharedstream.producer.lanes import Fetch, Lane, State
 from sharedstream.producer.payload import KafkaPayload, build_payload
 from sharedstream.producer.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
 from sharedstream.producer.rejections import RejectedMessage, RejectionRecorder
@@ -110,14 +110,6 @@ class ProducerHealth:
     paused: bool
     last_error: str | None
     failed: str | None
-
-
-class LaneLoad(NamedTuple):
-    """One partition against its bounds (``max_in_flight``, ``max_in_flight_bytes``)."""
-
-    distance: int
-    open_bytes: int
-    at_bound: bool
 
 
 Key = tuple[str, int]
@@ -206,12 +198,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         # Guards only the hand-off between the two threads: ``_queued``,
         # ``_published`` and ``_lane_requests``.
         self._lock = threading.Lock()
-        # Loop side: the lanes, which changed since the last publish, which are bounded,
-        # and a snapshot per lane that health and metrics (another thread) may read.
-        self._lanes: dict[Key, Lane] = {}
-        self._dirty: set[Key] = set()
-        self._bounded_lanes: set[Key] = set()
-        self._loads: dict[Key, tuple[LaneLoad, int]] = {}
+        # Loop side: the partition ledger (per-offset state; its per-partition snapshot
+        # is what health and metrics, on other threads, read).
+        self._ledger = Ledger(self.consumer_group, self._request, self._below_base)
         self._publish_handle: asyncio.TimerHandle | None = None
         # Hand-off, loop -> thread: commit targets (generation, offset, terminal offsets
         # above) and per-partition fetch requests (generation, None = pause, or the
@@ -229,10 +218,6 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._queued = 0
         self._topic_ids: dict[str, str] = {}
         self._metadata_max_chars = DEFAULT_MAX_CHARS
-        # Entries a lane may hold above its floor, and bytes of its unresolved messages,
-        # before that partition pauses (bound_lanes); it resumes at half of both.
-        self._lane_bound: int | None = None
-        self._lane_bytes_bound = 0
 
         self._loop: asyncio.AbstractEventLoop | None = None
         # From the consumer thread (or a redelivery) to the loop, in order; None when
@@ -318,158 +303,46 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             entry = await self._queue.get()
             if isinstance(entry, _Batch):
                 if not entry.counted:
-                    current = [it for it in entry.items if self._current(it[1]) is not None]
+                    current = [it for it in entry.items
+                               if self._ledger.current(it[1]) is not None]
                     if current:
                         return current
                     continue
                 with self._lock:
                     self._queued -= 1
                 self._room.set()
-                admitted = self._admit(entry.items)
+                admitted = self._ledger.admit(entry.items, _size)
                 if admitted:
+                    self.consumed += len(admitted)
+                    self._schedule_publish()
                     return admitted
             elif isinstance(entry, _Assigned):
-                self._start_lanes(entry)
+                self._ledger.start(entry.generation, entry.starts)
             elif isinstance(entry, _Ended):
-                forgotten = self._end_lanes(entry.keys)
+                forgotten = self._ledger.end(entry.keys)
                 if forgotten:
-                    return ForgetLanes(forgotten)
+                    return ForgetLanes(frozenset[Hashable](forgotten))
             elif isinstance(entry, _Rewound):
-                self._rewound(entry)
+                self._ledger.rewound(entry.key, entry.generation)
             else:
                 failure = self._failure
                 raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
 
-    def _admit(self, items: list[Item]) -> list[Item]:
-        """Record a consumed batch in its lanes; what must be handed out.
-
-        Skipped: records of a lane of another generation (raced a revocation), of a
-        lane not admitting (bounded or rewinding: read again later), remembered
-        terminal offsets, offsets below the committed position (logged), and copies
-        of offsets already read in this generation. Runs once per record: a run of
-        records of one partition (the usual shape of a batch) reuses its lane.
-        """
-        out: list[Item] = []
-        lanes = self._lanes
-        bound = self._lane_bound
-        bytes_bound = self._lane_bytes_bound
-        lane: Lane | None = None
-        for item in items:
-            payload = item[1]
-            if lane is None or lane.partition != payload.partition or (
-                    lane.topic != payload.topic):
-                lane = lanes.get(payload.lane)
-                if lane is None:
-                    continue
-            if lane.generation != payload.generation or lane.fetch is not Fetch.OPEN:
-                continue
-            offset = payload.offset
-            entry = lane.admit(offset)
-            if entry is None:
-                if lane.base is not None and offset < lane.base:
-                    self._below_base(lane, offset)
-                continue
-            out.append(item)
-            if bound is None:
-                continue
-            message = item[0]
-            lane.weigh(entry, len(message.value or b"") + len(message.key or b""))
-            if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
-                lane.trim()  # what resolved since the last publish is no distance
-                if len(lane.entries) >= bound or lane.open_bytes >= bytes_bound:
-                    self._bound(lane, offset + 1)
-        self.consumed += len(out)
-        if out:
-            self._schedule_publish()
-        return out
-
-    def _bound(self, lane: Lane, resume_at: int) -> None:
-        """Stop admitting into a lane at its bound and ask the consumer to pause it."""
-        lane.fetch = Fetch.BOUNDED
-        lane.resume_at = resume_at
-        key = (lane.topic, lane.partition)
-        self._bounded_lanes.add(key)
-        self._snapshot(lane)
-        self._request(key, lane.generation, None)
-        log.info("%s: %s[%d] paused: %d messages read above its floor, %d bytes unresolved "
-                 "(max_in_flight, max_in_flight_bytes)", self.consumer_group, lane.topic,
-                 lane.partition, len(lane.entries), lane.open_bytes)
-
-    def _release_bounded(self) -> None:
-        """Rewind the bounded lanes whose floor moved: at most half of both bounds left."""
-        bound = self._lane_bound
-        if bound is None:
-            return
-        for key in list(self._bounded_lanes):
-            lane = self._lanes.get(key)
-            if lane is None or lane.fetch is not Fetch.BOUNDED:
-                continue
-            lane.trim()
-            if len(lane.entries) <= bound // 2 and lane.open_bytes <= self._lane_bytes_bound // 2:
-                lane.fetch = Fetch.REWINDING
-                self._request(key, lane.generation, lane.resume_at)
-
-    def _rewound(self, marker: _Rewound) -> None:
-        lane = self._lanes.get(marker.key)
-        if lane is None or lane.generation != marker.generation:
-            return
-        lane.fetch = Fetch.OPEN
-        self._bounded_lanes.discard(marker.key)
-        self._snapshot(lane)
-
     def _request(self, key: Key, generation: int, seek_to: int | None) -> None:
         with self._lock:
             self._lane_requests[key] = (generation, seek_to)
-
-    def _start_lanes(self, assigned: _Assigned) -> None:
-        for topic, partition, base, remembered in assigned.starts:
-            lane = Lane(topic, partition, assigned.generation, base, set(remembered))
-            self._lanes[(topic, partition)] = lane
-            self._snapshot(lane)
-
-    def _end_lanes(self, keys: frozenset[Key]) -> frozenset[Hashable]:
-        ended = frozenset(key for key in keys if self._lanes.pop(key, None) is not None)
-        for key in keys:
-            self._loads.pop(key, None)
-            self._dirty.discard(key)
-            self._bounded_lanes.discard(key)
-        return ended
 
     def _schedule_publish(self) -> None:
         if self._publish_handle is None and self._loop is not None and not self._closed:
             self._publish_handle = self._loop.call_later(self._commit_interval, self._publish)
 
     def _publish(self) -> None:
-        """Hand the consumer thread the commit targets of the lanes that changed.
-
-        Costs what changed since the last publish (a lane with a held floor and many
-        terminal offsets above it lists them, at most its bound). Also refreshes the
-        per-lane snapshot health and metrics read, and lifts bounds whose floor moved.
-        """
+        """Hand the consumer thread the commit targets of the partitions that changed."""
         self._publish_handle = None
-        self._release_bounded()
-        if not self._dirty:
-            return
-        published: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
-        lanes = self._lanes
-        for key in self._dirty:
-            lane = lanes.get(key)
-            if lane is None:
-                continue
-            target = lane.commit_target()
-            if target is not None:
-                published[key] = (lane.generation, target[0], tuple(target[1]))
-            self._snapshot(lane)
-        self._dirty.clear()
+        published = self._ledger.publish()
         if published:
             with self._lock:
                 self._published.update(published)
-
-    def _snapshot(self, lane: Lane) -> None:
-        """Refresh what health and metrics see of a lane (held counts change at once,
-        distances and bytes at the next publish)."""
-        self._loads[(lane.topic, lane.partition)] = (
-            LaneLoad(len(lane.entries), lane.open_bytes, lane.at_bound), lane.held_count)
 
     def _publish_and_signal(self, done: threading.Event) -> None:
         self._publish()
@@ -491,54 +364,19 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                         "it published before", self.consumer_group, timeout)
 
     async def advance(self, batch: Sequence[AdvanceItem[KafkaPayload]]) -> None:
-        """Record one lane's resolved prefix; commits follow on the next publish.
+        """Record one lane's resolved prefix in the ledger; commits follow on the next publish.
 
-        Clean and unrejected -> terminal. Failed -> held (the floor) and
-        redelivered after ``retry_after``; rejections seen so far are kept so the
-        single dead-letter record names every rejecting watcher. Clean with
-        rejections -> dead letter (or recorder), terminal once that is durable.
+        Held messages are handed out again after their ``retry_after``; rejected ones
+        are dead-lettered and turn terminal once that is durable.
         """
         if self._failure is not None:
             raise StreamFailedError(f"consumer group {self.consumer_group} failed")
         loop = self._require_loop()
-        to_dead_letter: list[tuple[KafkaPayload, dict[str, str]]] = []
-        lanes = self._lanes
-        dirty = self._dirty
-        # A batch is one lane's prefix: look the lane up once, not per message.
-        lane: Lane | None = None
-        for item in batch:
-            payload, outcome = item.broker_payload, item.outcome
-            if lane is None or lane.generation != payload.generation or (
-                    lane.topic, lane.partition) != payload.lane:
-                lane = lanes.get(payload.lane)
-                if lane is None or lane.generation != payload.generation:
-                    lane = None
-                    continue  # late outcome of an old generation
-                dirty.add(payload.lane)
-            entry = lane.entries.get(payload.offset)
-            if entry is None or entry.state is State.TERMINAL or (
-                    entry.state is State.DELIVERING):
-                continue  # already terminal (or being dead-lettered)
-            if outcome.rejected:
-                if entry.rejections is None:
-                    entry.rejections = {}
-                entry.rejections.update(outcome.rejected)
-            if outcome.failed:
-                if entry.state is not State.HELD:
-                    lane.hold(entry)
-                    self._snapshot(lane)
-                    entry.attempts += 1
-                    self._schedule(
-                        loop, max(outcome.retry_after, MIN_RETRY_S), self._redeliver, payload
-                    )
-                continue
-            if entry.rejections:
-                entry.state = State.DELIVERING
-                to_dead_letter.append((payload, dict(entry.rejections)))
-            else:
-                lane.finish(entry)
+        resolution = self._ledger.resolve(batch)
+        for payload, retry_after in resolution.holds:
+            self._schedule(loop, max(retry_after, MIN_RETRY_S), self._redeliver, payload)
         self._schedule_publish()
-        for payload, rejections in to_dead_letter:
+        for payload, rejections in resolution.dead_letters:
             self._send_dead_letter(payload, rejections)
 
     def get_advance_lane(self, payload: KafkaPayload) -> Hashable:
@@ -551,10 +389,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         return payload.targets
 
     def bound_lanes(self, max_in_flight: int, max_bytes: int | None = None) -> None:
-        if max_in_flight < 1 or (max_bytes is not None and max_bytes < 1):
-            raise ValueError("lane bounds must be at least 1")
-        self._lane_bound = max_in_flight
-        self._lane_bytes_bound = max_bytes if max_bytes is not None else 2**62
+        self._ledger.set_bounds(max_in_flight, max_bytes)
 
     def pause(self) -> None:
         self._pause_requested = True
@@ -595,7 +430,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def health(self) -> ProducerHealth:
         """Safe from any thread: reads the snapshot the loop refreshes as lanes change."""
-        loads = dict(self._loads)
+        loads = dict(self._ledger.loads)
         return ProducerHealth(
             ready=self.ready,
             consumer_group=self.consumer_group,
@@ -610,7 +445,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """Per partition: messages read above the floor, bytes of the unresolved ones, and
         whether it is paused at a lane bound, as of the last publish (at most one commit
         interval old). Safe from any thread."""
-        return {key: load for key, (load, _) in dict(self._loads).items()}
+        return {key: load for key, (load, _) in dict(self._ledger.loads).items()}
 
     async def commit(self) -> None:
         """Commit every lane's resolved prefix now and wait for the broker's answer.
@@ -635,14 +470,6 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._commands.put((fn, future))
         return await asyncio.wrap_future(future)
 
-    def _current(self, payload: KafkaPayload) -> tuple[Lane, Any] | None:
-        """The lane and entry of a payload if it belongs to the current generation."""
-        lane = self._lanes.get(payload.lane)
-        if lane is None or lane.generation != payload.generation:
-            return None
-        entry = lane.get(payload.offset)
-        return None if entry is None else (lane, entry)
-
     def _schedule(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -663,11 +490,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def _redeliver(self, payload: KafkaPayload) -> None:
         """Hand a held message out again (from memory; the manager picks its watchers)."""
-        found = self._current(payload)
-        if found is None or found[1].state is not State.HELD:
+        if not self._ledger.release(payload):
             return
-        found[0].release(found[1])
-        self._snapshot(found[0])
         self._queue.put_nowait(_Batch(False, [(payload.message, payload)]))
 
     def _send_dead_letter(self, payload: KafkaPayload, rejections: dict[str, str]) -> None:
@@ -694,8 +518,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
 
         def resend() -> None:
-            found = self._current(payload)
-            if found is None or found[1].state is not State.DELIVERING:
+            if not self._ledger.delivering(payload):
                 return
             assert self._dlq is not None
             self._dlq.send(payload, rejections, done)
@@ -704,10 +527,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def _delivered(self, payload: KafkaPayload) -> None:
         """A rejected message's dead letter (or recorded row) is durable: it is terminal."""
-        found = self._current(payload)
-        if found is not None and found[1].state is State.DELIVERING:
-            found[0].finish(found[1])
-            self._dirty.add(payload.lane)
+        if self._ledger.delivered(payload):
             self._schedule_publish()
 
     def _enqueue_record(self, payload: KafkaPayload, rejections: dict[str, str], why: str) -> None:
@@ -975,7 +795,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
-    def _below_base(self, lane: Lane, offset: int) -> None:
+    def _below_base(self, lane: PartitionLedger, offset: int) -> None:
         """A record below the committed position: say so, and look for a recreated topic now.
 
         Nothing that was read is dropped without a log line (once per lane: a whole
@@ -1296,6 +1116,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("%s: close failed: %s", self.consumer_group, exc)
+
+
+def _size(message: KafkaMessage) -> int:
+    """Bytes a handed-out message holds in memory (its key and value)."""
+    return len(message.value or b"") + len(message.key or b"")
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:

@@ -1,20 +1,20 @@
-"""Lane arithmetic: the commit target and the terminal offsets remembered above it."""
+"""Partition ledger arithmetic: the commit target and the terminal offsets remembered above it."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedstream.producer.lanes import Lane
+from sharedstream.core.ledger import PartitionLedger
 
 pytestmark = pytest.mark.unit
 
 
-def read(lane: Lane, *offsets: int) -> None:
+def read(lane: PartitionLedger, *offsets: int) -> None:
     for offset in offsets:
         assert lane.admit(offset) is not None
 
 
-def finish(lane: Lane, *offsets: int) -> None:
+def finish(lane: PartitionLedger, *offsets: int) -> None:
     for offset in offsets:
         entry = lane.get(offset)
         assert entry is not None
@@ -22,11 +22,11 @@ def finish(lane: Lane, *offsets: int) -> None:
 
 
 def test_nothing_known_has_no_target() -> None:
-    assert Lane("t", 0, 1).commit_target() is None
+    assert PartitionLedger("t", 0, 1).commit_target() is None
 
 
 def test_the_target_follows_the_terminal_prefix_and_forgets_what_it_passed() -> None:
-    lane = Lane("t", 0, 1, base=10)
+    lane = PartitionLedger("t", 0, 1, base=10)
     read(lane, 10, 11, 12, 13)
     finish(lane, 10, 11)
     assert lane.commit_target() == (12, [])
@@ -37,7 +37,7 @@ def test_the_target_follows_the_terminal_prefix_and_forgets_what_it_passed() -> 
 
 
 def test_terminal_offsets_above_a_held_floor_are_remembered_in_order() -> None:
-    lane = Lane("t", 0, 1, base=0)
+    lane = PartitionLedger("t", 0, 1, base=0)
     read(lane, 0, 1, 2, 3, 4)
     held = lane.get(1)
     assert held is not None
@@ -55,7 +55,7 @@ def test_terminal_offsets_above_a_held_floor_are_remembered_in_order() -> None:
 
 
 def test_finishing_twice_counts_once() -> None:
-    lane = Lane("t", 0, 1, base=0)
+    lane = PartitionLedger("t", 0, 1, base=0)
     read(lane, 0, 1)
     finish(lane, 1, 1)
     assert lane.commit_target() == (0, [1])
@@ -64,7 +64,7 @@ def test_finishing_twice_counts_once() -> None:
 
 
 def test_gaps_in_offsets_are_followed_not_assumed() -> None:
-    lane = Lane("t", 0, 1, base=0)
+    lane = PartitionLedger("t", 0, 1, base=0)
     read(lane, 0, 5, 9)  # compaction or transaction markers left gaps
     finish(lane, 0, 5)
     assert lane.commit_target() == (9, [])
@@ -73,7 +73,7 @@ def test_gaps_in_offsets_are_followed_not_assumed() -> None:
 
 
 def test_remembered_progress_skips_reads_and_moves_the_target() -> None:
-    lane = Lane("t", 0, 1, base=3, remembered={4, 6})
+    lane = PartitionLedger("t", 0, 1, base=3, remembered={4, 6})
     assert lane.admit(3) is not None
     assert lane.admit(4) is None  # handled before the restart: not handed out again
     assert lane.commit_target() == (3, [4, 6])

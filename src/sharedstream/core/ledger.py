@@ -1,0 +1,508 @@
+"""The partition ledger: per-offset state of every partition a consumer group reads.
+
+One :class:`PartitionLedger` per assigned partition and assignment generation, all
+of them in one :class:`Ledger` per group, owned by the event loop. The consumer
+thread never touches it: it hands records over, and applies the pauses, seeks and
+commit targets the ledger publishes.
+
+Invariants (``docs/architecture.md`` states them for users):
+
+1. Every offset admitted is in its partition's ledger until it is terminal and the
+   commit target passed it; nothing read is dropped without a log line.
+2. The commit target is the first offset that is not terminal (or one past the last
+   terminal offset), so nothing unresolved is ever committed past. Terminal offsets
+   above it travel in the commit metadata (guarantee 7).
+3. A held offset is the floor until it turns terminal; it is handed out again only
+   while held (one redelivery per hold).
+4. A rejected offset is terminal only once its dead letter is durable.
+5. ``admitted - floor <= max_in_flight`` and unresolved payload bytes
+   ``<= max_in_flight_bytes`` per partition, up to one record: at the bound the
+   partition stops admitting and asks to be paused, and what was read past it is read
+   again after a seek.
+6. An outcome of an earlier generation (the partition was revoked, lost or its
+   topic recreated since) changes nothing.
+7. Publishing costs what changed since the last publish.
+
+States of an offset:
+
+* ``PENDING``: handed to the watchers, outcome unknown.
+* ``HELD``: some watcher failed it; redelivered after its retry time.
+* ``DELIVERING``: resolved, rejected by someone; terminal once its dead letter is
+  acknowledged (or recorded in ``rejected_message``).
+* ``TERMINAL``: acked by all, or rejected and delivered.
+
+Offsets are not assumed contiguous (compaction and transaction markers leave gaps):
+entries are kept in read order and the target follows them.
+
+Failure window: the ledger lives in memory. If the process dies, what it knew beyond
+the last commit (holds, attempts, terminal offsets of the last commit interval) is
+lost; the broker hands those offsets out again from the committed position.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+# What the consumer thread is told per partition: (generation, offset to commit,
+# terminal offsets above it).
+Target = tuple[int, int, tuple[int, ...]]
+
+
+class LedgerRecord(Protocol):
+    """What the ledger needs of a record: where it was read, and in which generation."""
+
+    @property
+    def lane(self) -> Key: ...
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def generation(self) -> int: ...
+
+
+class Fetch(enum.Enum):
+    """Whether a partition's ledger takes what the consumer reads.
+
+    * ``OPEN``: every record read is admitted.
+    * ``BOUNDED``: the ledger reached its bound; its partition is (being) paused and
+      records read past ``resume_at`` are discarded (they are read again later).
+    * ``REWINDING``: the bound lifted; the consumer is asked to seek back to
+      ``resume_at`` and resume. Records still queued from before the seek are
+      discarded until the consumer says the seek happened.
+    """
+
+    OPEN = "open"
+    BOUNDED = "bounded"
+    REWINDING = "rewinding"
+
+
+class State(enum.Enum):
+    PENDING = "pending"
+    HELD = "held"
+    DELIVERING = "delivering"
+    TERMINAL = "terminal"
+
+
+class Entry:
+    """One offset the consumer read (one per consumed record: a plain slots class).
+
+    ``rejections`` stays None until some watcher rejects the message.
+    """
+
+    __slots__ = ("attempts", "offset", "rejections", "size", "state")
+
+    def __init__(self, offset: int, state: State) -> None:
+        self.offset = offset
+        self.state = state
+        self.rejections: dict[str, str] | None = None
+        self.attempts = 0
+        self.size = 0  # key + value bytes, counted in ``open_bytes`` until terminal
+
+
+@dataclass(slots=True)
+class PartitionLedger:
+    """One assigned partition in one generation.
+
+    ``base`` is the committed position the ledger started from (None until known:
+    a new group starts wherever ``auto.offset.reset`` puts it, learnt from the
+    first message read). ``remembered`` holds terminal offsets decoded from the
+    commit metadata that have not been read yet in this generation.
+    """
+
+    topic: str
+    partition: int
+    generation: int
+    base: int | None = None
+    remembered: set[int] = field(default_factory=set)
+    entries: OrderedDict[int, Entry] = field(default_factory=OrderedDict)
+    # How many of ``entries`` are terminal: lets ``commit_target`` skip scanning for
+    # terminal offsets above the target when there are none (the usual case).
+    terminal: int = 0
+    # A record below ``base`` was read and skipped (logged once per ledger).
+    below_base_reported: bool = False
+    fetch: Fetch = Fetch.OPEN
+    # BOUNDED / REWINDING: the first offset not admitted, where reading resumes.
+    resume_at: int = 0
+    # How many of ``entries`` are HELD (kept by hold/release: health reads it per scrape).
+    held_count: int = 0
+    # Key + value bytes of the entries not yet terminal (held in memory for watchers).
+    open_bytes: int = 0
+
+    @property
+    def key(self) -> Key:
+        return (self.topic, self.partition)
+
+    def admit(self, offset: int) -> Entry | None:
+        """Record a freshly read offset; the new entry when it must be handed out.
+
+        None for a remembered terminal offset (guarantee 7), for an offset below
+        the committed position, and for a copy of one already read in this
+        generation (a librdkafka re-fetch after pause/resume). Skipped messages
+        cost the caller no decoding.
+        """
+        if self.base is None:
+            self.base = offset
+        if offset < self.base or offset in self.entries:
+            return None
+        if offset in self.remembered:
+            self.remembered.discard(offset)
+            self.entries[offset] = Entry(offset, State.TERMINAL)
+            self.terminal += 1
+            return None
+        entry = Entry(offset, State.PENDING)
+        self.entries[offset] = entry
+        return entry
+
+    def weigh(self, entry: Entry, size: int) -> None:
+        """Count a handed-out entry's bytes until it turns terminal."""
+        entry.size = size
+        self.open_bytes += size
+
+    def get(self, offset: int) -> Entry | None:
+        return self.entries.get(offset)
+
+    def finish(self, entry: Entry) -> None:
+        """Mark an entry terminal and release its rejections."""
+        if entry.state is State.HELD:
+            self.held_count -= 1
+        if entry.state is not State.TERMINAL:
+            self.terminal += 1
+            self.open_bytes -= entry.size
+        entry.state = State.TERMINAL
+        entry.rejections = None
+
+    def commit_target(self) -> tuple[int, list[int]] | None:
+        """``(offset to commit, terminal offsets above it)`` or None before anything is known.
+
+        Drops terminal entries the target passes: once committed they need no memory.
+        """
+        if self.base is None:
+            return None
+        self.trim()
+        target = self.base
+        above: list[int] = []
+        if self.terminal:
+            above = [o for o, e in self.entries.items() if e.state is State.TERMINAL]
+        if self.remembered:
+            self.remembered = {o for o in self.remembered if o >= target}
+            above.extend(self.remembered)
+        return target, above
+
+    def trim(self) -> None:
+        """Drop the terminal prefix: ``base`` becomes the floor (first unresolved offset),
+        or one past the last terminal offset when nothing is outstanding."""
+        if self.base is None:
+            return
+        entries = self.entries
+        passed = 0
+        while entries:
+            offset, entry = entries.popitem(last=False)
+            if entry.state is not State.TERMINAL:
+                entries[offset] = entry
+                entries.move_to_end(offset, last=False)
+                break
+            passed += 1
+            self.base = offset + 1
+        if passed:
+            self.terminal -= passed
+        if entries:
+            self.base = next(iter(entries))
+
+    def hold(self, entry: Entry) -> None:
+        """A watcher failed the entry: it is the floor until redelivered and resolved."""
+        entry.state = State.HELD
+        self.held_count += 1
+
+    def release(self, entry: Entry) -> None:
+        """A held entry is handed out again."""
+        entry.state = State.PENDING
+        self.held_count -= 1
+
+    def held(self) -> int:
+        return self.held_count
+
+    @property
+    def at_bound(self) -> bool:
+        """Paused for its bound, or not yet read again from where it stopped."""
+        return self.fetch is not Fetch.OPEN
+
+
+class LaneLoad(NamedTuple):
+    """One partition against its bounds (``max_in_flight``, ``max_in_flight_bytes``)."""
+
+    distance: int
+    open_bytes: int
+    at_bound: bool
+
+
+class Outcome(Protocol):
+    """What the watchers did with a message (``AdvanceOutcome``)."""
+
+    @property
+    def failed(self) -> frozenset[str]: ...
+
+    @property
+    def rejected(self) -> Any: ...
+
+    @property
+    def retry_after(self) -> float: ...
+
+
+class Resolution(NamedTuple):
+    """What :meth:`Ledger.resolve` leaves to its caller: dead letters to send, and held
+    records to hand out again after their delay (seconds)."""
+
+    dead_letters: list[tuple[Any, dict[str, str]]]
+    holds: list[tuple[Any, float]]
+
+
+# Asks the consumer thread to pause a partition (None) or to seek it to an offset
+# and resume it, for one generation.
+FetchRequest = Callable[[Key, int, "int | None"], None]
+
+
+class Ledger:
+    """Every partition ledger of one consumer group, on the event loop.
+
+    ``request`` reaches the consumer thread (pause, or seek and resume); ``skipped``
+    is told of a record below a ledger's committed position (a recreated topic?).
+    ``loads`` is a per-partition snapshot other threads (health, metrics) may copy.
+    """
+
+    def __init__(self, name: str, request: FetchRequest,
+                 skipped: Callable[[PartitionLedger, int], None]) -> None:
+        self.name = name
+        self._request = request
+        self._skipped = skipped
+        self.partitions: dict[Key, PartitionLedger] = {}
+        self.dirty: set[Key] = set()
+        self._bounded: set[Key] = set()
+        self.loads: dict[Key, tuple[LaneLoad, int]] = {}
+        self.bound: int | None = None
+        self.bytes_bound = 2**62
+        self.admitted = 0
+
+    def set_bounds(self, max_in_flight: int, max_bytes: int | None = None) -> None:
+        if max_in_flight < 1 or (max_bytes is not None and max_bytes < 1):
+            raise ValueError("lane bounds must be at least 1")
+        self.bound = max_in_flight
+        self.bytes_bound = max_bytes if max_bytes is not None else 2**62
+
+    # -- partitions come and go -------------------------------------------------------
+
+    def start(self, generation: int,
+              starts: Iterable[tuple[str, int, int | None, frozenset[int]]]) -> None:
+        """Open ledgers: ``(topic, partition, committed offset or None, remembered)``."""
+        for topic, partition, base, remembered in starts:
+            ledger = PartitionLedger(topic, partition, generation, base, set(remembered))
+            self.partitions[ledger.key] = ledger
+            self._snapshot(ledger)
+
+    def end(self, keys: Iterable[Key]) -> frozenset[Key]:
+        """Close ledgers (revoked, lost, topic recreated); the keys that were open."""
+        ended = []
+        for key in keys:
+            if self.partitions.pop(key, None) is not None:
+                ended.append(key)
+            self.loads.pop(key, None)
+            self.dirty.discard(key)
+            self._bounded.discard(key)
+        return frozenset(ended)
+
+    def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
+        """The ledger and entry of a record if it belongs to the current generation."""
+        ledger = self.partitions.get(record.lane)
+        if ledger is None or ledger.generation != record.generation:
+            return None
+        entry = ledger.get(record.offset)
+        return None if entry is None else (ledger, entry)
+
+    # -- records in ---------------------------------------------------------------------
+
+    def admit(self, items: list[tuple[Any, Any]],
+              size: Callable[[Any], int]) -> list[tuple[Any, Any]]:
+        """Record a consumed batch of ``(raw, record)``; what must be handed out.
+
+        Skipped: records of a ledger of another generation (raced a revocation), of a
+        ledger not admitting (bounded or rewinding: read again later), remembered
+        terminal offsets, offsets below the committed position (reported), and copies
+        of offsets already read in this generation. Runs once per record: a run of
+        records of one partition (the usual shape of a batch) reuses its ledger.
+        """
+        out: list[tuple[Any, Any]] = []
+        partitions = self.partitions
+        bound = self.bound
+        bytes_bound = self.bytes_bound
+        ledger: PartitionLedger | None = None
+        for item in items:
+            record = item[1]
+            if ledger is None or ledger.partition != record.partition or (
+                    ledger.topic != record.topic):
+                ledger = partitions.get(record.lane)
+                if ledger is None:
+                    continue
+            if ledger.generation != record.generation or ledger.fetch is not Fetch.OPEN:
+                continue
+            offset = record.offset
+            entry = ledger.admit(offset)
+            if entry is None:
+                if ledger.base is not None and offset < ledger.base:
+                    self._skipped(ledger, offset)
+                continue
+            out.append(item)
+            if bound is None:
+                continue
+            ledger.weigh(entry, size(item[0]))
+            if len(ledger.entries) >= bound or ledger.open_bytes >= bytes_bound:
+                ledger.trim()  # what resolved since the last publish is no distance
+                if len(ledger.entries) >= bound or ledger.open_bytes >= bytes_bound:
+                    self._stop_at_bound(ledger, offset + 1)
+        self.admitted += len(out)
+        return out
+
+    def _stop_at_bound(self, ledger: PartitionLedger, resume_at: int) -> None:
+        """Stop admitting at the bound and ask the consumer to pause the partition."""
+        ledger.fetch = Fetch.BOUNDED
+        ledger.resume_at = resume_at
+        self._bounded.add(ledger.key)
+        self._snapshot(ledger)
+        self._request(ledger.key, ledger.generation, None)
+        log.info("%s: %s[%d] paused: %d messages read above its floor, %d bytes unresolved "
+                 "(max_in_flight, max_in_flight_bytes)", self.name, ledger.topic,
+                 ledger.partition, len(ledger.entries), ledger.open_bytes)
+
+    def rewound(self, key: Key, generation: int) -> None:
+        """The consumer sought a bounded partition back: it admits again."""
+        ledger = self.partitions.get(key)
+        if ledger is None or ledger.generation != generation:
+            return
+        ledger.fetch = Fetch.OPEN
+        self._bounded.discard(key)
+        self._snapshot(ledger)
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def resolve(self, batch: Sequence[tuple[Any, Outcome]]) -> Resolution:
+        """Apply one lane's outcomes, in broadcast order.
+
+        Clean and unrejected -> terminal. Failed -> held (the floor), to be handed out
+        again after ``retry_after``; rejections seen so far are kept so the single dead
+        letter names every rejecting watcher. Clean with rejections -> delivering, to be
+        dead-lettered by the caller and finished by :meth:`delivered`.
+        """
+        resolution = Resolution([], [])
+        partitions = self.partitions
+        dirty = self.dirty
+        ledger: PartitionLedger | None = None
+        for record, outcome in batch:
+            if ledger is None or ledger.generation != record.generation or (
+                    ledger.key != record.lane):
+                ledger = partitions.get(record.lane)
+                if ledger is None or ledger.generation != record.generation:
+                    ledger = None
+                    continue  # late outcome of an old generation
+                dirty.add(record.lane)
+            entry = ledger.entries.get(record.offset)
+            if entry is None or entry.state is State.TERMINAL or (
+                    entry.state is State.DELIVERING):
+                continue  # already terminal (or being dead-lettered)
+            if outcome.rejected:
+                if entry.rejections is None:
+                    entry.rejections = {}
+                entry.rejections.update(outcome.rejected)
+            if outcome.failed:
+                if entry.state is not State.HELD:
+                    ledger.hold(entry)
+                    self._snapshot(ledger)
+                    entry.attempts += 1
+                    resolution.holds.append((record, outcome.retry_after))
+                continue
+            if entry.rejections:
+                entry.state = State.DELIVERING
+                resolution.dead_letters.append((record, dict(entry.rejections)))
+            else:
+                ledger.finish(entry)
+        return resolution
+
+    def release(self, record: LedgerRecord) -> bool:
+        """A held record's retry time came: True when it is to be handed out again."""
+        found = self.current(record)
+        if found is None or found[1].state is not State.HELD:
+            return False
+        found[0].release(found[1])
+        self._snapshot(found[0])
+        return True
+
+    def delivering(self, record: LedgerRecord) -> bool:
+        """Whether a record still waits for its dead letter (a resend is worth it)."""
+        found = self.current(record)
+        return found is not None and found[1].state is State.DELIVERING
+
+    def delivered(self, record: LedgerRecord) -> bool:
+        """A rejected record's dead letter is durable: it is terminal. True if it changed."""
+        found = self.current(record)
+        if found is None or found[1].state is not State.DELIVERING:
+            return False
+        found[0].finish(found[1])
+        self.dirty.add(record.lane)
+        return True
+
+    # -- targets out ---------------------------------------------------------------------
+
+    def publish(self) -> dict[Key, Target]:
+        """The commit targets of the partitions that changed since the last publish.
+
+        Costs what changed (a ledger with a held floor and many terminal offsets above
+        it lists them, at most its bound). Also refreshes the snapshot health and
+        metrics read, and lifts bounds whose floor moved.
+        """
+        self._release_bounded()
+        if not self.dirty:
+            return {}
+        published: dict[Key, Target] = {}
+        partitions = self.partitions
+        for key in self.dirty:
+            ledger = partitions.get(key)
+            if ledger is None:
+                continue
+            target = ledger.commit_target()
+            if target is not None:
+                published[key] = (ledger.generation, target[0], tuple(target[1]))
+            self._snapshot(ledger)
+        self.dirty.clear()
+        return published
+
+    def _release_bounded(self) -> None:
+        """Rewind the bounded ledgers whose floor moved: at most half of both bounds left."""
+        bound = self.bound
+        if bound is None:
+            return
+        for key in list(self._bounded):
+            ledger = self.partitions.get(key)
+            if ledger is None or ledger.fetch is not Fetch.BOUNDED:
+                continue
+            ledger.trim()
+            if len(ledger.entries) <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
+                ledger.fetch = Fetch.REWINDING
+                self._request(key, ledger.generation, ledger.resume_at)
+
+    def _snapshot(self, ledger: PartitionLedger) -> None:
+        """Refresh what health and metrics see (held counts change at once, distances and
+        bytes at the next publish)."""
+        self.loads[ledger.key] = (
+            LaneLoad(len(ledger.entries), ledger.open_bytes, ledger.at_bound), ledger.held_count)
