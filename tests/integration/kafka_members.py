@@ -18,13 +18,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from sharedstream.producer import AdvanceItem, AdvanceOutcome, ForgetLanes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ledger_driver import ACK, Driver, Outcome
 from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.payload import KafkaPayload
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 
-WATCHERS = frozenset({"w1", "w2"})
-Decide = Callable[[KafkaPayload], AdvanceOutcome]
+Decide = Callable[[KafkaPayload], Outcome]
 
 
 def conn(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
@@ -37,8 +38,8 @@ def conn(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def ack_all(_payload: KafkaPayload) -> AdvanceOutcome:
-    return AdvanceOutcome(acked=WATCHERS)
+def ack_all(_payload: KafkaPayload) -> Outcome:
+    return ACK
 
 
 async def drive(
@@ -46,24 +47,11 @@ async def drive(
     decide: Decide,
     persisted: Callable[[tuple[str, int, int]], None],
     handed: list[KafkaPayload] | None = None,
-    after_advance: Callable[[], Any] | None = None,
+    after_batch: Callable[[], Any] | None = None,
 ) -> None:
-    """Hand every batch to ``decide``; "persist" acked messages' events, then advance per lane."""
-    async for item in producer.open_stream():
-        if isinstance(item, ForgetLanes):
-            continue
-        lanes: dict[Any, list[AdvanceItem[KafkaPayload]]] = {}
-        for _raw, payload in item:
-            if handed is not None:
-                handed.append(payload)
-            outcome = decide(payload)
-            if outcome.acked and not outcome.failed:
-                persisted(payload.identity)
-            lanes.setdefault(payload.lane, []).append(AdvanceItem(payload, outcome))
-        for batch in lanes.values():
-            await producer.advance(batch)
-        if after_advance is not None:
-            await after_advance()
+    """Settle every record as ``decide`` says, through the real ledger, for as long as the
+    producer reads; an identity is "persisted" when some watcher stored its event."""
+    await Driver(producer).run(decide, persisted, handed, after_batch)
 
 
 async def _main(bootstrap: str, group: str, topic: str, fail_offset: int) -> None:
@@ -71,12 +59,10 @@ async def _main(bootstrap: str, group: str, topic: str, fail_offset: int) -> Non
         topics=[topic], config=conn(bootstrap, group), recorder=InMemoryRejectionRecorder()
     )
 
-    def decide(p: KafkaPayload) -> AdvanceOutcome:
+    def decide(p: KafkaPayload) -> Outcome:
         if p.offset == fail_offset:
-            return AdvanceOutcome(
-                acked=frozenset({"w1"}), failed=frozenset({"w2"}), retry_after=3600
-            )
-        return AdvanceOutcome(acked=WATCHERS)
+            return Outcome(failed=True, retry_after=3600)  # w1 persisted it, w2 failed
+        return ACK
 
     def persisted(identity: tuple[str, int, int]) -> None:
         print(json.dumps(list(identity)), flush=True)
@@ -89,7 +75,7 @@ async def _main(bootstrap: str, group: str, topic: str, fail_offset: int) -> Non
         count += 1
         print(f"COMMITTED {count}", flush=True)
 
-    await drive(producer, decide, persisted, after_advance=commit)
+    await drive(producer, decide, persisted, after_batch=commit)
 
 
 if __name__ == "__main__":

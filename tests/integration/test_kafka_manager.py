@@ -574,7 +574,7 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
     else. The partition pauses at ``max_in_flight`` messages above the floor, so what the
     process keeps for it stays flat however long the log grows; when the hold lifts,
     everything is handed out and committed."""
-    bound, batch = 500, 1000  # batch: what one consume() may return past the bound
+    bound, batch = 500, 1000  # batch: what one consume() may return
     topic = create_topic("orders")
     produce(kafka_bootstrap, topic, 20_000)
     conn = connection(**{"statistics.interval.ms": 100})
@@ -595,9 +595,11 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
         return len(reports) >= 13
 
     await until(seen_grown_log)
-    assert producer.consumed <= bound + batch, producer.consumed
+    # Read past the bound: at most what was fetched before the pause landed (the
+    # consumer thread hands over at most ``max_queued_batches`` batches ahead).
+    assert producer.consumed <= bound + 8 * batch, producer.consumed
     distance, _, at_bound = producer.floor_distances()[(topic, 0)]
-    assert at_bound and distance <= bound + batch, (distance, at_bound)
+    assert at_bound and distance <= bound, (distance, at_bound)  # kept: exactly the bound
     gates[0].set()
     await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [40_000])
     assert len(sink.offsets("steady")) == len(sink.offsets("flaky")) == 40_000

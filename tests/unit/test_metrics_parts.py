@@ -2,9 +2,7 @@ from __future__ import annotations
 
 import json
 
-from sharedstream.producer.contract import AdvanceOutcome
 from sharedstream.producer.stats import PartitionStats, partition_stats
-from sharedstream.triggerer.counters import GroupCounters
 
 
 def test_partition_stats_reads_assigned_partitions_only() -> None:
@@ -25,12 +23,3 @@ def test_partition_stats_reads_assigned_partitions_only() -> None:
 def test_partition_stats_survives_garbage() -> None:
     assert partition_stats("not json") == {}
 
-
-def test_group_counters_per_watcher_outcomes() -> None:
-    c = GroupCounters()
-    c.clean += 3  # three messages every watcher acked
-    c.count(AdvanceOutcome(acked=frozenset({"a"}), failed=frozenset({"b"}), retry_after=1.0))
-    c.count(AdvanceOutcome(acked=frozenset({"a", "b"}), rejected={"c": "bad"}))
-    assert c.outcomes("a") == {"acked": 4, "failed": 0, "rejected": 0}
-    assert c.outcomes("b") == {"acked": 4, "failed": 1, "rejected": 0}
-    assert c.outcomes("c") == {"acked": 3, "failed": 0, "rejected": 1}

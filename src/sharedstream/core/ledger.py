@@ -1,9 +1,11 @@
 """The partition ledger: per-offset state of every partition a consumer group reads.
 
 One :class:`PartitionLedger` per assigned partition and assignment generation, all
-of them in one :class:`Ledger` per group, owned by the event loop. The consumer
-thread never touches it: it hands records over, and applies the pauses, seeks and
-commit targets the ledger publishes.
+of them in one :class:`Ledger` per group, owned by the group on the event loop. Each
+offset read has one :class:`Entry`, which holds everything known of it: the record,
+which watchers still owe an outcome, holds and attempts, dead-letter state. The
+consumer thread never touches it: it hands records over, and applies the pauses,
+seeks and commit targets the ledger publishes.
 
 Invariants (``docs/architecture.md`` states them for users):
 
@@ -13,7 +15,8 @@ Invariants (``docs/architecture.md`` states them for users):
    terminal offset), so nothing unresolved is ever committed past. Terminal offsets
    above it travel in the commit metadata (guarantee 7).
 3. A held offset is the floor until it turns terminal; it is handed out again only
-   while held (one redelivery per hold).
+   while held (one redelivery per hold), and only to the watchers that still owe it.
+   Each watcher resolves a delivery round at most once.
 4. A rejected offset is terminal only once its dead letter is durable.
 5. ``admitted - floor <= max_in_flight`` and unresolved payload bytes
    ``<= max_in_flight_bytes`` per partition, up to one record: at the bound the
@@ -30,6 +33,8 @@ States of an offset:
 * ``DELIVERING``: resolved, rejected by someone; terminal once its dead letter is
   acknowledged (or recorded in ``rejected_message``).
 * ``TERMINAL``: acked by all, or rejected and delivered.
+* ``DROPPED``: its partition ledger ended (revoked, lost, topic recreated, group
+  stopped); late outcomes are ignored.
 
 Offsets are not assumed contiguous (compaction and transaction markers leave gaps):
 entries are kept in read order and the target follows them.
@@ -74,6 +79,10 @@ class LedgerRecord(Protocol):
     @property
     def generation(self) -> int: ...
 
+    @property
+    def targets(self) -> frozenset[str] | None:
+        """The watchers it is addressed to (a replayed dead letter), or None for all."""
+
 
 class Fetch(enum.Enum):
     """Whether a partition's ledger takes what the consumer reads.
@@ -96,22 +105,43 @@ class State(enum.Enum):
     HELD = "held"
     DELIVERING = "delivering"
     TERMINAL = "terminal"
+    DROPPED = "dropped"
 
 
 class Entry:
-    """One offset the consumer read (one per consumed record: a plain slots class).
+    """One offset the consumer read: the only per-message state (a plain slots class).
 
-    ``rejections`` stays None until some watcher rejects the message.
+    ``raw`` is what filters receive and ``payload`` the record it came from (``None``
+    for an offset remembered terminal from commit metadata). ``targets``: every
+    watcher the message is addressed to; ``round_targets``: those of the current
+    delivery round (targets minus who acked or rejected before); ``pending``: round
+    watchers not resolved yet. ``failed`` (this round), ``rejected`` and
+    ``acked_before`` (cumulative) and ``attempts`` (per watcher) stay None on the fast
+    path. ``rounds`` counts delivery rounds (the backoff's exponent).
     """
 
-    __slots__ = ("attempts", "offset", "rejections", "size", "state")
+    __slots__ = ("acked_before", "attempts", "failed", "ledger", "offset", "payload",
+                 "pending", "raw", "rejected", "round_targets", "rounds", "size", "state",
+                 "targets")
 
-    def __init__(self, offset: int, state: State) -> None:
+    def __init__(self, ledger: PartitionLedger, offset: int, state: State) -> None:
+        self.ledger = ledger
         self.offset = offset
         self.state = state
-        self.rejections: dict[str, str] | None = None
-        self.attempts = 0
+        self.raw: Any = None
+        self.payload: Any = None
+        self.targets: frozenset[str] = frozenset()
+        self.round_targets: frozenset[str] = frozenset()
+        self.pending = 0
+        self.failed: dict[str, str] | None = None
+        self.rejected: dict[str, str] | None = None
+        self.acked_before: frozenset[str] | None = None
+        self.attempts: dict[str, int] | None = None
+        self.rounds = 1
         self.size = 0  # key + value bytes, counted in ``open_bytes`` until terminal
+
+    def __repr__(self) -> str:
+        return f"Entry({self.ledger.key}@{self.offset}, {self.state.value}, pending={self.pending})"
 
 
 @dataclass(slots=True)
@@ -142,10 +172,10 @@ class PartitionLedger:
     held_count: int = 0
     # Key + value bytes of the entries not yet terminal (held in memory for watchers).
     open_bytes: int = 0
+    key: Key = field(init=False)
 
-    @property
-    def key(self) -> Key:
-        return (self.topic, self.partition)
+    def __post_init__(self) -> None:
+        self.key = (self.topic, self.partition)
 
     def admit(self, offset: int) -> Entry | None:
         """Record a freshly read offset; the new entry when it must be handed out.
@@ -161,10 +191,10 @@ class PartitionLedger:
             return None
         if offset in self.remembered:
             self.remembered.discard(offset)
-            self.entries[offset] = Entry(offset, State.TERMINAL)
+            self.entries[offset] = Entry(self, offset, State.TERMINAL)
             self.terminal += 1
             return None
-        entry = Entry(offset, State.PENDING)
+        entry = Entry(self, offset, State.PENDING)
         self.entries[offset] = entry
         return entry
 
@@ -177,14 +207,14 @@ class PartitionLedger:
         return self.entries.get(offset)
 
     def finish(self, entry: Entry) -> None:
-        """Mark an entry terminal and release its rejections."""
+        """Mark an entry terminal and release what it held (record, rejections)."""
         if entry.state is State.HELD:
             self.held_count -= 1
         if entry.state is not State.TERMINAL:
             self.terminal += 1
             self.open_bytes -= entry.size
         entry.state = State.TERMINAL
-        entry.rejections = None
+        entry.raw = entry.payload = entry.rejected = entry.failed = None
 
     def commit_target(self) -> tuple[int, list[int]] | None:
         """``(offset to commit, terminal offsets above it)`` or None before anything is known.
@@ -233,8 +263,15 @@ class PartitionLedger:
         entry.state = State.PENDING
         self.held_count -= 1
 
-    def held(self) -> int:
-        return self.held_count
+    def drop(self) -> int:
+        """The ledger ended: every entry is dropped; how many were pending or held."""
+        open_entries = 0
+        for entry in self.entries.values():
+            if entry.state is State.PENDING or entry.state is State.HELD:
+                open_entries += 1
+            entry.state = State.DROPPED
+        self.entries.clear()
+        return open_entries
 
     @property
     def at_bound(self) -> bool:
@@ -248,27 +285,6 @@ class LaneLoad(NamedTuple):
     distance: int
     open_bytes: int
     at_bound: bool
-
-
-class Outcome(Protocol):
-    """What the watchers did with a message (``AdvanceOutcome``)."""
-
-    @property
-    def failed(self) -> frozenset[str]: ...
-
-    @property
-    def rejected(self) -> Any: ...
-
-    @property
-    def retry_after(self) -> float: ...
-
-
-class Resolution(NamedTuple):
-    """What :meth:`Ledger.resolve` leaves to its caller: dead letters to send, and held
-    records to hand out again after their delay (seconds)."""
-
-    dead_letters: list[tuple[Any, dict[str, str]]]
-    holds: list[tuple[Any, float]]
 
 
 # Asks the consumer thread to pause a partition (None) or to seek it to an offset
@@ -313,16 +329,21 @@ class Ledger:
             self.partitions[ledger.key] = ledger
             self._snapshot(ledger)
 
-    def end(self, keys: Iterable[Key]) -> frozenset[Key]:
-        """Close ledgers (revoked, lost, topic recreated); the keys that were open."""
-        ended = []
+    def end(self, keys: Iterable[Key]) -> int:
+        """Close ledgers (revoked, lost, topic recreated); how many of their entries were
+        pending or held (they are dropped: late outcomes change nothing)."""
+        dropped = 0
         for key in keys:
-            if self.partitions.pop(key, None) is not None:
-                ended.append(key)
+            ledger = self.partitions.pop(key, None)
+            if ledger is not None:
+                dropped += ledger.drop()
             self.loads.pop(key, None)
             self.dirty.discard(key)
             self._bounded.discard(key)
-        return frozenset(ended)
+        return dropped
+
+    def end_all(self) -> int:
+        return self.end(list(self.partitions))
 
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
         """The ledger and entry of a record if it belongs to the current generation."""
@@ -334,9 +355,8 @@ class Ledger:
 
     # -- records in ---------------------------------------------------------------------
 
-    def admit(self, items: list[tuple[Any, Any]],
-              size: Callable[[Any], int]) -> list[tuple[Any, Any]]:
-        """Record a consumed batch of ``(raw, record)``; what must be handed out.
+    def admit(self, items: Sequence[tuple[Any, Any]], size: Callable[[Any], int]) -> list[Entry]:
+        """Record a consumed batch of ``(raw, record)``; the entries to hand out.
 
         Skipped: records of a ledger of another generation (raced a revocation), of a
         ledger not admitting (bounded or rewinding: read again later), remembered
@@ -344,7 +364,7 @@ class Ledger:
         of offsets already read in this generation. Runs once per record: a run of
         records of one partition (the usual shape of a batch) reuses its ledger.
         """
-        out: list[tuple[Any, Any]] = []
+        out: list[Entry] = []
         partitions = self.partitions
         bound = self.bound
         bytes_bound = self.bytes_bound
@@ -364,7 +384,9 @@ class Ledger:
                 if ledger.base is not None and offset < ledger.base:
                     self._skipped(ledger, offset)
                 continue
-            out.append(item)
+            entry.raw = item[0]
+            entry.payload = record
+            out.append(entry)
             if bound is None:
                 continue
             ledger.weigh(entry, size(item[0]))
@@ -397,69 +419,44 @@ class Ledger:
 
     # -- outcomes -------------------------------------------------------------------------
 
-    def resolve(self, batch: Sequence[tuple[Any, Outcome]]) -> Resolution:
-        """Apply one lane's outcomes, in broadcast order.
+    def is_current(self, entry: Entry) -> bool:
+        return self.partitions.get(entry.ledger.key) is entry.ledger
 
-        Clean and unrejected -> terminal. Failed -> held (the floor), to be handed out
-        again after ``retry_after``; rejections seen so far are kept so the single dead
-        letter names every rejecting watcher. Clean with rejections -> delivering, to be
-        dead-lettered by the caller and finished by :meth:`delivered`.
-        """
-        resolution = Resolution([], [])
-        partitions = self.partitions
-        dirty = self.dirty
-        ledger: PartitionLedger | None = None
-        for record, outcome in batch:
-            if ledger is None or ledger.generation != record.generation or (
-                    ledger.key != record.lane):
-                ledger = partitions.get(record.lane)
-                if ledger is None or ledger.generation != record.generation:
-                    ledger = None
-                    continue  # late outcome of an old generation
-                dirty.add(record.lane)
-            entry = ledger.entries.get(record.offset)
-            if entry is None or entry.state is State.TERMINAL or (
-                    entry.state is State.DELIVERING):
-                continue  # already terminal (or being dead-lettered)
-            if outcome.rejected:
-                if entry.rejections is None:
-                    entry.rejections = {}
-                entry.rejections.update(outcome.rejected)
-            if outcome.failed:
-                if entry.state is not State.HELD:
-                    ledger.hold(entry)
-                    self._snapshot(ledger)
-                    entry.attempts += 1
-                    resolution.holds.append((record, outcome.retry_after))
-                continue
-            if entry.rejections:
-                entry.state = State.DELIVERING
-                resolution.dead_letters.append((record, dict(entry.rejections)))
-            else:
-                ledger.finish(entry)
-        return resolution
+    def hold(self, entry: Entry) -> None:
+        """Some watcher failed the entry: it is its partition's floor until it resolves."""
+        entry.ledger.hold(entry)
+        self._snapshot(entry.ledger)
 
-    def release(self, record: LedgerRecord) -> bool:
-        """A held record's retry time came: True when it is to be handed out again."""
-        found = self.current(record)
-        if found is None or found[1].state is not State.HELD:
+    def release(self, entry: Entry) -> bool:
+        """A held entry's retry time came: True when it is to be handed out again."""
+        if entry.state is not State.HELD or not self.is_current(entry):
             return False
-        found[0].release(found[1])
-        self._snapshot(found[0])
+        entry.ledger.release(entry)
+        self._snapshot(entry.ledger)
         return True
+
+    def finish(self, entry: Entry) -> None:
+        """Every watcher acked (or rejected, and the dead letter is durable).
+
+        A partition paused at its bound is released as soon as its floor moved far
+        enough, not at the next publish.
+        """
+        ledger = entry.ledger
+        ledger.finish(entry)
+        self.dirty.add(ledger.key)
+        if ledger.fetch is Fetch.BOUNDED:
+            self._release(ledger)
 
     def delivering(self, record: LedgerRecord) -> bool:
         """Whether a record still waits for its dead letter (a resend is worth it)."""
         found = self.current(record)
         return found is not None and found[1].state is State.DELIVERING
 
-    def delivered(self, record: LedgerRecord) -> bool:
-        """A rejected record's dead letter is durable: it is terminal. True if it changed."""
-        found = self.current(record)
-        if found is None or found[1].state is not State.DELIVERING:
+    def delivered(self, entry: Entry) -> bool:
+        """A rejected entry's dead letter is durable: it is terminal. True if it changed."""
+        if entry.state is not State.DELIVERING or not self.is_current(entry):
             return False
-        found[0].finish(found[1])
-        self.dirty.add(record.lane)
+        self.finish(entry)
         return True
 
     # -- targets out ---------------------------------------------------------------------
@@ -489,17 +486,19 @@ class Ledger:
 
     def _release_bounded(self) -> None:
         """Rewind the bounded ledgers whose floor moved: at most half of both bounds left."""
-        bound = self.bound
-        if bound is None:
-            return
         for key in list(self._bounded):
             ledger = self.partitions.get(key)
-            if ledger is None or ledger.fetch is not Fetch.BOUNDED:
-                continue
-            ledger.trim()
-            if len(ledger.entries) <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
-                ledger.fetch = Fetch.REWINDING
-                self._request(key, ledger.generation, ledger.resume_at)
+            if ledger is not None and ledger.fetch is Fetch.BOUNDED:
+                self._release(ledger)
+
+    def _release(self, ledger: PartitionLedger) -> None:
+        bound = self.bound
+        if bound is None or ledger is not self.partitions.get(ledger.key):
+            return
+        ledger.trim()
+        if len(ledger.entries) <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
+            ledger.fetch = Fetch.REWINDING
+            self._request(ledger.key, ledger.generation, ledger.resume_at)
 
     def _snapshot(self, ledger: PartitionLedger) -> None:
         """Refresh what health and metrics see (held counts change at once, distances and

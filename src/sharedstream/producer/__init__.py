@@ -1,11 +1,1 @@
-"""Broker side: the producer contract and its Kafka implementation."""
-
-from sharedstream.producer.contract import (
-    AdvanceItem,
-    AdvanceOutcome,
-    ForgetLanes,
-    SharedStreamProducer,
-    StreamItem,
-)
-
-__all__ = ["AdvanceItem", "AdvanceOutcome", "ForgetLanes", "SharedStreamProducer", "StreamItem"]
+"""Broker side: the Kafka adapter (its contract is ``sharedstream.core.contract``)."""

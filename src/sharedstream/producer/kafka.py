@@ -44,9 +44,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -58,13 +58,20 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sharedstream.core.ledger import LaneLoad, Ledger, PartitionLedger
+from sharedstream.core.contract import (
+    LaneRewound,
+    LanesEnded,
+    LanesStarted,
+    Records,
+    SharedStreamProducer,
+    StreamEvent,
+)
+from sharedstream.core.ledger import Key, LaneLoad, Ledger, PartitionLedger, Target
 from sharedstream.producer.connections import (
     consumer_group_id,
     dlq_producer_config,
     validate_connection,
 )
-from sharedstream.producer.contract import AdvanceItem, ForgetLanes, SharedStreamProducer
 from sharedstream.producer.dead_letters import DeadLetterSender, is_permanent
 from sharedstream.producer.payload import KafkaPayload, build_payload
 from sharedstream.producer.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
@@ -76,8 +83,6 @@ from sharedstream.triggers.message import KafkaMessage
 log = logging.getLogger(__name__)
 
 Item = tuple[KafkaMessage, KafkaPayload]
-# A held message is never redelivered sooner than this, whatever retry_after says.
-MIN_RETRY_S = 0.05
 MAX_DLQ_BACKOFF_S = 30.0
 PROBE_INTERVAL_S = 5.0
 # How often the watched topics' ids are compared with the broker's: a topic deleted and
@@ -112,39 +117,8 @@ class ProducerHealth:
     failed: str | None
 
 
-Key = tuple[str, int]
-
-
-class _Batch(NamedTuple):
-    """Records for the loop: ``counted`` ones came from ``consume()`` (backpressure counts
-    them); the others are held messages handed out again (already admitted)."""
-
-    counted: bool
-    items: list[Item]
-
-
-class _Assigned(NamedTuple):
-    """Start lanes: ``(topic, partition, committed offset or None, remembered offsets)``."""
-
-    generation: int
-    starts: tuple[tuple[str, int, int | None, frozenset[int]], ...]
-
-
-class _Ended(NamedTuple):
-    """These partitions left this consumer (revoked, lost, or their topic recreated)."""
-
-    keys: frozenset[Key]
-
-
-class _Rewound(NamedTuple):
-    """The consumer sought a bounded partition back to where its lane stopped admitting;
-    everything read after this marker comes from there."""
-
-    key: Key
-    generation: int
-
-
-_Handoff = _Batch | _Assigned | _Ended | _Rewound | None
+# From the consumer thread to the loop, in order; None when the consumer failed.
+_Handoff = StreamEvent[KafkaPayload] | None
 
 
 class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
@@ -198,10 +172,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         # Guards only the hand-off between the two threads: ``_queued``,
         # ``_published`` and ``_lane_requests``.
         self._lock = threading.Lock()
-        # Loop side: the partition ledger (per-offset state; its per-partition snapshot
-        # is what health and metrics, on other threads, read).
-        self._ledger = Ledger(self.consumer_group, self._request, self._below_base)
-        self._publish_handle: asyncio.TimerHandle | None = None
+        # The group's partition ledger (given to open_stream): its per-partition snapshot
+        # is what health and metrics, on other threads, read; revocation and close read
+        # its commit targets on the loop.
+        self._ledger: Ledger | None = None
         # Hand-off, loop -> thread: commit targets (generation, offset, terminal offsets
         # above) and per-partition fetch requests (generation, None = pause, or the
         # offset to seek to before resuming).
@@ -220,8 +194,6 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._metadata_max_chars = DEFAULT_MAX_CHARS
 
         self._loop: asyncio.AbstractEventLoop | None = None
-        # From the consumer thread (or a redelivery) to the loop, in order; None when
-        # the consumer failed.
         self._queue: asyncio.Queue[_Handoff] = asyncio.Queue()
         # Set when the loop took a batch or asked to resume: the consumer thread waits
         # on it instead of pausing the partitions (see _hold_back).
@@ -242,7 +214,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._ready = False
         self._last_error: str | None = None
         self._failure: BaseException | None = None
-        self._to_record: list[tuple[KafkaPayload, RejectedMessage]] = []
+        self._to_record: list[tuple[Callable[[], None], RejectedMessage]] = []
         self._record_wakeup = asyncio.Event()
         self._recorder_idle = asyncio.Event()
         self._recorder_idle.set()
@@ -263,11 +235,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     # ----------------------------------------------------------------- contract
 
-    async def open_stream(self) -> AsyncIterator[list[Item] | ForgetLanes]:
-        """Start the consumer thread; yield one batch per ``consume()`` (or a redelivery).
-
-        After a revocation or loss it yields :class:`ForgetLanes` for those
-        partitions; their queued copies are dropped here too.
+    async def open_stream(self, ledger: Ledger) -> AsyncIterator[StreamEvent[KafkaPayload]]:
+        """Start the consumer thread; yield one :class:`Records` per ``consume()`` and the
+        partitions' starts, ends and rewinds, in the order the consumer saw them.
 
         Topic ids are resolved first: an event identity without its topic id
         could not tell a recreated topic from the old one (guarantee 2).
@@ -275,6 +245,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if self._opened:
             raise RuntimeError("open_stream() may be called once per producer")
         self._opened = True
+        self._ledger = ledger
         self._loop = asyncio.get_running_loop()
         # The DLQ topic's id too: its recreation is watched like a watched topic's.
         watched = self.topics if self.dlq_topic is None else (*self.topics, self.dlq_topic)
@@ -293,59 +264,35 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         while True:
             yield await self._next_item()
 
-    async def _next_item(self) -> list[Item] | ForgetLanes:
-        """The next batch of admitted records, or the lanes the manager must forget.
+    async def _next_item(self) -> StreamEvent[KafkaPayload]:
+        item = await self._queue.get()
+        if item is None:
+            failure = self._failure
+            raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
+        if isinstance(item, Records):
+            with self._lock:
+                self._queued -= 1
+            self._room.set()
+            self.consumed += len(item.items)
+        return item
 
-        Lane starts and ends arrive in the same queue as the records, in the order the
-        consumer saw them, so a record always finds the lane of its own generation.
-        """
-        while True:
-            entry = await self._queue.get()
-            if isinstance(entry, _Batch):
-                if not entry.counted:
-                    current = [it for it in entry.items
-                               if self._ledger.current(it[1]) is not None]
-                    if current:
-                        return current
-                    continue
-                with self._lock:
-                    self._queued -= 1
-                self._room.set()
-                admitted = self._ledger.admit(entry.items, _size)
-                if admitted:
-                    self.consumed += len(admitted)
-                    self._schedule_publish()
-                    return admitted
-            elif isinstance(entry, _Assigned):
-                self._ledger.start(entry.generation, entry.starts)
-            elif isinstance(entry, _Ended):
-                forgotten = self._ledger.end(entry.keys)
-                if forgotten:
-                    return ForgetLanes(frozenset[Hashable](forgotten))
-            elif isinstance(entry, _Rewound):
-                self._ledger.rewound(entry.key, entry.generation)
-            else:
-                failure = self._failure
-                raise StreamFailedError(f"consumer group {self.consumer_group} failed") from failure
-
-    def _request(self, key: Key, generation: int, seek_to: int | None) -> None:
+    def request_fetch(self, key: Key, generation: int, seek_to: int | None) -> None:
         with self._lock:
             self._lane_requests[key] = (generation, seek_to)
 
-    def _schedule_publish(self) -> None:
-        if self._publish_handle is None and self._loop is not None and not self._closed:
-            self._publish_handle = self._loop.call_later(self._commit_interval, self._publish)
+    def publish(self, targets: Mapping[Key, Target]) -> None:
+        with self._lock:
+            self._published.update(targets)
 
-    def _publish(self) -> None:
-        """Hand the consumer thread the commit targets of the partitions that changed."""
-        self._publish_handle = None
-        published = self._ledger.publish()
-        if published:
-            with self._lock:
-                self._published.update(published)
+    def _take_targets(self) -> None:
+        """Loop: publish the ledger's targets now (revocation, close, ``commit()``)."""
+        if self._ledger is not None:
+            targets = self._ledger.publish()
+            if targets:
+                self.publish(targets)
 
     def _publish_and_signal(self, done: threading.Event) -> None:
-        self._publish()
+        self._take_targets()
         done.set()
 
     def _sync_with_loop(self, timeout: float) -> None:
@@ -363,33 +310,41 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             log.warning("%s: the event loop did not publish within %.1fs; committing what "
                         "it published before", self.consumer_group, timeout)
 
-    async def advance(self, batch: Sequence[AdvanceItem[KafkaPayload]]) -> None:
-        """Record one lane's resolved prefix in the ledger; commits follow on the next publish.
-
-        Held messages are handed out again after their ``retry_after``; rejected ones
-        are dead-lettered and turn terminal once that is durable.
-        """
-        if self._failure is not None:
-            raise StreamFailedError(f"consumer group {self.consumer_group} failed")
+    def dead_letter(self, payload: KafkaPayload, rejections: dict[str, str],
+                    done: Callable[[], None]) -> None:
+        """Produce the dead letter, retrying with backoff; a record the topic refuses for
+        good (too large, for instance) goes to the rejection recorder instead."""
+        if self._dlq is None:
+            self._enqueue_record(payload, rejections, "no dead-letter topic configured", done)
+            return
         loop = self._require_loop()
-        resolution = self._ledger.resolve(batch)
-        for payload, retry_after in resolution.holds:
-            self._schedule(loop, max(retry_after, MIN_RETRY_S), self._redeliver, payload)
-        self._schedule_publish()
-        for payload, rejections in resolution.dead_letters:
-            self._send_dead_letter(payload, rejections)
+        attempt = [0]
 
-    def get_advance_lane(self, payload: KafkaPayload) -> Hashable:
-        return payload.lane
+        def reported(error: KafkaError | None) -> None:
+            # Runs on the consumer thread (poll/flush) or inline on the loop (produce refused).
+            if error is None:
+                self.dead_letters += 1
+                loop.call_soon_threadsafe(done)
+            elif is_permanent(error):
+                loop.call_soon_threadsafe(self._enqueue_record, payload, rejections,
+                                          f"dead-letter refused: {error.str()}", done)
+            else:
+                attempt[0] += 1
+                self.dead_letter_failures += 1
+                self._note_error(f"dead-letter delivery failed: {error.str()}")
+                delay = min(MAX_DLQ_BACKOFF_S, 0.1 * 2 ** attempt[0])
+                loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
 
-    def message_identity(self, payload: KafkaPayload) -> Hashable:
-        return payload.identity
+        def resend() -> None:
+            if self._ledger is None or not self._ledger.delivering(payload):
+                return
+            assert self._dlq is not None
+            self._dlq.send(payload, rejections, reported)
 
-    def targets(self, payload: KafkaPayload) -> frozenset[str] | None:
-        return payload.targets
+        self._dlq.send(payload, rejections, reported)
 
-    def bound_lanes(self, max_in_flight: int, max_bytes: int | None = None) -> None:
-        self._ledger.set_bounds(max_in_flight, max_bytes)
+    def size(self, raw: KafkaMessage) -> int:
+        return len(raw.value or b"") + len(raw.key or b"")
 
     def pause(self) -> None:
         self._pause_requested = True
@@ -406,8 +361,6 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
-        if self._publish_handle is not None:
-            self._publish_handle.cancel()
         if self._recorder_task is not None:
             try:
                 await asyncio.wait_for(self._drain_recorder(), self._revoke_timeout)
@@ -416,7 +369,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._recorder_task.cancel()
             await asyncio.gather(self._recorder_task, return_exceptions=True)
         if self._thread is not None:
-            self._publish()  # the targets of the final commit
+            self._take_targets()  # the targets of the final commit
             self._stop.set()
             await asyncio.to_thread(self._thread.join)
 
@@ -430,7 +383,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     def health(self) -> ProducerHealth:
         """Safe from any thread: reads the snapshot the loop refreshes as lanes change."""
-        loads = dict(self._ledger.loads)
+        loads = {} if self._ledger is None else dict(self._ledger.loads)
         return ProducerHealth(
             ready=self.ready,
             consumer_group=self.consumer_group,
@@ -445,6 +398,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """Per partition: messages read above the floor, bytes of the unresolved ones, and
         whether it is paused at a lane bound, as of the last publish (at most one commit
         interval old). Safe from any thread."""
+        if self._ledger is None:
+            return {}
         return {key: load for key, (load, _) in dict(self._ledger.loads).items()}
 
     async def commit(self) -> None:
@@ -452,7 +407,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
         Raises :class:`StreamNotOpenError` without an open consumer.
         """
-        self._publish()
+        self._take_targets()
         await self._call(lambda consumer: self._commit_published(consumer, asynchronous=False))
 
     # --------------------------------------------------------------- loop side
@@ -488,49 +443,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         handle = loop.call_later(delay, run)
         self._timers.add(handle)
 
-    def _redeliver(self, payload: KafkaPayload) -> None:
-        """Hand a held message out again (from memory; the manager picks its watchers)."""
-        if not self._ledger.release(payload):
-            return
-        self._queue.put_nowait(_Batch(False, [(payload.message, payload)]))
-
-    def _send_dead_letter(self, payload: KafkaPayload, rejections: dict[str, str]) -> None:
-        if self._dlq is None:
-            self._enqueue_record(payload, rejections, "no dead-letter topic configured")
-            return
-        loop = self._require_loop()
-        attempt = [0]
-
-        def done(error: KafkaError | None) -> None:
-            # Runs on the consumer thread (poll/flush) or inline on the loop (produce refused).
-            if error is None:
-                self.dead_letters += 1
-                loop.call_soon_threadsafe(self._delivered, payload)
-            elif is_permanent(error):
-                loop.call_soon_threadsafe(
-                    self._enqueue_record, payload, rejections, f"dead-letter refused: {error.str()}"
-                )
-            else:
-                attempt[0] += 1
-                self.dead_letter_failures += 1
-                self._note_error(f"dead-letter delivery failed: {error.str()}")
-                delay = min(MAX_DLQ_BACKOFF_S, 0.1 * 2 ** attempt[0])
-                loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
-
-        def resend() -> None:
-            if not self._ledger.delivering(payload):
-                return
-            assert self._dlq is not None
-            self._dlq.send(payload, rejections, done)
-
-        self._dlq.send(payload, rejections, done)
-
-    def _delivered(self, payload: KafkaPayload) -> None:
-        """A rejected message's dead letter (or recorded row) is durable: it is terminal."""
-        if self._ledger.delivered(payload):
-            self._schedule_publish()
-
-    def _enqueue_record(self, payload: KafkaPayload, rejections: dict[str, str], why: str) -> None:
+    def _enqueue_record(self, payload: KafkaPayload, rejections: dict[str, str], why: str,
+                        done: Callable[[], None]) -> None:
         msg, origin = payload.message, payload.origin
         row = RejectedMessage(
             identity=origin.identity,
@@ -545,7 +459,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             key=msg.key,
             value=msg.value,
         )
-        self._to_record.append((payload, row))
+        self._to_record.append((done, row))
         self._recorder_idle.clear()
         self._record_wakeup.set()
 
@@ -570,8 +484,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 backoff = 0.1
                 self.rejections_recorded += len(batch)
                 del self._to_record[: len(batch)]
-                for payload, _ in batch:
-                    self._delivered(payload)
+                for done, _ in batch:
+                    done()
             self._recorder_idle.set()
 
     async def _drain_recorder(self) -> None:
@@ -753,7 +667,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._bounded.discard(key)
             if not self._applied_pause:
                 consumer.resume([tp])
-            self._post(_Rewound(key, generation))
+            self._post(LaneRewound(key, generation))
 
     def _hand_over(self, records: list[Any]) -> None:
         """Wrap a consumed batch; one hop to the loop for the whole batch.
@@ -787,7 +701,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             with self._lock:
                 self._queued += 1
             self._ready = True
-            self._post(_Batch(True, out))
+            self._post(Records(out))
 
     def _post(self, item: _Handoff) -> None:
         """Consumer thread -> loop, in order."""
@@ -795,7 +709,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
-    def _below_base(self, lane: PartitionLedger, offset: int) -> None:
+    def record_skipped(self, lane: PartitionLedger, offset: int) -> None:
         """A record below the committed position: say so, and look for a recreated topic now.
 
         Nothing that was read is dropped without a log line (once per lane: a whole
@@ -880,8 +794,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                         topic, old, new)
         if not restart:
             return
-        self._post(_Ended(frozenset(restart)))
-        self._post(_Assigned(self._generation, tuple((t, p, None, frozenset())
+        self._post(LanesEnded(frozenset(restart)))
+        self._post(LanesStarted(self._generation, tuple((t, p, None, frozenset())
                                                      for t, p in restart)))
         for topic, partition in restart:
             consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
@@ -1029,7 +943,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             start.append(
                 TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if base is None else base)
             )
-        self._post(_Assigned(self._generation, tuple(lanes)))
+        self._post(LanesStarted(self._generation, tuple(lanes)))
         if self._incremental:
             consumer.incremental_assign(start)
         else:
@@ -1076,7 +990,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._forget_commits(key)
             self._bounded.discard(key)
         if dropped:
-            self._post(_Ended(dropped))
+            self._post(LanesEnded(dropped))
 
     def _shutdown(self, consumer: Any) -> None:
         """Clean close: dead letters, final commit, leave the group."""
@@ -1116,11 +1030,6 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
             log.warning("%s: close failed: %s", self.consumer_group, exc)
-
-
-def _size(message: KafkaMessage) -> int:
-    """Bytes a handed-out message holds in memory (its key and value)."""
-    return len(message.value or b"") + len(message.key or b"")
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:

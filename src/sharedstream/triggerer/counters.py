@@ -2,9 +2,9 @@
 
 Outcomes are counted once per message and watcher: a failure each time a delivery
 round fails (so repeated failures show), an ack or a rejection when the message
-becomes terminal. The common case -- every watcher of the cohort acked -- is one
-shared outcome object and costs one integer addition (``clean``); per-watcher acks
-are ``clean`` plus the acks of the messages that were not clean.
+is settled. The common case -- every watcher of the cohort acked -- costs one
+integer addition (``clean``); per-watcher acks are ``clean`` plus the acks of the
+messages that were not clean.
 """
 
 from __future__ import annotations
@@ -12,25 +12,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sharedstream.producer.contract import AdvanceOutcome
-
 
 @dataclass(slots=True)
 class GroupCounters:
     received: int = 0
     redelivered: int = 0
+    # Messages whose every watcher is done (terminal, or dead-lettering).
+    settled: int = 0
     clean: int = 0
     acked: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
-
-    def count(self, outcome: AdvanceOutcome) -> None:
-        """Count a message's outcome that is not the shared all-acked one."""
-        if outcome.failed:
-            self.failed.update(outcome.failed)
-        else:
-            self.acked.update(outcome.acked)
-            self.rejected.update(outcome.rejected.keys())
 
     def outcomes(self, watcher: str) -> dict[str, int]:
         """``{"acked": n, "failed": n, "rejected": n}`` of one watcher."""

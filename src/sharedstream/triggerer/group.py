@@ -1,21 +1,22 @@
-"""One shared-stream group: a producer, a fixed cohort, lanes and holds.
+"""One shared-stream group: an adapter, a fixed cohort, the partition ledger.
 
-Flow: the pump task pulls batches from ``producer.open_stream()`` and appends each
-message to its lane's deque and to every target watcher's queue. Watchers resolve
-it (ack / reject / fail) through their streams; when a lane's head is resolved, a
-per-lane advance task hands the lane's contiguous resolved prefix to
-``producer.advance`` (one call in flight per lane; what resolves meanwhile goes
-into the next batch, so a busy lane sends big batches and a trickle sends singles).
+Flow: the pump task pulls what the adapter reads (``open_stream``); records are
+admitted into the group's :class:`~sharedstream.core.ledger.Ledger`, whose entry is
+the only per-message state, and each entry is appended to every target watcher's
+queue. Watchers resolve it (ack / reject / fail) through their streams; the last
+outcome of a delivery round settles it at once:
 
-Holds: a message some watcher failed is still advanced (with those watchers in
-``failed`` and ``retry_after`` = the backoff for its delivery round); the producer
-holds its floor and reads it again later. The entry stays here, keyed by identity,
-so the re-read copy goes only to the watchers that have not acked or rejected it.
-Held entries count towards ``max_in_flight``: an absent watcher lets its siblings
-run ahead by at most that many messages.
+* all acked -> terminal;
+* someone failed -> held: the entry is its partition's floor and a timer hands it
+  out again, after the backoff of its round, to the watchers that still owe it;
+* clean with rejections -> the adapter dead-letters it; terminal once durable.
 
-Failure windows: if the process dies, nothing beyond what ``advance`` was given is
-committed, so everything else is read again; state kept here (acks of earlier
+Every ``commit_interval`` the group hands the adapter the commit targets of the
+partitions that changed. Held entries count towards ``max_in_flight``: an absent
+watcher lets its siblings run ahead by at most that many messages.
+
+Failure windows: if the process dies, nothing beyond the published targets is
+committed, so everything else is read again; what the ledger knew (acks of earlier
 rounds, attempt counts) is lost with the process, and a re-read goes to everyone.
 """
 
@@ -26,25 +27,24 @@ import logging
 from collections.abc import Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sharedstream.producer.contract import (
-    AdvanceItem,
-    AdvanceOutcome,
-    ForgetLanes,
+from sharedstream.core.contract import (
+    LaneRewound,
+    LanesEnded,
+    LanesStarted,
+    Records,
     SharedStreamProducer,
 )
+from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.triggerer.counters import GroupCounters
-from sharedstream.triggerer.entries import (
-    ABSENT,
-    ADVANCING,
-    DROPPED,
-    HELD,
-    IN_FLIGHT,
-    QUEUE_FULL,
-    Entry,
-    Lane,
-)
 from sharedstream.triggerer.stream import SharedStream
-from sharedstream.triggerer.streamconfig import Clock, LoopClock, ManagerSettings, TimerHandle
+from sharedstream.triggerer.streamconfig import (
+    ABSENT,
+    QUEUE_FULL,
+    Clock,
+    LoopClock,
+    ManagerSettings,
+    TimerHandle,
+)
 from sharedstream.triggerer.window import Window, WorkSink
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_IN_COHORT = "not in the cohort"
+# A held message is never handed out again sooner than this, whatever the backoff says.
+MIN_RETRY_S = 0.05
+PENDING, HELD = State.PENDING, State.HELD
 
 
 class ProducerStreamEnded(RuntimeError):
@@ -78,8 +81,10 @@ class Group:
         self.clock: Clock = manager.clock
         self.sink: WorkSink = manager.sink
         self.streams: dict[str, SharedStream] = {}
-        self.known: dict[Hashable, Entry] = {}
-        self.lanes: dict[Hashable, Lane] = {}
+        self.ledger = Ledger(f"group {key!r}", producer.request_fetch, producer.record_skipped)
+        self.ledger.set_bounds(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
+        # Entries pending or held: what the group-wide in-flight bound counts.
+        self.in_flight = 0
         self.paused = False
         self.quiesced = False
         self.polling = False
@@ -87,16 +92,15 @@ class Group:
         self.failure: BaseException | None = None
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
-        self._clean = AdvanceOutcome(acked=cohort)
         self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._advancers: set[asyncio.Task[None]] = set()
+        self._redeliveries: set[TimerHandle] = set()
+        self._publish_handle: asyncio.TimerHandle | None = None
         self._pump: asyncio.Task[None] | None = None
         self._grace: TimerHandle | None = self.clock.call_at(
             self.clock.now() + self.settings.cohort_grace_period, self._grace_expired)
         self._closed_producer: asyncio.Task[None] | None = None
-        producer.bound_lanes(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
 
     # -- membership ----------------------------------------------------------------
 
@@ -144,12 +148,17 @@ class Group:
     # -- intake ----------------------------------------------------------------------
 
     async def _run_pump(self) -> None:
+        ledger = self.ledger
         try:
-            async for item in self.producer.open_stream():
-                if isinstance(item, ForgetLanes):
-                    self._forget(item.lanes)
-                elif item:
-                    self._broadcast(item)
+            async for item in self.producer.open_stream(ledger):
+                if isinstance(item, Records):
+                    self._broadcast(item.items)
+                elif isinstance(item, LanesStarted):
+                    ledger.start(item.generation, item.starts)
+                elif isinstance(item, LanesEnded):
+                    self._forget(item.keys)
+                elif isinstance(item, LaneRewound):
+                    ledger.rewound(item.key, item.generation)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -157,37 +166,23 @@ class Group:
             return
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
 
-    def _broadcast(self, batch: Sequence[tuple[Any, Any]]) -> None:
-        producer = self.producer
-        identity = producer.message_identity
-        lane_of = producer.get_advance_lane
-        targets_of = producer.targets
-        known = self.known
-        lanes = self.lanes
+    def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
+        entries = self.ledger.admit(items, self.producer.size)
+        self._schedule_publish()
+        if not entries:
+            return
         cohort = self.cohort
         absent = self._absent
         present, overflow = self._room()
         if overflow is not None:
             absent = {**(absent or {}), **overflow}
         n_present = len(present)
-        self.counters.received += len(batch)
-        for raw, payload in batch:
-            ident = identity(payload)
-            entry = known.get(ident)
-            if entry is not None:
-                if entry.state != HELD:
-                    continue  # a re-read copy of a message still in flight
-                self._redeliver(entry, raw, payload)
-                continue
-            key = lane_of(payload)
-            lane = lanes.get(key)
-            if lane is None:
-                lane = lanes[key] = Lane(key)
-            targets = targets_of(payload)
-            entry = Entry(ident, lane, raw, payload, cohort if targets is None else targets)
-            lane.queue.append(entry)
-            known[ident] = entry
+        self.counters.received += len(entries)
+        self.in_flight += len(entries)
+        for entry in entries:
+            targets = entry.payload.targets
             if targets is None:
+                entry.targets = entry.round_targets = cohort
                 for stream in present:
                     stream._queue.append(entry)
                 entry.pending = n_present
@@ -196,6 +191,7 @@ class Group:
                 if not n_present:
                     self._resolved(entry)
             else:
+                entry.targets = targets
                 self._deliver(entry, targets)
         for stream in present:
             if stream._waiter is not None:
@@ -249,29 +245,24 @@ class Group:
         if not pending:
             self._resolved(entry)
 
-    def _redeliver(self, entry: Entry, raw: Any, payload: Any) -> None:
-        entry.raw = raw
-        entry.payload = payload
-        entry.state = IN_FLIGHT
+    def _redeliver(self, entry: Entry) -> None:
+        """A held entry's retry time came: hand it to the watchers that still owe it."""
+        if self.failure is not None or self.stopping or not self.ledger.release(entry):
+            return
         entry.rounds += 1
         self.counters.redelivered += 1
         owed = entry.targets - (entry.acked_before or frozenset())
         if entry.rejected:
             owed = owed - entry.rejected.keys()
-        entry.lane.queue.append(entry)
         self._deliver(entry, owed)
+        for name in owed:
+            stream = self.streams.get(name)
+            if stream is not None and stream._waiter is not None:
+                stream._wake()
 
-    def _forget(self, keys: frozenset[Hashable]) -> None:
-        """The producer lost these lanes: drop their in-flight and held messages."""
-        for key in keys:
-            lane = self.lanes.pop(key, None)
-            if lane is not None:
-                lane.dropped = True
-                lane.queue.clear()
-        for ident, entry in list(self.known.items()):
-            if entry.lane.key in keys:
-                entry.state = DROPPED
-                del self.known[ident]
+    def _forget(self, keys: frozenset[Any]) -> None:
+        """The adapter lost these partitions: drop their in-flight and held messages."""
+        self.in_flight -= self.ledger.end(keys)
         self.maybe_resume()
 
     # -- flow control ------------------------------------------------------------------
@@ -281,7 +272,7 @@ class Group:
         if self.paused:
             return
         limit = self.settings.subscriber_queue_size
-        if len(self.known) >= self.settings.max_in_flight or (self._present and all(
+        if self.in_flight >= self.settings.max_in_flight or (self._present and all(
                 len(s._queue) >= limit for s in self._present)):
             self.paused = True
             self.producer.pause()
@@ -299,7 +290,7 @@ class Group:
         if not self.paused or self.failure is not None or self.stopping or self.quiesced:
             return
         low_queue = self.low_queue
-        if len(self.known) <= self.settings.max_in_flight // 2 and (not self._present or any(
+        if self.in_flight <= self.settings.max_in_flight // 2 and (not self._present or any(
                 len(s._queue) <= low_queue for s in self._present)):
             self.paused = False
             self.producer.resume()
@@ -307,14 +298,14 @@ class Group:
     # -- resolution ------------------------------------------------------------------------
 
     def ack(self, entry: Entry, watcher: str) -> None:
-        if entry.state != IN_FLIGHT:
+        if entry.state is not PENDING:
             return
         entry.pending -= 1
         if not entry.pending:
             self._resolved(entry)
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None:
-        if entry.state != IN_FLIGHT:
+        if entry.state is not PENDING:
             return
         if entry.rejected is None:
             entry.rejected = {}
@@ -325,7 +316,7 @@ class Group:
 
     def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
         """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
-        if entry.state != IN_FLIGHT:
+        if entry.state is not PENDING:
             return
         if counts:
             if entry.attempts is None:
@@ -342,68 +333,88 @@ class Group:
             self._resolved(entry)
 
     def _resolved(self, entry: Entry) -> None:
-        lane = entry.lane
-        if not lane.advancing and lane.queue and lane.queue[0] is entry:
-            lane.advancing = True
-            task = self._spawn(self._advance_lane(lane))
-            self._advancers.add(task)
-            task.add_done_callback(self._advancers.discard)
+        """The last watcher of a delivery round resolved it: settle it in the ledger now.
 
-    def _outcome(self, entry: Entry) -> AdvanceOutcome:
+        Not once the adapter is closing: what resolves then stays uncommitted and is
+        read again by the next consumer.
+        """
+        if self._closed_producer is not None:
+            return
         failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
+        counters = self.counters
         if failed is None and rejected is None and before is None and (
                 entry.round_targets is self.cohort):
-            return self._clean
-        acked = entry.round_targets
-        if failed:
-            acked = acked - failed.keys()
-        if rejected:
-            acked = acked - rejected.keys()
-        if before:
-            acked = acked | before
-        return AdvanceOutcome(
-            acked=acked, failed=frozenset(failed) if failed else frozenset(),
-            rejected=dict(rejected) if rejected else {},
-            retry_after=self.settings.backoff(entry.rounds) if failed else 0.0)
+            counters.clean += 1
+            counters.settled += 1
+            self.in_flight -= 1
+            self.ledger.finish(entry)
+        else:
+            acked = entry.round_targets
+            if failed:
+                acked = acked - failed.keys()
+            if rejected:
+                acked = acked - rejected.keys()
+            if before:
+                acked = acked | before
+            if failed:
+                counters.failed.update(failed.keys())
+                entry.acked_before = acked
+                self.ledger.hold(entry)
+                self._hold(entry)
+                return
+            counters.acked.update(acked)
+            counters.settled += 1
+            self.in_flight -= 1
+            if rejected:
+                counters.rejected.update(rejected.keys())
+                entry.state = State.DELIVERING
+                try:
+                    self.producer.dead_letter(entry.payload, dict(rejected),
+                                              lambda: self._dead_lettered(entry))
+                except Exception as exc:
+                    log.exception("group %r: the adapter refused a dead letter; evicting the "
+                                  "group", self.key)
+                    self._fail_group(exc)
+                    return
+            else:
+                self.ledger.finish(entry)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        # In flight falls one at a time: check the resume mark only where it is crossed.
+        if self.paused and self.in_flight == self.settings.max_in_flight // 2:
+            self.maybe_resume()
 
-    async def _advance_lane(self, lane: Lane) -> None:
-        queue = lane.queue
-        known = self.known
-        clean = self._clean
-        counters = self.counters
-        try:
-            while queue and not queue[0].pending and not lane.dropped and self.failure is None:
-                items: list[AdvanceItem[Any]] = []
-                finished: list[Entry] = []
-                while queue and not queue[0].pending:
-                    entry = queue.popleft()
-                    outcome = self._outcome(entry)
-                    if outcome is clean:
-                        counters.clean += 1
-                    else:
-                        counters.count(outcome)
-                    if outcome.failed:
-                        entry.state = HELD
-                        entry.acked_before = outcome.acked
-                    else:
-                        entry.state = ADVANCING
-                        finished.append(entry)
-                    items.append(AdvanceItem(entry.payload, outcome))
-                await self.producer.advance(items)
-                for entry in finished:
-                    if known.get(entry.ident) is entry:
-                        del known[entry.ident]
-                    entry.state = DROPPED
-                if self.paused:
-                    self.maybe_resume()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("group %r: advance() of lane %r failed; evicting the group",
-                          self.key, lane.key)
-            self._fail_group(exc)
-        finally:
-            lane.advancing = False
+    def _hold(self, entry: Entry) -> None:
+        """Hand a held entry out again after the backoff of its delivery round."""
+        if self.stopping or self.failure is not None:
+            return
+        delay = max(self.settings.backoff(entry.rounds), MIN_RETRY_S)
+        handle: TimerHandle
+
+        def due() -> None:
+            self._redeliveries.discard(handle)
+            self._redeliver(entry)
+
+        handle = self.clock.call_at(self.clock.now() + delay, due)
+        self._redeliveries.add(handle)
+
+    def _dead_lettered(self, entry: Entry) -> None:
+        if self.ledger.delivered(entry):
+            self._schedule_publish()
+
+    # -- commit targets -------------------------------------------------------------------
+
+    def _schedule_publish(self) -> None:
+        if self._publish_handle is None and self._closed_producer is None:
+            self._publish_handle = asyncio.get_running_loop().call_later(
+                self.producer.commit_interval, self._publish)
+
+    def _publish(self) -> None:
+        """Hand the adapter the commit targets of the partitions that changed."""
+        self._publish_handle = None
+        targets = self.ledger.publish()
+        if targets:
+            self.producer.publish(targets)
 
     # -- unit of work -----------------------------------------------------------------------
 
@@ -438,11 +449,12 @@ class Group:
                 task.cancel()
         for stream in self._present:
             stream._fail(exc)
-        self._drop_all()
+        self.in_flight -= self.ledger.end_all()
         self._close_producer()
 
     async def stop(self) -> None:
-        """Stop fetching, hand every resolved prefix to advance, abandon the rest, close.
+        """Stop fetching, abandon what is unresolved, close (the adapter commits what
+        resolved and delivers what is delivering).
 
         Unresolved messages are not committed: the broker redelivers them to the next
         consumer. Idempotent.
@@ -458,23 +470,19 @@ class Group:
             await asyncio.gather(self._pump, return_exceptions=True)
         for stream in list(self._present):
             stream._detach(fail_pending=False)
-        while self._advancers and self.failure is None:
-            await asyncio.gather(*self._advancers, return_exceptions=True)
-        self._drop_all()
         await self._close_producer()
+        self.in_flight -= self.ledger.end_all()
 
     def _cancel_timers(self) -> None:
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-
-    def _drop_all(self) -> None:
-        for entry in self.known.values():
-            entry.state = DROPPED
-        self.known.clear()
-        for lane in self.lanes.values():
-            lane.dropped = True
-            lane.queue.clear()
+        for handle in self._redeliveries:
+            handle.cancel()
+        self._redeliveries.clear()
+        if self._publish_handle is not None:
+            self._publish_handle.cancel()
+            self._publish_handle = None
 
     def _close_producer(self) -> asyncio.Task[None]:
         if self._closed_producer is None:

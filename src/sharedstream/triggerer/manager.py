@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sharedstream.producer.contract import SharedStreamProducer
+from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.triggerer.counters import GroupCounters
 from sharedstream.triggerer.group import Group
 from sharedstream.triggerer.stream import SharedStream
@@ -176,7 +176,7 @@ class SharedStreamManager:
         """A snapshot of every running group, for readiness and metrics."""
         return [GroupStatus(key=g.key, producer=g.producer, cohort=g.cohort,
                             present=frozenset(g.streams), polling=g.polling, paused=g.paused,
-                            in_flight=len(g.known),
+                            in_flight=g.in_flight,
                             queued=sum(len(s._queue) for s in g.streams.values()),
                             counters=g.counters)
                 for g in self._groups.values()]
@@ -189,7 +189,7 @@ class SharedStreamManager:
     def in_flight(self, key: Hashable) -> int:
         """Messages of group ``key`` in flight or held (0 if no such group)."""
         group = self._groups.get(key)
-        return 0 if group is None else len(group.known)
+        return 0 if group is None else group.in_flight
 
     # -- running a watcher --------------------------------------------------------------
 

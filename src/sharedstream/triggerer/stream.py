@@ -36,8 +36,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sharedstream.triggerer.entries import ABSENT, IN_FLIGHT, Entry
-from sharedstream.triggerer.streamconfig import GroupFailedError, InfrastructureError, TimerHandle
+from sharedstream.core.ledger import Entry, State
+from sharedstream.triggerer.streamconfig import (
+    ABSENT,
+    GroupFailedError,
+    InfrastructureError,
+    TimerHandle,
+)
 from sharedstream.triggerer.window import DONE, OPEN, SUBMITTED, Window, current_stream
 
 if TYPE_CHECKING:
@@ -46,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PENDING = State.PENDING
 HANDOUT_RUN = 128
 """Messages handed out in a row before the stream lets the loop run other work."""
 
@@ -100,7 +106,7 @@ class SharedStream:
         while True:
             while queue:
                 entry = queue.popleft()
-                if entry.state == IN_FLIGHT:
+                if entry.state is PENDING:
                     self._open = entry
                     self._received = self._now()
                     self._seq += 1

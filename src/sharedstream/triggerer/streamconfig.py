@@ -13,6 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+# Why a watcher is failed for a message it was never handed.
+ABSENT = "absent"
+QUEUE_FULL = "queue full"
+
 
 @dataclass(frozen=True, slots=True)
 class ManagerSettings:

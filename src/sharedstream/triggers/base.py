@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sharedstream.producer.contract import SharedStreamProducer
+from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.triggerer.window import reject_current
 
 log = logging.getLogger(__name__)

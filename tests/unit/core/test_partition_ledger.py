@@ -45,13 +45,13 @@ def test_terminal_offsets_above_a_held_floor_are_remembered_in_order() -> None:
     finish(lane, 0, 2, 4)
     assert lane.commit_target() == (1, [2, 4])
     assert lane.commit_target() == (1, [2, 4])  # asking twice changes nothing
-    assert lane.held() == 1
+    assert lane.held_count == 1
     lane.release(held)
-    assert lane.held() == 0
+    assert lane.held_count == 0
     lane.hold(held)
     finish(lane, 1, 3)
     assert lane.commit_target() == (5, [])
-    assert lane.terminal == 0 and lane.held() == 0
+    assert lane.terminal == 0 and lane.held_count == 0
 
 
 def test_finishing_twice_counts_once() -> None:

@@ -1,119 +1,48 @@
-"""Fakes for the shared-stream manager's unit tests: producer, sink, trigger, helpers."""
+"""The manager's unit-test harness: the in-memory adapter, a sink, a trigger, helpers.
+
+Groups run on :class:`~sharedstream.core.memory.MemoryStream`, the project's in-memory
+adapter behind the same contract as the Kafka one; outcomes are read from the group's
+partition ledger and the adapter's dead letters, as the Kafka adapter would see them.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from sharedstream.producer.contract import (
-    AdvanceItem,
-    AdvanceOutcome,
-    ForgetLanes,
-    SharedStreamProducer,
-    StreamItem,
-)
+from sharedstream.core.ledger import Entry, State
+from sharedstream.core.memory import MemoryStream
+from sharedstream.triggerer.group import Group
 from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.streamconfig import ManagerSettings, ManualClock
 from sharedstream.triggerer.window import Window
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 
-Payload = tuple[str, int]  # (lane, offset); the raw message is "lane:offset"
-
-_END = object()
+Coordinates = tuple[str, int]  # (lane, offset); the raw message is "lane:offset"
 
 
-def raw_of(payload: Payload) -> str:
-    return f"{payload[0]}:{payload[1]}"
+class FakeProducer(MemoryStream):
+    """The in-memory adapter, remembering the arguments the group was built from.
 
-
-class FakeProducer(SharedStreamProducer[Payload]):
-    """Yields what the test feeds; records advances, pauses and closes."""
+    Commit targets are published only when a test asks (``Harness.publish``)."""
 
     def __init__(self, kwargs: Mapping[str, Any]) -> None:
+        super().__init__(commit_interval=3600.0)
         self.kwargs = dict(kwargs)
-        self._items: asyncio.Queue[Any] = asyncio.Queue()
-        self.opened = False
-        self.advanced: list[tuple[Hashable, list[AdvanceItem[Payload]]]] = []
-        self.gates: dict[Hashable, asyncio.Event] = {}
-        self.advance_error: Exception | None = None
-        self.lane_error: Exception | None = None
-        self.targets_of: dict[Payload, frozenset[str]] = {}
-        self.paused = False
-        self.pause_calls = 0
-        self.resume_calls = 0
-        self.aclose_calls = 0
 
-    # driving
-    def feed(self, *payloads: Payload) -> None:
-        self._items.put_nowait([(raw_of(p), p) for p in payloads])
 
-    def forget(self, *lanes: str) -> None:
-        self._items.put_nowait(ForgetLanes(frozenset(lanes)))
+class Outcome(NamedTuple):
+    """What became of one message so far, read from the ledger and the dead letters."""
 
-    def end(self) -> None:
-        self._items.put_nowait(_END)
+    state: State
+    acked: frozenset[str]
+    failed: frozenset[str]
+    rejected: dict[str, str]
 
-    def explode(self, exc: Exception) -> None:
-        self._items.put_nowait(exc)
-
-    # observing
-    def items(self, lane: str | None = None) -> list[tuple[Payload, AdvanceOutcome]]:
-        return [(item.broker_payload, item.outcome) for key, batch in self.advanced
-                for item in batch if lane is None or key == lane]
-
-    def outcome(self, payload: Payload) -> AdvanceOutcome:
-        found = [o for p, o in self.items() if p == payload]
-        assert found, f"{payload} was never advanced"
-        return found[-1]
-
-    def batch_sizes(self, lane: str) -> list[int]:
-        return [len(batch) for key, batch in self.advanced if key == lane]
-
-    # contract
-    async def open_stream(self) -> AsyncIterator[StreamItem[Payload]]:
-        self.opened = True
-        while True:
-            item = await self._items.get()
-            if item is _END:
-                return
-            if isinstance(item, Exception):
-                raise item
-            yield item
-
-    async def advance(self, batch: Sequence[AdvanceItem[Payload]]) -> None:
-        assert batch, "advance() got an empty batch"
-        lanes = {item.broker_payload[0] for item in batch}
-        assert len(lanes) == 1, f"advance() mixed lanes {lanes}"
-        lane = lanes.pop()
-        gate = self.gates.get(lane)
-        if gate is not None:
-            await gate.wait()
-        if self.advance_error is not None:
-            raise self.advance_error
-        self.advanced.append((lane, list(batch)))
-
-    def get_advance_lane(self, payload: Payload) -> Hashable:
-        if self.lane_error is not None:
-            raise self.lane_error
-        return payload[0]
-
-    def message_identity(self, payload: Payload) -> Hashable:
-        return payload
-
-    def targets(self, payload: Payload) -> frozenset[str] | None:
-        return self.targets_of.get(payload)
-
-    def pause(self) -> None:
-        self.paused = True
-        self.pause_calls += 1
-
-    def resume(self) -> None:
-        self.paused = False
-        self.resume_calls += 1
-
-    async def aclose(self) -> None:
-        self.aclose_calls += 1
+    @property
+    def is_clean(self) -> bool:
+        return self.state is not State.HELD
 
 
 Handler = Callable[[str], Awaitable[list[Any]]]
@@ -125,6 +54,18 @@ async def filter_out(message: str) -> list[Any]:
 
 async def one_event(message: str) -> list[Any]:
     return [message]
+
+
+def fails_once() -> Handler:
+    """A handler that raises on the first message it is handed, then filters out."""
+    failing = {"once": True}
+
+    async def handler(message: str) -> list[Any]:
+        if failing.pop("once", False):
+            raise RuntimeError("flaky")
+        return []
+
+    return handler
 
 
 class FakeTrigger(BaseEventTrigger):
@@ -225,6 +166,38 @@ class Harness:
     @property
     def producer(self) -> FakeProducer:
         return FakeTrigger.producers[-1]
+
+    @property
+    def group(self) -> Group:
+        return self.manager._groups["k"]
+
+    def entry(self, where: Coordinates) -> Entry | None:
+        partition = self.group.ledger.partitions.get((where[0], 0))
+        return None if partition is None else partition.entries.get(where[1])
+
+    def outcome(self, where: Coordinates) -> Outcome:
+        """The outcome of a resolved message; fails for one still pending."""
+        entry = self.entry(where)
+        assert entry is not None, f"{where} is not in the ledger"
+        assert entry.state is not State.PENDING, f"{where} is still pending"
+        letters = [r for p, r in self.producer.dead_letters if p.coordinates == where]
+        rejected = letters[-1] if letters else dict(entry.rejected or {})
+        if entry.state is State.HELD:
+            failed = frozenset(entry.failed or {})
+            return Outcome(entry.state, entry.acked_before or frozenset(), failed, rejected)
+        acked = entry.targets - rejected.keys() if entry.targets else frozenset()
+        return Outcome(entry.state, frozenset(acked), frozenset(), rejected)
+
+    def resolved(self) -> list[Coordinates]:
+        """Messages of every lane that are no longer pending, in read order."""
+        return [(key[0], offset) for key, partition in self.group.ledger.partitions.items()
+                for offset, entry in partition.entries.items()
+                if entry.state is not State.PENDING]
+
+    def publish(self) -> dict[str, int]:
+        """Publish commit targets now; the committed offset per lane."""
+        self.group._publish()
+        return {key[0]: target[1] for key, target in self.producer.published.items()}
 
     async def stop(self) -> None:
         await self.manager.stop_all()

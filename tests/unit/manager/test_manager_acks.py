@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from manager_fakes import FakeTrigger, Harness, one_event, settle
 
+from sharedstream.core.ledger import State
 from sharedstream.triggerer.stream import HANDOUT_RUN
 from sharedstream.triggerer.window import current_window
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
@@ -24,8 +25,8 @@ async def test_filtered_out_messages_resolve_without_the_sink() -> None:
     h.producer.feed(("p", 0), ("p", 1))
     await settle()
     assert h.sink.batches == []
-    assert [(p, o.acked, o.is_clean) for p, o in h.producer.items()] == [
-        (("p", 0), {"a", "b"}, True), (("p", 1), {"a", "b"}, True)]
+    assert [(p, h.outcome(p).acked, h.outcome(p).state) for p in h.resolved()] == [
+        (("p", 0), {"a", "b"}, State.TERMINAL), (("p", 1), {"a", "b"}, State.TERMINAL)]
     await h.stop()
 
 
@@ -38,12 +39,13 @@ async def test_ack_needs_the_filter_to_move_past_and_the_unit_of_work_to_commit(
     # After yielding, the filter asked for the next message: it moved past p:0,
     # whose window went to the sink.
     [window] = h.sink.windows
-    assert (window.watcher, window.raw, window.payload) == ("a", "p:0", ("p", 0))
+    assert (window.watcher, window.raw, window.payload.coordinates) == ("a", "p:0", ("p", 0))
     assert [e.payload for e in window.events] == ["p:0"]
-    assert h.producer.items() == []  # not confirmed yet
+    assert h.resolved() == []  # not confirmed yet
     h.sink.confirm("a", "p:0")
     await settle()
-    assert h.producer.outcome(("p", 0)).acked == {"a"}
+    assert h.outcome(("p", 0)).acked == {"a"}
+    assert h.publish() == {"p": 1}
     await h.stop()
 
 
@@ -62,10 +64,10 @@ async def test_a_multi_event_message_needs_every_watchers_unit_of_work() -> None
     assert [e.payload for e in window.events] == ["p:0#0", "p:0#1"]
     h.sink.confirm("a", "p:0")
     await settle()
-    assert h.producer.items() == []
+    assert h.resolved() == []
     h.sink.confirm("b", "p:0")
     await settle()
-    assert h.producer.outcome(("p", 0)).acked == {"a", "b"}
+    assert h.outcome(("p", 0)).acked == {"a", "b"}
     await h.stop()
 
 
@@ -101,10 +103,10 @@ async def test_reject_resolves_at_once_with_its_reason_and_skips_the_sink() -> N
     await settle()
     h.producer.feed(("p", 0))
     await settle()
-    outcome = h.producer.outcome(("p", 0))  # the filter is still on p:0
+    outcome = h.outcome(("p", 0))  # the filter is still on p:0
     assert outcome.rejected == {"a": "missing amount"}
     assert outcome.acked == {"b"}
-    assert outcome.is_clean
+    assert outcome.state is State.TERMINAL  # dead-lettered
     hold.set()
     h.producer.feed(("p", 1))
     await settle()
@@ -126,7 +128,7 @@ async def test_yield_then_reject_discards_the_events() -> None:
     h.producer.feed(("p", 0), ("p", 1))
     await settle()
     assert h.sink.batches == []
-    assert h.producer.outcome(("p", 0)).rejected == {"a": "changed my mind"}
+    assert h.outcome(("p", 0)).rejected == {"a": "changed my mind"}
     await h.stop()
 
 
@@ -150,16 +152,18 @@ async def test_ack_timeout_fails_only_the_laggard_exactly_at_the_deadline() -> N
     await settle()
     h.clock.advance(29.999)
     await settle()
-    assert h.producer.items() == []  # just under: not failed
+    assert h.resolved() == []  # just under: not failed
     h.clock.advance(0.001)
     await settle()
-    outcome = h.producer.outcome(("p", 0))
+    outcome = h.outcome(("p", 0))
     assert outcome.failed == {"slow"} and outcome.acked == {"fast"}
     # the stuck filter was cancelled and restarts after the backoff
     assert h.triggers["slow"].starts == 1
     h.clock.advance(1.0)
     await settle()
     assert h.triggers["slow"].starts == 2
+    assert h.triggers["slow"].seen == ["p:0", "p:0"]  # the held message, handed out again
+    stuck.set()
     await h.stop()
 
 
@@ -170,7 +174,7 @@ async def test_a_slow_watcher_is_never_failed_for_being_slow_only_paused() -> No
         await gate.wait()
         return []
 
-    h = Harness(["slow", "fast"], max_in_flight=4, ack_timeout=1000.0)
+    h = Harness(["slow", "fast"], max_in_flight=4, ack_timeout=30.0)
     h.start("slow", slow)
     h.start("fast")
     await settle()
@@ -180,11 +184,16 @@ async def test_a_slow_watcher_is_never_failed_for_being_slow_only_paused() -> No
     h.producer.feed(("p", 3), ("p", 4))
     await settle()
     assert h.producer.paused and h.producer.pause_calls == 1
+    h.clock.advance(29.9)  # slow, within its ack timeout: paused, nobody failed
+    await settle()
+    assert h.resolved() == [] and h.group.counters.failed == {}
+    assert h.triggers["slow"].starts == 1
     gate.set()
     await settle()
     assert not h.producer.paused and h.producer.resume_calls == 1
-    outcomes = [o for _, o in h.producer.items()]
-    assert len(outcomes) == 5 and all(o.is_clean for o in outcomes)
+    # p:4 came after the partition's bound (4): read again once the floor moved.
+    assert h.triggers["slow"].seen == h.triggers["fast"].seen == [f"p:{i}" for i in range(5)]
+    assert h.publish() == {"p": 5}
     await h.stop()
 
 
@@ -227,14 +236,16 @@ async def test_a_lagging_watchers_full_queue_fails_only_it_and_siblings_keep_goi
     assert h.triggers["fast"].seen == ["p:0", "p:1", "p:2", "p:3", "p:4"]
     gate.set()
     await settle()
-    held = h.producer.outcome(("p", 3))  # lanes advance in order: after p:0..p:2
+    held = h.outcome(("p", 3))
     assert held.failed == {"slow"} and held.acked == {"fast"}
-    assert h.producer.outcome(("p", 4)).failed == {"slow"}
-    h.producer.feed(("p", 3), ("p", 4))  # the held messages, read again by the producer
+    assert h.outcome(("p", 4)).failed == {"slow"}
+    assert h.publish() == {"p": 3}  # the held message is the floor
+    h.clock.advance(1.0)  # the first backoff: handed out again
     await settle()
     # Redelivered to the slow watcher only, and not counted as attempts (max_attempts=1).
-    assert h.producer.outcome(("p", 3)).is_clean
-    assert h.producer.outcome(("p", 4)).acked == {"slow", "fast"}
+    assert h.outcome(("p", 3)).is_clean
+    assert h.outcome(("p", 4)).acked == {"slow", "fast"}
+    assert h.publish() == {"p": 5}
     assert h.triggers["fast"].seen.count("p:3") == 1
     await h.stop()
 
@@ -263,7 +274,7 @@ async def test_watchers_of_equal_speed_near_the_bound_do_not_fail_each_other() -
     await settle()
     gate.set()
     await settle()
-    outcomes = [h.producer.outcome(("p", i)) for i in range(6)]
+    outcomes = [h.outcome(("p", i)) for i in range(6)]
     assert all(o.is_clean and o.acked == {"a", "b"} for o in outcomes)
     await h.stop()
 
@@ -276,9 +287,9 @@ async def test_unit_of_work_failure_holds_without_using_an_attempt() -> None:
     await settle()
     h.sink.fail("a", "p:0", ConnectionError("database down"))
     await settle()
-    outcome = h.producer.outcome(("p", 0))
+    outcome = h.outcome(("p", 0))
     assert outcome.failed == {"a"} and outcome.rejected == {}  # never dead-lettered
-    h.producer.feed(("p", 0))  # the producer reads the held message again
+    h.clock.advance(1.0)  # handed out again after the backoff
     await settle()
     assert h.triggers["a"].seen.count("p:0") == 2
     await h.stop()
@@ -298,7 +309,7 @@ async def test_a_sink_rejecting_a_submitted_window_resolves_it_as_that_watchers_
     window.confirm()  # ignored: already resolved
     h.sink.confirm("b", "p:0")
     await settle()
-    outcome = h.producer.outcome(("p", 0))
+    outcome = h.outcome(("p", 0))
     assert outcome.acked == {"b"}
     assert outcome.rejected == {"a": "event payload not JSON: boom"}
     await h.stop()
@@ -325,5 +336,26 @@ async def test_a_busy_watcher_lets_the_loop_flush_its_units_of_work_as_it_goes()
     assert max(len(batch) for batch in h.sink.batches) <= HANDOUT_RUN
     assert any(0 < seen < 1000 for seen in progress_seen)
     await settle()
-    assert len(h.producer.items()) == 1000
+    assert len(h.resolved()) == 1000
+    await h.stop()
+
+
+async def test_a_rejected_message_is_committed_past_only_once_its_dead_letter_is_durable() -> None:
+    async def reject_p0(message: str) -> list[Any]:
+        if message == "p:0":
+            reject_shared_stream_event("bad")
+        return []
+
+    h = Harness(["a", "b"])
+    h.start("a", reject_p0)
+    h.start("b")
+    await settle()
+    h.producer.hold_dead_letters = True
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    assert [(p.coordinates, r) for p, r in h.producer.dead_letters] == [(("p", 0), {"a": "bad"})]
+    assert h.outcome(("p", 0)).state is State.DELIVERING
+    assert h.publish() == {"p": 0}  # p:1 is done, p:0's dead letter is not durable yet
+    h.producer.deliver()
+    assert h.publish() == {"p": 2}
     await h.stop()

@@ -15,7 +15,11 @@ from sharedstream.triggerer.streamconfig import (
     ManualClock,
     ProducerFactoryError,
 )
-from sharedstream.triggers.base import BaseEventTrigger, SharedStreamConflictError
+from sharedstream.triggers.base import (
+    BaseEventTrigger,
+    SharedStreamConflictError,
+    reject_shared_stream_event,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -140,11 +144,15 @@ async def test_after_the_grace_period_a_missing_watcher_counts_as_failed() -> No
     assert h.producer.opened
     h.producer.feed(("p", 0))
     await settle()
-    outcome = h.producer.outcome(("p", 0))
+    outcome = h.outcome(("p", 0))
     assert outcome.acked == {"a"}
     assert outcome.failed == {"b"}
-    assert outcome.retry_after == 2.0
     assert not outcome.is_clean
+    h.clock.advance(1.999)
+    assert h.group.counters.redelivered == 0
+    h.clock.advance(0.001)  # retry_backoff_initial: b is still absent, so it is held again
+    assert h.group.counters.redelivered == 1
+    assert h.outcome(("p", 0)).failed == {"b"}
     await h.stop()
 
 
@@ -158,7 +166,7 @@ async def test_factory_failure_is_terminal() -> None:
     assert FakeTrigger.producers == []
 
 
-@pytest.mark.parametrize("failure", ["raise", "return", "lane"])
+@pytest.mark.parametrize("failure", ["raise", "return"])
 async def test_producer_error_evicts_the_group_and_fails_every_watcher(failure: str) -> None:
     h = Harness(["a", "b"])
     h.start("a")
@@ -167,11 +175,8 @@ async def test_producer_error_evicts_the_group_and_fails_every_watcher(failure: 
     producer = h.producer
     if failure == "raise":
         producer.explode(ConnectionError("broker gone"))
-    elif failure == "return":
-        producer.end()
     else:
-        producer.lane_error = KeyError("bad payload")
-        producer.feed(("p", 0))
+        producer.finish()
     await settle()
     for name in ("a", "b"):
         assert h.tasks[name].done()
@@ -187,22 +192,29 @@ async def test_producer_error_evicts_the_group_and_fails_every_watcher(failure: 
     assert producer.aclose_calls == 1
 
 
-async def test_advance_raising_terminates_the_group_and_is_logged(
+async def test_an_adapter_refusing_a_dead_letter_terminates_the_group_and_is_logged(
         caplog: pytest.LogCaptureFixture) -> None:
+    def refuse(*args: Any) -> None:
+        raise OSError("dead letter refused")
+
+    async def reject(message: str) -> list[Any]:
+        reject_shared_stream_event("bad")
+        return []
+
     h = Harness(["a"])
-    h.start("a")
+    h.start("a", reject)
     await settle()
-    h.producer.advance_error = OSError("commit refused")
+    h.producer.dead_letter = refuse  # type: ignore[method-assign]
     h.producer.feed(("p", 0))
     await settle()
     with pytest.raises(GroupFailedError):
         h.tasks["a"].result()
     assert h.producer.aclose_calls == 1
-    assert "commit refused" in caplog.text
+    assert "dead letter refused" in caplog.text
     await h.stop()
 
 
-async def test_stop_drains_resolved_prefixes_and_abandons_the_rest() -> None:
+async def test_stop_commits_what_resolved_and_abandons_the_rest() -> None:
     h = Harness(["a", "b"])
     h.start("a")
     h.start("b", one_event)
@@ -212,13 +224,15 @@ async def test_stop_drains_resolved_prefixes_and_abandons_the_rest() -> None:
     h.sink.confirm("b", "p:0")
     # p:1 and q:0 are still in b's unit of work when we stop.
     await settle()
+    group = h.group
     await h.manager.stop_all()
-    assert [p for p, _ in h.producer.items()] == [("p", 0)]
+    assert h.producer.published == {("p", 0): (0, 1, ())}  # q:0 never resolved
     assert h.producer.aclose_calls == 1
     await asyncio.gather(*h.tasks.values())  # runners return normally
     h.sink.confirm("b", "p:1")  # a late confirm is ignored
     await settle()
-    assert [p for p, _ in h.producer.items()] == [("p", 0)]
+    assert h.producer.published == {("p", 0): (0, 1, ())}
+    assert group.ledger.partitions == {} and group.in_flight == 0
 
 
 def test_settings_are_validated() -> None:

@@ -6,7 +6,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from manager_fakes import Harness, settle
+from manager_fakes import Harness, fails_once, settle
+
+from sharedstream.triggers.base import reject_shared_stream_event
 
 pytestmark = pytest.mark.unit
 
@@ -70,4 +72,28 @@ async def test_without_pause_all_the_in_flight_bound_resumes() -> None:
     gate.set()
     await settle()
     assert not h.producer.paused
+    await h.stop()
+
+
+async def test_counters_count_each_watchers_outcomes() -> None:
+    async def rejects_p1(message: str) -> list[Any]:
+        if message == "p:1":
+            reject_shared_stream_event("bad")
+        return []
+
+    h = Harness(["a", "b", "c"], retry_backoff_initial=1.0)
+    h.start("a")
+    h.start("b", fails_once())
+    h.start("c", rejects_p1)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1), ("p", 2))
+    await settle()
+    h.clock.advance(1.0)  # b's filter restarts and p:0 comes back to b only
+    await settle()
+    counters = h.group.counters
+    assert counters.received == 3 and counters.redelivered == 1
+    assert counters.outcomes("a") == {"acked": 3, "failed": 0, "rejected": 0}
+    assert counters.outcomes("b") == {"acked": 3, "failed": 1, "rejected": 0}
+    assert counters.outcomes("c") == {"acked": 2, "failed": 0, "rejected": 1}
+    assert h.publish() == {"p": 3}
     await h.stop()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
 
-from sharedstream.producer import AdvanceItem, AdvanceOutcome, ForgetLanes
+from ledger_driver import Driver
+from sharedstream.core.contract import LanesEnded
 from sharedstream.producer import dlq_headers as h
 from sharedstream.producer.connections import ConnectionConfigError
 from sharedstream.producer.kafka import (
@@ -23,15 +24,11 @@ from sharedstream.producer.memory import MemoryBroker
 from sharedstream.producer.progress import decode_progress
 from sharedstream.producer.rejections import InMemoryRejectionRecorder
 
+pytestmark = pytest.mark.unit
+
 T = "orders"
 DLQ = "orders.dlq"
 GROUP = "app.orders"
-ALL = frozenset({"a", "b"})
-OK = AdvanceOutcome(acked=ALL)
-
-
-def failed(retry_after: float = 0.05) -> AdvanceOutcome:
-    return AdvanceOutcome(acked=frozenset({"a"}), failed=frozenset({"b"}), retry_after=retry_after)
 
 
 async def eventually(check: Callable[[], bool], within: float = 5.0) -> None:
@@ -74,37 +71,6 @@ def fill(cluster: MemoryBroker, n: int) -> None:
         cluster.produce(T, f"m{i}".encode(), headers=[("trace", b"t1")])
 
 
-async def take(stream: AsyncIterator[Any], n: int) -> list[Any]:
-    """The next ``n`` payloads, across batches."""
-    out: list[Any] = []
-    while len(out) < n:
-        item = await asyncio.wait_for(anext(stream), 5)
-        assert not isinstance(item, ForgetLanes)
-        out.extend(payload for _raw, payload in item)
-    return out
-
-
-async def ack_as_they_come(producer: KafkaSharedStreamProducer,
-                           stream: AsyncIterator[Any], n: int) -> None:
-    """Take ``n`` more payloads batch by batch, acking each batch by all watchers."""
-    while n > 0:
-        batch = await take(stream, 1)
-        await producer.advance(items(batch, *[OK] * len(batch)))
-        n -= len(batch)
-
-
-async def ack_forever(producer: KafkaSharedStreamProducer, stream: AsyncIterator[Any]) -> None:
-    """What the manager does: pull every batch as it comes and ack it (cancel to stop)."""
-    while True:
-        item = await anext(stream)
-        if not isinstance(item, ForgetLanes):
-            await producer.advance(items([p for _raw, p in item], *[OK] * len(item)))
-
-
-def items(payloads: list[Any], *outcomes: AdvanceOutcome) -> list[AdvanceItem[Any]]:
-    return [AdvanceItem(p, o) for p, o in zip(payloads, outcomes, strict=True)]
-
-
 def committed(cluster: MemoryBroker, partition: int = 0) -> int | None:
     found = cluster.committed(GROUP).get((T, partition))
     return None if found is None else found[0]
@@ -119,11 +85,11 @@ async def test_all_acked_commits_past_the_batch_in_one_request() -> None:
     cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
-    stream = producer.open_stream()
-    payloads = await take(stream, 3)
-    assert [p.identity for p in payloads] == [("id-orders", 0, i) for i in range(3)]
+    d = Driver(producer)
+    entries = await d.take(3)
+    assert [e.payload.identity for e in entries] == [("id-orders", 0, i) for i in range(3)]
     assert producer.consumer_group == "app.orders"
-    await producer.advance(items(payloads, OK, OK, OK))
+    d.ack(*entries)
     await eventually(lambda: committed(cluster) == 3)
     assert cluster.committed(GROUP)[(T, 0)] == (3, "")
     assert len(cluster.commit_requests) == 1
@@ -135,10 +101,10 @@ async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivere
     cluster.hold_deliveries = True
     fill(cluster, 3)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 3)
-    rejected = AdvanceOutcome(acked=frozenset({"a"}), rejected={"b": "bad json"})
-    await producer.advance(items(p, OK, rejected, OK))
+    d = Driver(producer)
+    e = await d.take(3)
+    d.ack(e[0], e[2])
+    d.reject(e[1], {"b": "bad json"})
     await eventually(lambda: committed(cluster) == 1)
     assert remembered(cluster) == {2}
     cluster.hold_deliveries = False
@@ -159,73 +125,40 @@ async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivere
     await producer.aclose()
 
 
-async def test_failed_head_stops_the_commit_and_is_redelivered_from_memory() -> None:
+async def test_a_held_floor_blocks_the_commit_and_lifts_once_it_resolves() -> None:
     cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 3)
-    await producer.advance(items(p, OK, failed(), OK))
-    await eventually(lambda: committed(cluster) == 1)
-    assert remembered(cluster) == {2}
-    [again] = await take(stream, 1)
-    assert again is p[1]
-    assert producer.health().held_messages == 0  # in flight again, not held
-    await producer.aclose()
-
-
-async def test_floor_blocks_later_batches_and_lifts_after_the_re_ack() -> None:
-    cluster = broker()
-    fill(cluster, 3)
-    producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 3)
-    await producer.advance(items(p, OK, failed(retry_after=30), OK))
+    d = Driver(producer)
+    e = await d.take(3)
+    d.hold(e[1])
+    d.ack(e[0], e[2])
     fill(cluster, 2)
-    later = await take(stream, 2)
-    await producer.advance(items(later, OK, OK))
+    d.ack(*await d.take(2))
     await eventually(lambda: remembered(cluster) == {2, 3, 4})
     assert committed(cluster) == 1
     assert producer.health().held_messages == 1
-    # The manager re-acks the held message (the retry scheduler is not needed for that).
-    await producer.advance(items([p[1]], AdvanceOutcome(acked=ALL)))
+    d.ack(e[1])  # handed out again and acked by everyone
     await eventually(lambda: committed(cluster) == 5)
     assert cluster.committed(GROUP)[(T, 0)] == (5, "")
+    assert producer.health().held_messages == 0
     await producer.aclose()
 
 
-async def test_earliest_held_offset_wins_across_batches() -> None:
+async def test_earliest_held_offset_wins() -> None:
     cluster = broker()
     fill(cluster, 4)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 4)
-    await producer.advance(items(p[:2], OK, failed(30)))
-    await producer.advance(items(p[2:], failed(30), OK))
+    d = Driver(producer)
+    e = await d.take(4)
+    d.hold(e[1], e[2])
+    d.ack(e[0], e[3])
     await eventually(lambda: committed(cluster) == 1)
-    await producer.advance(items([p[2]], OK))  # the later hold clears first
+    d.ack(e[2])  # the later hold clears first
     await eventually(lambda: remembered(cluster) == {2, 3})
     assert committed(cluster) == 1
-    await producer.advance(items([p[1]], OK))
+    d.ack(e[1])
     await eventually(lambda: committed(cluster) == 4)
-    await producer.aclose()
-
-
-async def test_rejection_and_failure_in_one_round_make_one_dead_letter_later() -> None:
-    cluster = broker()
-    fill(cluster, 1)
-    producer = make(cluster)
-    stream = producer.open_stream()
-    [p] = await take(stream, 1)
-    first = AdvanceOutcome(failed=frozenset({"a"}), rejected={"b": "nope"}, retry_after=0.01)
-    await producer.advance([AdvanceItem(p, first)])
-    assert await take(stream, 1) == [p]
-    await producer.advance(
-        [AdvanceItem(p, AdvanceOutcome(acked=frozenset({"a"}), rejected={"b": "nope"}))]
-    )
-    await eventually(lambda: committed(cluster) == 1)
-    [record] = cluster.delivered
-    assert json.loads(dict(record["headers"])[h.REJECTIONS]) == {"b": "nope"}
     await producer.aclose()
 
 
@@ -237,9 +170,10 @@ async def test_failed_dead_letter_delivery_holds_the_commit_and_is_retried() -> 
     )
     fill(cluster, 2)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 2)
-    await producer.advance(items(p, AdvanceOutcome(rejected={"a": "x", "b": "y"}), OK))
+    d = Driver(producer)
+    e = await d.take(2)
+    d.reject(e[0], {"a": "x", "b": "y"})
+    d.ack(e[1])
     # Offset 1's outcome reached the broker (remembered above the commit) while delivery
     # of offset 0's dead letter failed twice: the commit stays at 0 meanwhile.
     await eventually(lambda: remembered(cluster) == {1} and producer.dead_letter_failures >= 2)
@@ -257,9 +191,9 @@ async def test_too_large_dead_letter_goes_to_the_recorder_then_commits() -> None
     fill(cluster, 1)
     recorder = InMemoryRejectionRecorder()
     producer = make(cluster, recorder=recorder)
-    stream = producer.open_stream()
-    p = await take(stream, 1)
-    await producer.advance(items(p, AdvanceOutcome(rejected={"a": "huge"})))
+    d = Driver(producer)
+    [e] = await d.take(1)
+    d.reject(e, {"a": "huge"})
     await eventually(lambda: committed(cluster) == 1)
     row = recorder.rows["id-orders:0:0"]
     assert row.rejections == {"a": "huge"} and "refused" in row.error
@@ -272,9 +206,9 @@ async def test_without_dead_letter_topic_rejections_go_to_the_recorder() -> None
     fill(cluster, 1)
     recorder = InMemoryRejectionRecorder()
     producer = make(cluster, dlq=None, recorder=recorder)
-    stream = producer.open_stream()
-    p = await take(stream, 1)
-    await producer.advance(items(p, AdvanceOutcome(rejected={"a": "no"})))
+    d = Driver(producer)
+    [e] = await d.take(1)
+    d.reject(e, {"a": "no"})
     await eventually(lambda: committed(cluster) == 1)
     assert recorder.rows["id-orders:0:0"].error == "no dead-letter topic configured"
     await producer.aclose()
@@ -294,9 +228,9 @@ async def test_a_failing_recorder_holds_the_message() -> None:
     fill(cluster, 1)
     recorder = Flaky()
     producer = make(cluster, dlq=None, recorder=recorder)
-    stream = producer.open_stream()
-    p = await take(stream, 1)
-    await producer.advance(items(p, AdvanceOutcome(rejected={"a": "no"})))
+    d = Driver(producer)
+    [e] = await d.take(1)
+    d.reject(e, {"a": "no"})
     await eventually(lambda: committed(cluster) == 1)
     assert recorder.calls == 2
     await producer.aclose()
@@ -306,38 +240,38 @@ async def test_restart_hands_out_only_what_was_not_terminal() -> None:
     cluster = broker()
     fill(cluster, 6)
     first = make(cluster)
-    stream = first.open_stream()
-    p = await take(stream, 6)
-    await first.advance(items(p, OK, OK, failed(30), OK, OK, OK))
+    d = Driver(first)
+    e = await d.take(6)
+    d.hold(e[2])
+    d.ack(*e[:2], *e[3:])
     await eventually(lambda: remembered(cluster) == {3, 4, 5})
     await first.aclose()
     second = make(cluster)
-    stream2 = second.open_stream()
-    [again] = await take(stream2, 1)
+    d2 = Driver(second)
+    [again] = await d2.take(1)
     assert again.offset == 2
     fill(cluster, 1)
-    [new] = await take(stream2, 1)
+    [new] = await d2.take(1)
     assert new.offset == 6
-    await second.advance(items([again, new], OK, OK))
+    d2.ack(again, new)
     await eventually(lambda: committed(cluster) == 7)
     await second.aclose()
 
 
-async def test_revocation_commits_the_prefix_and_late_acks_are_discarded() -> None:
+async def test_revocation_commits_what_resolved_and_late_acks_are_discarded() -> None:
     cluster = broker(partitions=2)
     for i in range(3):
         cluster.produce(T, f"m{i}".encode(), partition=1)
     producer = make(cluster, commit_interval=3600)  # only the revocation commits
-    stream = producer.open_stream()
-    p = await take(stream, 3)
-    await producer.advance(items(p[:1], OK))
+    d = Driver(producer)
+    e = await d.take(3)
+    d.ledger.finish(e[0])  # resolved, not published yet: the revocation publishes it
     # A second member joins the group: partition 1 moves to it, revoked from this one
     # in its consumer thread's next consume(), as librdkafka serves a rebalance.
     cluster.consumer({"group.id": GROUP}).subscribe([T])
-    forget = await asyncio.wait_for(anext(stream), 5)
-    assert forget == ForgetLanes(frozenset({(T, 1)}))
+    assert await d.next_change() == LanesEnded(frozenset({(T, 1)}))
     assert committed(cluster, 1) == 1
-    await producer.advance(items(p[1:], OK, OK))  # late: old generation
+    d.ack(*e[1:])  # late: old generation
     await producer.commit()
     assert committed(cluster, 1) == 1
     await producer.aclose()
@@ -347,14 +281,14 @@ async def test_lost_partitions_commit_nothing() -> None:
     cluster = broker()
     fill(cluster, 3)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 3)
-    await producer.advance(items(p[:1], OK))
+    d = Driver(producer)
+    e = await d.take(3)
+    d.ack(e[0])
     await eventually(lambda: committed(cluster) == 1)
     cluster.expire(cluster.consumers[0])  # session timeout: lost, then it rejoins
-    assert isinstance(await asyncio.wait_for(anext(stream), 5), ForgetLanes)
-    await producer.advance(items(p[1:], OK, OK))  # late: the old generation's outcomes
-    again = await take(stream, 2)  # the rejoined member reads from the committed offset
+    await d.next_change()
+    d.ack(*e[1:])  # late: the old generation's outcomes
+    again = await d.take(2)  # the rejoined member reads from the committed offset
     assert [a.offset for a in again] == [1, 2]
     await producer.aclose()
     assert committed(cluster) == 1
@@ -372,15 +306,16 @@ async def test_replayed_dead_letter_targets_its_rejecters_with_original_coordina
     )
     cluster.produce(T, b"v", headers=h.replay_headers(dlq))
     producer = make(cluster)
-    stream = producer.open_stream()
-    [p] = await take(stream, 1)
-    assert producer.targets(p) == frozenset({"b"})
+    d = Driver(producer)
+    [e] = await d.take(1)
+    p = e.payload
+    assert p.targets == frozenset({"b"})
     # Tracked where it was read; only its events and dead letter carry the origin.
-    assert producer.message_identity(p) == ("id-orders", 0, 0)
+    assert p.identity == ("id-orders", 0, 0) and p.lane == (T, 0)
     assert (p.origin.topic_id, p.origin.partition, p.origin.offset) == ("id-old", 3, 41)
     assert (p.message.topic, p.message.partition, p.message.offset) == ("orders", 3, 41)
-    assert producer.get_advance_lane(p) == (T, 0) and p.replay_count == 1
-    await producer.advance(items([p], AdvanceOutcome(rejected={"b": "still bad"})))
+    assert p.replay_count == 1
+    d.reject(e, {"b": "still bad"})
     await eventually(lambda: committed(cluster) == 1)
     headers = dict(cluster.delivered[0]["headers"])
     assert headers[h.IDENTITY] == b"id-old:3:41" and headers[h.REPLAY_COUNT] == b"1"
@@ -392,9 +327,9 @@ async def test_commit_without_a_consumer_raises() -> None:
     producer = make(cluster)
     with pytest.raises(StreamNotOpenError):
         await producer.commit()
-    stream = producer.open_stream()
+    d = Driver(producer)
     fill(cluster, 1)
-    await take(stream, 1)
+    await d.take(1)
     await producer.commit()
     await producer.aclose()
     with pytest.raises(StreamNotOpenError):
@@ -405,8 +340,9 @@ async def test_final_commit_refused_by_a_rebalance_is_retried_with_the_new_gener
     cluster = broker()
     fill(cluster, 3)
     producer = make(cluster, commit_interval=3600)  # the final commit is the only one
-    stream = producer.open_stream()
-    await producer.advance(items(await take(stream, 3), OK, OK, OK))
+    d = Driver(producer)
+    for entry in await d.take(3):
+        d.ledger.finish(entry)  # resolved, published only by the close
     cluster.fail_commits(KafkaError(KafkaError.ILLEGAL_GENERATION))
     await producer.aclose()
     assert committed(cluster) == 3
@@ -417,8 +353,8 @@ async def test_aclose_closes_the_consumer_once() -> None:
     cluster = broker()
     fill(cluster, 1)
     producer = make(cluster)
-    stream = producer.open_stream()
-    await take(stream, 1)
+    d = Driver(producer)
+    await d.take(1)
     await producer.aclose()
     await producer.aclose()
     assert cluster.consumers[0].close_calls == 1
@@ -430,8 +366,8 @@ async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() ->
     cluster = broker()
     fill(cluster, 1)
     producer = make(cluster, pause_after=3600)
-    stream = producer.open_stream()
-    await take(stream, 1)
+    d = Driver(producer)
+    await d.take(1)
     producer.pause()
     consumer = cluster.consumers[0]
     await eventually(lambda: producer.health().paused)  # the thread saw the pause
@@ -443,7 +379,7 @@ async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() ->
     assert producer.health().paused
     fill(cluster, 1)
     producer.resume()
-    assert len(await take(stream, 1)) == 1
+    assert len(await d.take(1)) == 1
     assert consumer.pause_calls == 0
     await producer.aclose()
 
@@ -452,8 +388,8 @@ async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
     cluster = broker()
     fill(cluster, 1)
     producer = make(cluster, pause_after=0)
-    stream = producer.open_stream()
-    await take(stream, 1)
+    d = Driver(producer)
+    await d.take(1)
     producer.pause()
     consumer = cluster.consumers[0]
     await eventually(lambda: consumer.pause_calls == 1)
@@ -469,15 +405,15 @@ async def test_transient_error_marks_unready_fatal_fails_the_stream() -> None:
     cluster = broker()
     fill(cluster, 1)
     producer = make(cluster)
-    stream = producer.open_stream()
-    await take(stream, 1)
+    d = Driver(producer)
+    await d.take(1)
     assert producer.ready
     consumer = cluster.consumers[0]
     consumer.injected_errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     await eventually(lambda: not producer.ready)
     consumer.injected_errors.append(KafkaError(KafkaError._FATAL, fatal=True))
     with pytest.raises(StreamFailedError):
-        await asyncio.wait_for(anext(stream), 5)
+        await asyncio.wait_for(anext(d.stream), 5)
     assert producer.health().failed is not None
     await producer.aclose()
 
@@ -534,10 +470,10 @@ async def test_a_refused_async_commit_is_counted_once_and_sent_again() -> None:
     cluster = broker()
     fill(cluster, 2)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 2)
+    d = Driver(producer)
+    e = await d.take(2)
     cluster.fail_commits(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))
-    await producer.advance(items(p, OK, OK))
+    d.ack(*e)
     await eventually(lambda: committed(cluster) == 2)
     assert producer.commit_failures == 1 and len(cluster.commit_requests) == 2
     await producer.aclose()
@@ -550,11 +486,11 @@ async def test_metadata_over_the_brokers_limit_halves_the_budget_until_it_fits()
     cluster = MemoryBroker({T: 1, DLQ: 1}, max_metadata_bytes=64)
     fill(cluster, 80)
     producer = make(cluster)
-    stream = producer.open_stream()
-    p = await take(stream, 80)
+    d = Driver(producer)
+    e = await d.take(80)
     # Offset 0 held; every other offset above it terminal: many runs to remember.
-    outcomes = [failed(30)] + [OK if i % 2 else failed(30) for i in range(1, 80)]
-    await producer.advance(items(p, *outcomes))
+    d.hold(*e[::2])
+    d.ack(*e[1::2])
     await eventually(lambda: committed(cluster) == 0 and bool(remembered(cluster)))
     found = cluster.committed(GROUP)[(T, 0)]
     assert len(found[1].encode()) <= 64 and producer.commit_failures >= 1
@@ -566,16 +502,16 @@ async def test_a_recreated_topic_restarts_its_lanes_at_the_first_offset() -> Non
     cluster = broker()
     fill(cluster, 3)
     producer = make(cluster, topic_id_check_interval=0.05)
-    stream = producer.open_stream()
-    await producer.advance(items(await take(stream, 3), OK, OK, OK))
+    d = Driver(producer)
+    d.ack(*await d.take(3))
     await eventually(lambda: committed(cluster) == 3)
     cluster.recreate_topic(T)  # the consumer goes on fetching at offset 3, as librdkafka does
     fill(cluster, 2)
-    forget = await asyncio.wait_for(anext(stream), 5)
-    assert forget == ForgetLanes(frozenset({(T, 0)}))
-    new = await take(stream, 2)
-    assert [(q.offset, q.topic_id) for q in new] == [(0, "id-orders-2"), (1, "id-orders-2")]
-    await producer.advance(items(new, OK, OK))
+    assert await d.next_change() == LanesEnded(frozenset({(T, 0)}))
+    new = await d.take(2)
+    assert [(q.offset, q.payload.topic_id) for q in new] == [
+        (0, "id-orders-2"), (1, "id-orders-2")]
+    d.ack(*new)
     await eventually(lambda: committed(cluster) == 2)
     assert producer.topics_recreated == 1
     await producer.aclose()
@@ -585,23 +521,23 @@ async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None
     cluster = broker()
     fill(cluster, 200)
     producer = make(cluster)
-    producer.bound_lanes(20)
-    stream = producer.open_stream()
-    p = await take(stream, 20)
-    assert len(p) == 20  # admission stops at the bound; what was read past it waits
-    await producer.advance(items(p, failed(30), *[OK] * 19))
+    d = Driver(producer, max_in_flight=20)
+    e = await d.take(20)
+    assert len(e) == 20  # admission stops at the bound; what was read past it waits
+    d.hold(e[0])
+    d.ack(*e[1:])
     await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (20, True))
     consumer = cluster.consumers[0]
     await eventually(lambda: (T, 0) in consumer.paused)
     calls = consumer.consume_calls
     await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
-    assert producer.consumed == 20
-    await producer.advance(items(p[:1], OK))  # the hold lifts: the floor moves
-    acking = asyncio.create_task(ack_forever(producer, stream))  # the rest flows through
+    assert d.ledger.admitted == 20
+    d.ack(e[0])  # the hold lifts: the floor moves
+    acking = asyncio.create_task(d.ack_forever())  # the rest flows through
     await eventually(lambda: committed(cluster) == 200)
     # Nothing read past the bound was lost: the consumer sought back to it on resume.
     await eventually(lambda: producer.floor_distances()[(T, 0)] == (0, 0, False))
-    assert producer.consumed == 200
+    assert d.ledger.admitted == 200
     acking.cancel()
     await producer.aclose()
 
@@ -611,17 +547,16 @@ async def test_large_unresolved_messages_pause_their_partition_at_the_bytes_boun
     for i in range(200):
         cluster.produce(T, bytes(1000), key=b"\0" + bytes([i % 256]))
     producer = make(cluster)
-    producer.bound_lanes(10_000, max_bytes=5_000)  # five messages' worth
-    stream = producer.open_stream()
-    p = await take(stream, 5)
-    assert len(p) == 5  # the message that reached the bytes bound is the last admitted
+    d = Driver(producer, max_in_flight=10_000, max_bytes=5_000)  # five messages' worth
+    e = await d.take(5)
+    assert len(e) == 5  # the message that reached the bytes bound is the last admitted
     await eventually(lambda: producer.floor_distances()[(T, 0)].at_bound)
     assert producer.floor_distances()[(T, 0)].open_bytes == 1002 * 5
     await eventually(lambda: (T, 0) in cluster.consumers[0].paused)
-    await producer.advance(items(p, *[OK] * 5))  # resolved: bytes released, reading resumes
-    acking = asyncio.create_task(ack_forever(producer, stream))
+    d.ack(*e)  # resolved: bytes released, reading resumes
+    acking = asyncio.create_task(d.ack_forever())
     await eventually(lambda: committed(cluster) == 200)
     await eventually(lambda: producer.floor_distances()[(T, 0)] == (0, 0, False))
-    assert producer.consumed == 200
+    assert d.ledger.admitted == 200
     acking.cancel()
     await producer.aclose()

@@ -4,13 +4,13 @@ sink + state access behind the real manager fed by an in-memory producer (SQLite
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Hashable, Sequence
+from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sharedstream.producer.contract import AdvanceItem, SharedStreamProducer, StreamItem
+from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.scopes import Writer
 from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
@@ -82,43 +82,7 @@ def test_encode_payload_once_and_refuse_what_cannot_be_stored() -> None:
 
 # -- through the real manager ------------------------------------------------------------
 
-Payload = tuple[int, int]  # (partition, offset)
-
-
-class ListProducer(SharedStreamProducer[Payload]):
-    """Hands out the messages it is given, records what was advanced."""
-
-    instances: list[ListProducer] = []
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[list[tuple[Any, Payload]]] = asyncio.Queue()
-        self.advanced: list[AdvanceItem[Payload]] = []
-        ListProducer.instances.append(self)
-
-    def feed(self, payloads: Sequence[Payload]) -> None:
-        self.queue.put_nowait([(p, p) for p in payloads])
-
-    async def open_stream(self) -> AsyncIterator[StreamItem[Payload]]:
-        while True:
-            yield await self.queue.get()
-
-    async def advance(self, batch: Sequence[AdvanceItem[Payload]]) -> None:
-        self.advanced.extend(batch)
-
-    def get_advance_lane(self, payload: Payload) -> Hashable:
-        return payload[0]
-
-    def message_identity(self, payload: Payload) -> Hashable:
-        return payload
-
-    def pause(self) -> None:
-        pass
-
-    def resume(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
+STREAMS: list[MemoryStream] = []
 
 
 class Marks(BaseEventTrigger):
@@ -131,8 +95,10 @@ class Marks(BaseEventTrigger):
         return "tests.Marks", {}
 
     @classmethod
-    def create_shared_stream_producer(cls, kwargs: Any) -> ListProducer:
-        return ListProducer()
+    def create_shared_stream_producer(cls, kwargs: Any) -> MemoryStream:
+        stream = MemoryStream(commit_interval=0.01)
+        STREAMS.append(stream)
+        return stream
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         async for partition, offset in stream:
@@ -146,33 +112,33 @@ class Marks(BaseEventTrigger):
 
 
 async def test_manager_sink_and_state_access_with_an_in_memory_producer(tmp_path: Path) -> None:
-    ListProducer.instances.clear()
+    STREAMS.clear()
     store = StateStore.from_url(f"sqlite:///{tmp_path / 'db.sqlite'}")
     store.upgrade()
     asset_id = store.register_asset("marks")
     sink = DatabaseWorkSink(
         store, {"m": asset_id}, ProcessSettings(uow_batch_size=7, uow_max_delay=0.005),
-        coordinates=lambda p: EventCoordinates("t", "tid", p[0], p[1]))
+        coordinates=lambda p: EventCoordinates("t", "tid", int(p.topic), p.offset))
     manager = SharedStreamManager(sink)
     trigger = Marks()
     trigger.asset_state_store = WatcherStateAccess(store, "m", "marks", asset_id)
     manager.declare_cohort("list", ["m"])
     task = asyncio.create_task(manager.run_watcher("m", trigger))
     for _ in range(1000):  # the group builds its producer when the watcher subscribes
-        if ListProducer.instances:
+        if STREAMS:
             break
         await asyncio.sleep(0)
-    producer = ListProducer.instances[-1]
-    producer.feed([(p, o) for o in range(40) for p in range(2)])
+    stream = STREAMS[-1]
+    stream.feed_items([((p, o), LocalRecord(str(p), o)) for o in range(40) for p in range(2)])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 15
-    while len(producer.advanced) < 80:
-        assert loop.time() < deadline, f"advanced {len(producer.advanced)}"
+    ends = {("0", 0): 40, ("1", 0): 40}
+    while {k: t[1] for k, t in stream.published.items()} != ends:
+        assert loop.time() < deadline, f"committed {stream.published}"
         await asyncio.sleep(0.01)
-    outcomes = {item.broker_payload: item.outcome for item in producer.advanced}
-    assert {p for p, o in outcomes.items() if o.rejected} == {(0, 10), (1, 10)}
-    assert outcomes[(0, 10)].rejected["m"].startswith("event payload not JSON: ")
-    assert all(o.acked == {"m"} for p, o in outcomes.items() if p[1] != 10)
+    letters = {p.coordinates: r for p, r in stream.dead_letters}
+    assert letters.keys() == {("0", 10), ("1", 10)}
+    assert letters[("0", 10)]["m"].startswith("event payload not JSON: ")
     state = store.asset(AssetScope(name="marks"))
     # The poison window's advance was dropped with it; the next kept offset advanced it.
     assert [state.get(f"last_seen/{p}") for p in range(2)] == [38, 38]

@@ -1,0 +1,130 @@
+"""The contract between a shared-stream group and its broker adapter.
+
+The adapter owns exactly one broker connection for one group. It is deliberately
+thin: it reads, and does what the group's ledger asks. Everything known per message
+lives in the ledger (:mod:`sharedstream.core.ledger`), which the group owns.
+
+* The adapter yields what it reads and what happened to its partitions
+  (:class:`Records`, :class:`LanesStarted`, :class:`LanesEnded`, :class:`LaneRewound`),
+  in the order it saw them, so a record always meets the ledger of its own generation.
+* The group admits records into the ledger, fans them out, resolves them, and every
+  ``commit_interval`` hands the adapter the commit targets of what changed
+  (:meth:`SharedStreamProducer.publish`).
+* The ledger asks the adapter to pause a partition at its bound, or to seek it back
+  and resume it (:meth:`SharedStreamProducer.request_fetch`).
+* A rejected message is dead-lettered by the adapter
+  (:meth:`SharedStreamProducer.dead_letter`); it tells the group, on the event loop,
+  once the dead letter is durable.
+
+Failure windows the contract is built around:
+
+* The process can die at any point after a message was handed out and before its
+  commit target was committed: the broker still has it uncommitted, so it is read
+  again after a restart (at-least-once delivery; duplicates of *events* are
+  prevented by their idempotency key, not here).
+* A revocation must not commit less than what resolved: the adapter reads the
+  ledger's targets itself (:meth:`Ledger.publish`, on the loop) before it commits
+  the revoked partitions, so it is handed the ledger in :meth:`open_stream`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from sharedstream.core.ledger import Key, Ledger, PartitionLedger, Target
+
+PayloadT = TypeVar("PayloadT")
+
+
+class Records(NamedTuple, Generic[PayloadT]):
+    """Records read, as ``(raw, payload)``: ``raw`` is what filters receive
+    (``KafkaMessage``), ``payload`` the ledger record (``KafkaPayload``)."""
+
+    items: Sequence[tuple[Any, PayloadT]]
+
+
+class LanesStarted(NamedTuple):
+    """Partitions assigned: ``(topic, partition, committed offset or None, terminal
+    offsets remembered above it)`` for one assignment generation."""
+
+    generation: int
+    starts: tuple[tuple[str, int, int | None, frozenset[int]], ...]
+
+
+class LanesEnded(NamedTuple):
+    """These partitions left the consumer (revoked, lost, or their topic recreated)."""
+
+    keys: frozenset[Key]
+
+
+class LaneRewound(NamedTuple):
+    """A bounded partition was sought back to where its ledger stopped admitting:
+    everything read after this comes from there."""
+
+    key: Key
+    generation: int
+
+
+StreamEvent = Records[PayloadT] | LanesStarted | LanesEnded | LaneRewound
+
+
+class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
+    """Broker side of one shared-stream group.
+
+    Implementations must be safe to drive from a single asyncio event loop; any
+    blocking client work belongs on the adapter's own thread, never on the loop.
+    """
+
+    #: How often the group publishes commit targets (seconds).
+    commit_interval: float = 0.1
+
+    @abc.abstractmethod
+    def open_stream(self, ledger: Ledger) -> AsyncIterator[StreamEvent[PayloadT]]:
+        """Yield what is read for the life of the group.
+
+        ``ledger`` is the group's: the adapter reads its snapshot for health and its
+        commit targets when it must commit at once (revocation, close). Returning or
+        raising is an error: the group is evicted and every watcher failed.
+        """
+
+    @abc.abstractmethod
+    def publish(self, targets: Mapping[Key, Target]) -> None:
+        """Commit targets per partition, ``(generation, offset, terminal offsets above)``;
+        committed on the adapter's next commit tick. Sync and cheap."""
+
+    @abc.abstractmethod
+    def request_fetch(self, key: Key, generation: int, seek_to: int | None) -> None:
+        """Pause a partition (``seek_to`` None) or seek it to ``seek_to`` and resume it,
+        then yield :class:`LaneRewound`. Ignored for another generation. Sync and cheap."""
+
+    def record_skipped(self, ledger: PartitionLedger, offset: int) -> None:
+        """A record below the committed position was read (a recreated topic?)."""
+
+    @abc.abstractmethod
+    def dead_letter(self, payload: PayloadT, rejections: dict[str, str],
+                    done: Callable[[], None]) -> None:
+        """Deliver a rejected message's dead letter (one record naming every rejecting
+        watcher); call ``done`` on the event loop once it is durable. Retries are the
+        adapter's: a dead letter is never given up."""
+
+    @abc.abstractmethod
+    def size(self, raw: Any) -> int:
+        """Bytes a handed-out message holds in memory (for ``max_in_flight_bytes``)."""
+
+    @abc.abstractmethod
+    def pause(self) -> None:
+        """Stop fetching new messages (in-flight bound reached); stay a live group member.
+
+        Batches already fetched may still be yielded after ``pause``. Sync and cheap.
+        """
+
+    @abc.abstractmethod
+    def resume(self) -> None:
+        """Fetch again after :meth:`pause`. Sync and cheap; called only after ``pause``."""
+
+    @abc.abstractmethod
+    async def aclose(self) -> None:
+        """Deliver what is delivering, commit the ledger's targets, release the connection.
+        Best effort; called exactly once."""
