@@ -53,6 +53,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from sharedstream.producer.connections import resolve_connection
+from sharedstream.producer.kafka import KafkaSharedStreamProducer
 from sharedstream.producer.runtime import kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore, Writer
 from sharedstream.triggerer.config import ProcessSettings
@@ -296,7 +297,7 @@ def idle_fetch_rate(logs: list[FetchLog], start: float, end: float) -> float:
     return sum(log.rate(start + 0.5, end) for log in logs)
 
 
-class StatsProducer(kt.CountingProducer):
+class StatsProducer(KafkaSharedStreamProducer):
     """Logs librdkafka's fetch-request counts besides the usual metrics."""
 
     fetch_log = FetchLog()
