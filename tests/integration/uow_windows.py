@@ -3,6 +3,9 @@
 ``WindowDriver`` stands in for one watcher's stream: ``open`` makes the window of a
 message current (so ``current_window()`` and the state access see it), ``close`` hands
 it to the sink like the manager does, and the driver records what the sink resolved.
+Closing and rejecting follow the window's own rules (``Window.close``,
+``Window.withdraw``), the ones the real stream uses: nothing of the stream's logic is
+copied here.
 Payloads are ``(topic, partition, offset)``; ``coordinates`` keys events by them.
 """
 
@@ -13,7 +16,7 @@ from typing import Any
 
 from sharedstream.triggerer.eventrows import EventCoordinates
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.window import DONE, SUBMITTED, Window, current_stream
+from sharedstream.triggerer.window import Window, current_stream
 from sharedstream.triggers.base import TriggerEvent
 
 Payload = tuple[str, int, int]
@@ -41,10 +44,8 @@ class WindowDriver:
         window = self.window
         if window is None:
             return False
-        window._state = DONE
-        window.rejected = reason
-        window.staged = None
-        self.rejected[window.payload] = reason
+        if window.withdraw(reason):  # the product's own rule for a rejected window
+            self.rejected[window.payload] = reason
         return True
 
     def _window_confirmed(self, window: Window) -> None:
@@ -67,16 +68,13 @@ class WindowDriver:
         self.window.events.extend(TriggerEvent(p) for p in payloads)
 
     def close(self, submit: bool = True) -> Window:
-        """Close the open window; hand it to the sink when it has something to persist."""
+        """Close the open window by the product's rule; hand it to the sink when it has
+        something to persist (``submit=False``: the test submits it later)."""
         window = self.window
         assert window is not None
         self.window = None
-        if window.events or window.staged:
-            window._state = SUBMITTED
-            if submit:
-                self.sink.submit([window])
-        else:
-            window._state = DONE
+        if window.close() and submit:
+            self.sink.submit([window])
         return window
 
     def handle(self, payload: Payload, *events: Any) -> Window:

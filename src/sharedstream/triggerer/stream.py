@@ -43,7 +43,7 @@ from sharedstream.triggerer.streamconfig import (
     InfrastructureError,
     TimerHandle,
 )
-from sharedstream.triggerer.window import DONE, OPEN, SUBMITTED, Window, current_stream
+from sharedstream.triggerer.window import DONE, OPEN, Window, current_stream
 
 if TYPE_CHECKING:
     from sharedstream.triggerer.group import Group
@@ -170,23 +170,17 @@ class SharedStream:
         window = self.current_window()
         if window is None:
             return False
-        if window._state == OPEN:
-            window._state = DONE
-            window.rejected = reason
-            window.events.clear()
-            window.staged = None
+        if window.withdraw(reason):
             self._group.reject(window._entry, self.name, reason)
         return True
 
     def _close_window(self, window: Window) -> None:
-        if window._state != OPEN:
+        if not window.is_open:
             return  # rejected or abandoned: already resolved
-        if window.events or window.staged:
-            window._state = SUBMITTED
+        if window.close():
             self._in_sink.add(window)
             self._group.submit(window)
         else:
-            window._state = DONE
             self._group.ack(window._entry, self.name)
 
     def _window_confirmed(self, window: Window) -> None:

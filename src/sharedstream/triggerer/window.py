@@ -103,6 +103,30 @@ class Window:
         """True once the sink confirmed it: its staged state is what the database holds."""
         return self._state == COMMITTED
 
+    def withdraw(self, reason: str) -> bool:
+        """The watcher rejected the message while handling it: nothing of the window is
+        kept (events and staged writes dropped). False when it was no longer open."""
+        if self._state != OPEN:
+            return False
+        self._state = DONE
+        self.rejected = reason
+        self.events.clear()
+        self.staged = None
+        return True
+
+    def close(self) -> bool:
+        """The filter moved past the message: True when the window has something to
+        persist (it is now submitted and waits for the sink), False when it is done
+        with nothing to persist (the watcher acks at once). A window that is no longer
+        open (rejected, abandoned) is left as it is, and False returned."""
+        if self._state != OPEN:
+            return False
+        if self.events or self.staged:
+            self._state = SUBMITTED
+            return True
+        self._state = DONE
+        return False
+
     def confirm(self) -> None:
         """The unit of work (events + staged state) committed: the watcher acks."""
         if self._state == SUBMITTED:
