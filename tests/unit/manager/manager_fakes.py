@@ -132,11 +132,17 @@ class FakeSink:
         return found[-1]
 
 
-async def settle(rounds: int = 40) -> None:
-    """Let every ready task run: the fakes never wait on real time, so a bounded
-    number of loop iterations reaches quiescence deterministically."""
-    for _ in range(rounds):
+async def settle() -> None:
+    """Run the loop until nothing is ready to run: every task then waits for something
+    only a test step gives (a feed, the manual clock, a gate, a confirm). Nothing here
+    waits on real time or a thread, so a negative asserted after it is quiescence, not
+    a count of turns that happened to be enough."""
+    loop = asyncio.get_running_loop()
+    for _ in range(100_000):
         await asyncio.sleep(0)
+        if not loop._ready:  # type: ignore[attr-defined]  # the loop's run queue
+            return
+    raise AssertionError("the event loop never went quiet")
 
 
 def make_manager(sink: FakeSink, clock: ManualClock, **settings: Any) -> SharedStreamManager:
