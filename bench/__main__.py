@@ -52,16 +52,16 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sharedstream.producer.connections import resolve_connection
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.runtime import kafka_runtime
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.window import Window
+from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.runtime import kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore, Writer
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
-from sharedstream.triggerer.window import Window
 from sharedstream.triggers.base import TriggerEvent
-from sharedstream.triggers.message import KafkaMessage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from localservices import KafkaBroker, PostgresServer  # type: ignore[import-not-found]

@@ -51,14 +51,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from sharedstream.producer.connections import resolve_connection
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.core.window import Window
+from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.triggerer.gctune import tune_gc
-from sharedstream.triggerer.manager import SharedStreamManager
-from sharedstream.triggerer.streamconfig import ManagerSettings
-from sharedstream.triggerer.window import Window
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 

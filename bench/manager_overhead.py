@@ -20,13 +20,13 @@ from typing import Any
 
 from sharedstream.core.contract import LanesStarted, Records
 from sharedstream.core.ledger import Ledger
+from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import LocalRecord, MemoryStream
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.core.window import Window
 from sharedstream.triggerer.gctune import tune_gc
-from sharedstream.triggerer.manager import SharedStreamManager
-from sharedstream.triggerer.streamconfig import ManagerSettings
-from sharedstream.triggerer.window import Window
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
-from sharedstream.triggers.message import KafkaMessage
 
 BATCH = 500
 PARTITIONS = 8

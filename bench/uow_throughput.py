@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sharedstream.core.window import SUBMITTED, Window, current_stream
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import EventCoordinates
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.window import SUBMITTED, Window, current_stream
 from sharedstream.triggers.base import TriggerEvent
 
 WATCHERS = 10

@@ -20,7 +20,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 from sharedstream.dlq import DeadLetterError, read_dead_letters
-from sharedstream.producer.connections import resolve_connection
+from sharedstream.kafka.connections import resolve_connection
 from sharedstream.statestore.durations import parse_duration
 from sharedstream.triggerer.config import load_config
 

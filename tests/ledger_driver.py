@@ -15,7 +15,7 @@ from typing import Any
 
 from sharedstream.core.contract import LaneRewound, LanesEnded, LanesStarted, Records
 from sharedstream.core.ledger import Entry, Ledger, State
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 
 @dataclass(frozen=True)

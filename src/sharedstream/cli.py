@@ -11,11 +11,11 @@ import sys
 import click
 
 from sharedstream import __version__
-from sharedstream.airflowbridge.commands import publish_airflow
-from sharedstream.producer.dlq_commands import dlq_group
-from sharedstream.producer.offsets_commands import offsets_group
-from sharedstream.statestore.commands import db_group, state_store_group
-from sharedstream.triggerer.events_commands import events_group
+from sharedstream.ops.airflow_commands import publish_airflow
+from sharedstream.ops.dlq_commands import dlq_group
+from sharedstream.ops.events_commands import events_group
+from sharedstream.ops.offsets_commands import offsets_group
+from sharedstream.ops.state_commands import db_group, state_store_group
 
 EXIT_USAGE = 2
 

@@ -6,7 +6,7 @@ commits, so it can run next to the triggerer and the replay tool without moving
 anyone's position. Each record comes decoded with its context::
 
     from sharedstream.dlq import read_dead_letters
-    from sharedstream.producer.connections import resolve_connection
+    from sharedstream.kafka.connections import resolve_connection
 
     connection = resolve_connection("kafka_default", {})  # or load_config().connections
     for record in read_dead_letters(connection, "orders.dlq"):
@@ -19,8 +19,8 @@ See ``examples/dlq_consumer.py`` for an alerting consumer and the README section
 "Dead letters" for the headers.
 """
 
-from sharedstream.producer.dlq_headers import Origin
-from sharedstream.producer.dlq_reader import (
+from sharedstream.kafka.dlq_headers import Origin
+from sharedstream.ops.dlq_reader import (
     DeadLetter,
     DeadLetterError,
     DeadLetterReader,

@@ -6,7 +6,7 @@ Topic, DLQ topic and config path come from the environment the test sets.
 import os
 
 from sharedstream import Asset, AssetWatcher
-from sharedstream.triggers.airflow_sink import AirflowAssetSinkTrigger
+from sharedstream.airflowbridge.sink import AirflowAssetSinkTrigger
 
 bridge = Asset("bridge_to_b", uri="airflow://b", watchers=[
     AssetWatcher(name="sink_b", trigger=AirflowAssetSinkTrigger(

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_probe import committed_partitions
 from sharedstream.dlq import read_dead_letters
-from sharedstream.producer.progress import decode_progress
+from sharedstream.kafka.progress import decode_progress
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 

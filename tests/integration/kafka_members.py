@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ledger_driver import ACK, Driver, Outcome
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.payload import KafkaPayload
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka.payload import KafkaPayload
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 
 Decide = Callable[[KafkaPayload], Outcome]
 

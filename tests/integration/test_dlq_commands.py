@@ -29,19 +29,19 @@ from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
 from sharedstream.cli import cli
-from sharedstream.producer import dlq_headers as h
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.kafka import dlq_headers as h
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
-from sharedstream.triggers.message import KafkaMessage
 
 BAD = (2, 5, 7, 8)
 T0 = 1_700_000_000_000

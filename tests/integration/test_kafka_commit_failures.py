@@ -30,12 +30,12 @@ from test_kafka_manager import (
 )
 from test_kafka_shared_stream import produce, until
 
-from sharedstream.producer.connections import resolve_connection
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.progress import decode_progress
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
-from sharedstream.triggers.message import KafkaMessage
+from sharedstream.core.message import KafkaMessage
+from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.progress import decode_progress
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 
 METADATA_LIMIT = 64
 
@@ -85,7 +85,7 @@ async def test_metadata_over_the_brokers_limit_halves_until_it_fits(
     sink = DictSink()
     watchers = {"steady": Scripted(topics=[topic], kafka_config_id="c0"),
                 "picky": Scripted(even_offsets_held, topics=[topic], kafka_config_id="c0")}
-    caplog.set_level(logging.WARNING, logger="sharedstream.producer.kafka")
+    caplog.set_level(logging.WARNING, logger="sharedstream.kafka.producer")
     triggerer = await Triggerer.start(sink, watchers, SETTINGS)
     try:
         producer = triggerer.producer
@@ -151,7 +151,7 @@ async def test_commits_refused_by_rebalances_lose_and_hand_out_twice_nothing(
     Which commit the broker refuses is up to timing, so whether the refused target is
     sent again is checked deterministically in the unit tests (MemoryBroker); here the
     refusal must land on the real broker (the log says so) and change nothing."""
-    caplog.set_level(logging.INFO, logger="sharedstream.producer.kafka")
+    caplog.set_level(logging.INFO, logger="sharedstream.kafka.producer")
     topic = create_topic("refused", partitions=4)
     before = kafka_runtime()
     conn, group_id = "c0", f"it-{uuid.uuid4().hex[:8]}"

@@ -28,19 +28,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_kafka_shared_stream import committed, produce, until
 
-from sharedstream.producer import dlq_headers as h
-from sharedstream.producer.connections import resolve_connection
-from sharedstream.producer.dlq_replay import Replayer, ReplayRules
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.progress import decode_progress
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
-from sharedstream.triggerer.manager import SharedStreamManager
-from sharedstream.triggerer.streamconfig import ManagerSettings
-from sharedstream.triggerer.window import Window
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.core.window import Window
+from sharedstream.kafka import dlq_headers as h
+from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.progress import decode_progress
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.ops.dlq_replay import Replayer, ReplayRules
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
-from sharedstream.triggers.message import KafkaMessage
 
 EventKey = tuple[str, str, int, int, int]
 _COORDINATOR_MOVING = frozenset(

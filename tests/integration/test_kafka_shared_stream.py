@@ -24,12 +24,12 @@ from kafka_members import ack_all, conn
 
 from kafka_probe import committed_partitions
 from ledger_driver import ACK, Driver, Outcome
-from sharedstream.producer import dlq_headers as h
-from sharedstream.producer.connections import ConnectionConfigError, resolve_connection
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.payload import KafkaPayload
-from sharedstream.producer.progress import decode_progress
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka import dlq_headers as h
+from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
+from sharedstream.kafka.payload import KafkaPayload
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.progress import decode_progress
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 
 MEMBER = Path(__file__).with_name("kafka_members.py")
 Identity = tuple[str, int, int]

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, To
 from confluent_kafka.admin import AdminClient
 
 from sharedstream.cli import cli
-from sharedstream.producer.progress import encode_progress
+from sharedstream.kafka.progress import encode_progress
 from sharedstream.statestore.models import stream_group
 from sharedstream.statestore.store import StateStore
 

@@ -25,19 +25,19 @@ from localservices import PostgresServer
 from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
-from sharedstream.producer.dlq_headers import REJECTIONS
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.kafka.dlq_headers import REJECTIONS
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
-from sharedstream.triggers.message import KafkaMessage
 
 ACK_TIMEOUT = 1.0
 MAX_ATTEMPTS = 2

@@ -14,7 +14,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.engine import Engine
 from uow_windows import WindowDriver, coordinates
 
-from sharedstream.producer.rejections import RejectedMessage
+from sharedstream.kafka.rejections import RejectedMessage
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, asset_state_store, rejected_message
 from sharedstream.triggerer.config import ProcessSettings

@@ -22,18 +22,18 @@ from db_schemas import postgres_schema_url
 from sqlalchemy import select
 from test_kafka_shared_stream import committed, produce
 
-from sharedstream.producer.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.streamconfig import ManagerSettings
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
-from sharedstream.triggers.message import KafkaMessage
 
 MESSAGES = 300
 POISON = 137  # an offset in the middle of a batch (batches of 40)

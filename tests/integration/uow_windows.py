@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sharedstream.core.window import Window, current_stream
 from sharedstream.triggerer.eventrows import EventCoordinates
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.window import Window, current_stream
 from sharedstream.triggers.base import TriggerEvent
 
 Payload = tuple[str, int, int]

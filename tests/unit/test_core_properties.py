@@ -35,16 +35,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sharedstream.producer import dlq_headers as h
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.memory import MemoryBroker
-from sharedstream.producer.rejections import InMemoryRejectionRecorder
-from sharedstream.triggerer.manager import SharedStreamManager
-from sharedstream.triggerer.streamconfig import ManagerSettings
-from sharedstream.triggerer.window import Window
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.core.window import Window
+from sharedstream.kafka import dlq_headers as h
+from sharedstream.kafka.memory import MemoryBroker
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
-from sharedstream.triggers.message import KafkaMessage
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from sharedstream.producer.stats import PartitionStats, partition_stats
+from sharedstream.kafka.stats import PartitionStats, partition_stats
 
 
 def test_partition_stats_reads_assigned_partitions_only() -> None:

@@ -10,15 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 from sharedstream.cli import cli
-from sharedstream.producer.offsets import (
+from sharedstream.kafka.progress import decode_progress, encode_progress
+from sharedstream.ops.events_commands import payload_preview
+from sharedstream.ops.offsets import (
     PartitionPosition,
     format_ranges,
     group_topics,
     parse_reset_target,
 )
-from sharedstream.producer.progress import decode_progress, encode_progress
 from sharedstream.statestore.durations import parse_instant
-from sharedstream.triggerer.events_commands import payload_preview
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -2,6 +2,6 @@
 
 N Airflow instances each publish their asset events to one topic
 (``sharedstream publish-airflow``) and each receive the others' through an
-:class:`~sharedstream.triggers.airflow_sink.AirflowAssetSinkTrigger`: 2N streams
+:class:`~sharedstream.airflowbridge.sink.AirflowAssetSinkTrigger`: 2N streams
 instead of N*(N-1) point-to-point API calls. Needs the ``airflow`` extra (httpx).
 """

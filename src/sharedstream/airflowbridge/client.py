@@ -9,7 +9,7 @@ a Kafka message is retried or dead-lettered:
 
 * :class:`AirflowUnavailableError` (connection refused, timeout, 5xx, 429, auth
   still refused after a fresh token): the instance cannot answer now. It is an
-  :class:`~sharedstream.triggerer.streamconfig.InfrastructureError`, so a sink
+  :class:`~sharedstream.core.streamconfig.InfrastructureError`, so a sink
   message is held and redelivered with backoff forever, never dead-lettered.
 * :class:`AirflowRequestError` (any other 4xx): the request itself is wrong for this
   instance (asset missing, payload refused); retrying cannot help.
@@ -29,7 +29,7 @@ import httpx
 from sharedstream.airflowbridge.envelope import MARKER, parse_timestamp
 from sharedstream.airflowbridge.ratelimit import TokenBucket
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
-from sharedstream.triggerer.streamconfig import InfrastructureError
+from sharedstream.core.streamconfig import InfrastructureError
 
 log = logging.getLogger(__name__)
 

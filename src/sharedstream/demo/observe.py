@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from sqlalchemy import func, select
 
-from sharedstream.producer.dlq_headers import ORIGINAL_OFFSET, ORIGINAL_PARTITION, REJECTIONS
+from sharedstream.kafka.dlq_headers import ORIGINAL_OFFSET, ORIGINAL_PARTITION, REJECTIONS
 from sharedstream.statestore.engine import make_engine
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 

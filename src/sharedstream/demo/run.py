@@ -38,11 +38,11 @@ from rich.console import Console
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from sharedstream.clitools import emit_json
 from sharedstream.demo import view
 from sharedstream.demo.observe import Observer, Snapshot, TriggererState
 from sharedstream.demo.traffic import Traffic
 from sharedstream.demo.watchers import CONNECTION, DLQ_TOPIC, TOPIC
+from sharedstream.ops.clitools import emit_json
 from sharedstream.triggerer.config import Config, DatabaseSettings, ProcessSettings
 from sharedstream.triggerer.plan import make_plan
 from sharedstream.triggerer.process import Triggerer, check_topics, open_store

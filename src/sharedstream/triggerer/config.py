@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
+from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore.settings import StateStoreSettings
 from sharedstream.triggerer.settings_loader import (
     ConfigError,
@@ -29,7 +30,6 @@ from sharedstream.triggerer.settings_loader import (
     env_overrides,
     read_toml,
 )
-from sharedstream.triggerer.streamconfig import ManagerSettings
 
 DEFAULT_DATABASE_URL = "sqlite:///sharedstream.db"
 CONFIG_ENV = "SHAREDSTREAM_CONFIG"

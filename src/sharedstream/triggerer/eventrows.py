@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sharedstream.producer.payload import KafkaPayload
+from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.statestore.values import JSON_ENCODER
 
 # MEDIUMTEXT, the payload column on MySQL/MariaDB, holds at most 2**24 - 1 bytes.

@@ -20,7 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 if TYPE_CHECKING:
     from sharedstream.triggerer.persistence import DatabaseWorkSink

@@ -61,6 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.sql import insert_ignore_many
@@ -76,7 +77,6 @@ from sharedstream.triggerer.eventrows import (
     event_rows,
     kafka_coordinates,
 )
-from sharedstream.triggerer.window import Window
 
 log = logging.getLogger(__name__)
 

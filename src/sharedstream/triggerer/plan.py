@@ -12,7 +12,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sharedstream.producer.connections import (
+from sharedstream.kafka.connections import (
     ConnectionConfigError,
     consumer_group_id,
     resolve_connection,

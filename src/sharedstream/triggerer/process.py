@@ -31,16 +31,18 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
-from sharedstream.producer.runtime import configure_kafka_runtime
-from sharedstream.producer.topic_ids import TopicIdResolver
-from sharedstream.producer.topics import BrokerUnreachableError, missing_topics
+from sharedstream.airflowbridge.runtime import configure_airflow_instances
+from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.streamconfig import GroupFailedError
+from sharedstream.kafka.runtime import configure_kafka_runtime
+from sharedstream.kafka.topic_ids import TopicIdResolver
+from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.migrate import head_revision, is_known_revision
-from sharedstream.triggerer.config import Config
+from sharedstream.triggerer.config import Config, load_config
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.loading import LoadedWatcher
-from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.plan import GroupPlan, Plan, StartupError, make_plan
@@ -52,7 +54,6 @@ from sharedstream.triggerer.registration import (
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.standalone import run_standalone
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.streamconfig import GroupFailedError
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class Triggerer:
         self._stop = stop
         configure_kafka_runtime(self.config.connections, self.recorder,
                                 topic_id_resolver=self.topic_id_resolver)
+        configure_airflow_instances(lambda path: load_config(path).airflow)
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sharedstream.producer.rejections import RejectedMessage
+from sharedstream.kafka.rejections import RejectedMessage
 from sharedstream.statestore.models import rejected_message
 from sharedstream.statestore.sql import insert_ignore_many
 from sharedstream.statestore.store import StateStore

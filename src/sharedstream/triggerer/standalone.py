@@ -17,6 +17,7 @@ import logging
 import uuid
 from typing import Any
 
+from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.sql import insert_ignore_many
@@ -29,7 +30,6 @@ from sharedstream.triggerer.eventrows import (
     event_rows,
 )
 from sharedstream.triggerer.loading import LoadedWatcher
-from sharedstream.triggerer.streamconfig import ManagerSettings
 
 log = logging.getLogger(__name__)
 

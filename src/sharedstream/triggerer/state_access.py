@@ -48,6 +48,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
+from sharedstream.core.streamconfig import InfrastructureError
+from sharedstream.core.window import Window, current_window
 from sharedstream.statestore.accessors import AssetState
 from sharedstream.statestore.comparison import compare, is_forward
 from sharedstream.statestore.engine import describe_error, is_transient_error
@@ -56,8 +58,6 @@ from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, S
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
-from sharedstream.triggerer.streamconfig import InfrastructureError
-from sharedstream.triggerer.window import Window, current_window
 from sharedstream.triggers.assets import Asset
 
 log = logging.getLogger(__name__)

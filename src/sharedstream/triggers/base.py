@@ -13,36 +13,23 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Hashable, Mapping
 from typing import Any
 
 from sharedstream.core.contract import SharedStreamProducer
-from sharedstream.triggerer.window import reject_current
+from sharedstream.core.event import TriggerEvent
+from sharedstream.core.subscriber import SharedStreamConflictError, check_shared_stream_group
+from sharedstream.core.window import reject_current
 
 log = logging.getLogger(__name__)
 
 _STORE_ATTR = "_sharedstream_asset_state_store"
 
 
-@dataclass(slots=True)
-class TriggerEvent:
-    """Something a trigger found worth an asset event. Treat it as immutable.
-
-    ``payload`` must be JSON-serialisable to be persisted.
-    """
-
-    payload: Any
-
-
 def classpath(obj: object) -> str:
     """``module.QualName`` of an object's class, as :meth:`BaseEventTrigger.serialize` uses."""
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-class SharedStreamConflictError(ValueError):
-    """Two watchers of one group disagree on an argument the group's producer is built from."""
 
 
 class BaseEventTrigger:
@@ -124,37 +111,6 @@ class BaseEventTrigger:
         setattr(self, _STORE_ATTR, store)
 
 
-def check_shared_stream_group(members: Sequence[tuple[str, BaseEventTrigger]]) -> None:
-    """Refuse a group whose triggers disagree on :meth:`~BaseEventTrigger.shared_stream_arguments`.
-
-    ``members`` are ``(watcher name, trigger)`` of one group (equal keys), the first
-    being the reference. Raises :class:`SharedStreamConflictError` naming both
-    watchers, the argument and both values. The manager calls it at subscribe and
-    the loader at start-up, so a conflict never reaches a running group.
-    """
-    if len(members) < 2:
-        return
-    first_name, first = members[0]
-    reference = first.shared_stream_arguments()
-    for name, trigger in members[1:]:
-        arguments = trigger.shared_stream_arguments()
-        for arg in sorted(reference.keys() | arguments.keys()):
-            mine, theirs = reference.get(arg, _MISSING), arguments.get(arg, _MISSING)
-            if mine != theirs:
-                raise SharedStreamConflictError(
-                    f"watchers {first_name!r} and {name!r} share the stream "
-                    f"{first.shared_stream_key()!r} but disagree on {arg}: "
-                    f"{mine!r} != {theirs!r}")
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-_MISSING = _Missing()
-
-
 def reject_shared_stream_event(reason: str = "") -> None:
     """Reject the message this watcher is handling: it goes to the dead-letter topic.
 
@@ -167,3 +123,13 @@ def reject_shared_stream_event(reason: str = "") -> None:
                     reason)
         warnings.warn("reject_shared_stream_event() called outside a message window: ignored",
                       RuntimeWarning, stacklevel=2)
+
+
+__all__ = [
+    "BaseEventTrigger",
+    "SharedStreamConflictError",
+    "TriggerEvent",
+    "check_shared_stream_group",
+    "classpath",
+    "reject_shared_stream_event",
+]

@@ -14,17 +14,17 @@ import logging
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
-from sharedstream.producer.connections import resolve_connection
-from sharedstream.producer.kafka import KafkaSharedStreamProducer
-from sharedstream.producer.runtime import kafka_runtime
-from sharedstream.producer.topic_ids import describe_topic_ids
+from sharedstream.core.message import KafkaMessage
+from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+from sharedstream.kafka.runtime import kafka_runtime
+from sharedstream.kafka.topic_ids import describe_topic_ids
 from sharedstream.triggers.base import (
     BaseEventTrigger,
     TriggerEvent,
     classpath,
     reject_shared_stream_event,
 )
-from sharedstream.triggers.message import KafkaMessage
 
 log = logging.getLogger(__name__)
 

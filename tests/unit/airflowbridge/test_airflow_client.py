@@ -18,7 +18,7 @@ from sharedstream.airflowbridge.client import (
     AirflowUnavailableError,
 )
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
-from sharedstream.triggerer.streamconfig import InfrastructureError
+from sharedstream.core.streamconfig import InfrastructureError
 
 PASSWORD = "pw-Secret-4711"
 TOKEN = "tok-Secret-0815"

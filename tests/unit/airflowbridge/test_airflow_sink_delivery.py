@@ -13,7 +13,7 @@ import pytest
 from sharedstream.airflowbridge.client import AirflowClient, AirflowUnavailableError
 from sharedstream.airflowbridge.envelope import MARKER, Envelope
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
-from sharedstream.triggers.airflow_sink import AirflowAssetSinkTrigger, AssetMissingError
+from sharedstream.airflowbridge.sink import AirflowAssetSinkTrigger, AssetMissingError
 
 URI = "s3://b/orders"
 ENVELOPE = Envelope(source="team_b", asset_name="orders", asset_uri=URI, event_id=42,

@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from sharedstream.core.group import Group
 from sharedstream.core.ledger import Entry, State
+from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import MemoryStream
-from sharedstream.triggerer.group import Group
-from sharedstream.triggerer.manager import SharedStreamManager
-from sharedstream.triggerer.streamconfig import ManagerSettings, ManualClock
-from sharedstream.triggerer.window import Window
+from sharedstream.core.streamconfig import ManagerSettings, ManualClock
+from sharedstream.core.window import Window
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 
 Coordinates = tuple[str, int]  # (lane, offset); the raw message is "lane:offset"

@@ -10,8 +10,8 @@ import pytest
 from manager_fakes import FakeTrigger, Harness, one_event, settle
 
 from sharedstream.core.ledger import State
-from sharedstream.triggerer.stream import HANDOUT_RUN
-from sharedstream.triggerer.window import current_window
+from sharedstream.core.stream import HANDOUT_RUN
+from sharedstream.core.window import current_window
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 
 pytestmark = pytest.mark.unit

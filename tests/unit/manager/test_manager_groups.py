@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from manager_fakes import FakeSink, FakeTrigger, Harness, make_manager, one_event, settle
 
-from sharedstream.triggerer.streamconfig import (
+from sharedstream.core.streamconfig import (
     GroupFailedError,
     ManagerSettings,
     ManualClock,

@@ -7,7 +7,7 @@ from typing import Any
 from manager_fakes import Harness, settle
 
 from sharedstream.core.ledger import State
-from sharedstream.triggerer.streamconfig import InfrastructureError
+from sharedstream.core.streamconfig import InfrastructureError
 
 
 async def test_infrastructure_errors_never_count_towards_max_attempts() -> None:

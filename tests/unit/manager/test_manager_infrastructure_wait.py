@@ -17,10 +17,10 @@ import pytest
 from manager_fakes import Harness, settle
 from sqlalchemy.exc import OperationalError
 
+from sharedstream.core.window import current_window
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer import state_access
 from sharedstream.triggerer.state_access import WatcherStateAccess
-from sharedstream.triggerer.window import current_window
 
 
 def refused() -> OperationalError:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.scopes import Writer
@@ -17,7 +18,6 @@ from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedS
 from sharedstream.triggerer.batchmerge import fold_staged
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import EventCoordinates, PayloadRefused, encode_payload
-from sharedstream.triggerer.manager import SharedStreamManager
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent

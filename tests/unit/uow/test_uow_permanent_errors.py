@@ -17,12 +17,12 @@ from sqlalchemy.exc import (
     StatementError,
 )
 
+from sharedstream.core.window import SUBMITTED, Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import is_permanent_error, is_transient_error
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import EventCoordinates
 from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
-from sharedstream.triggerer.window import SUBMITTED, Window
 
 
 class DriverDataError(Exception):

@@ -1,0 +1,496 @@
+"""One shared-stream group: an adapter, a fixed cohort, the partition ledger.
+
+Flow: the pump task pulls what the adapter reads (``open_stream``); records are
+admitted into the group's :class:`~sharedstream.core.ledger.Ledger`, whose entry is
+the only per-message state, and each entry is appended to every target watcher's
+queue. Watchers resolve it (ack / reject / fail) through their streams; the last
+outcome of a delivery round settles it at once:
+
+* all acked -> terminal;
+* someone failed -> held: the entry is its partition's floor and a timer hands it
+  out again, after the backoff of its round, to the watchers that still owe it;
+* clean with rejections -> the adapter dead-letters it; terminal once durable.
+
+Every ``commit_interval`` the group hands the adapter the commit targets of the
+partitions that changed. Held entries count towards ``max_in_flight``: an absent
+watcher lets its siblings run ahead by at most that many messages.
+
+Failure windows: if the process dies, nothing beyond the published targets is
+committed, so everything else is read again; what the ledger knew (acks of earlier
+rounds, attempt counts) is lost with the process, and a re-read goes to everyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sharedstream.core.contract import (
+    LaneRewound,
+    LanesEnded,
+    LanesStarted,
+    Records,
+    SharedStreamProducer,
+)
+from sharedstream.core.counters import GroupCounters
+from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.stream import SharedStream
+from sharedstream.core.streamconfig import (
+    ABSENT,
+    QUEUE_FULL,
+    Clock,
+    LoopClock,
+    ManagerSettings,
+    TimerHandle,
+)
+from sharedstream.core.window import Window, WorkSink
+
+if TYPE_CHECKING:
+    from sharedstream.core.manager import SharedStreamManager
+    from sharedstream.core.subscriber import Subscriber
+
+log = logging.getLogger(__name__)
+
+NOT_IN_COHORT = "not in the cohort"
+# A held message is never handed out again sooner than this, whatever the backoff says.
+MIN_RETRY_S = 0.05
+PENDING, HELD = State.PENDING, State.HELD
+
+
+class ProducerStreamEnded(RuntimeError):
+    """``open_stream()`` returned: a producer must stream for the group's whole life."""
+
+
+class Group:
+    """Runtime state of one ``shared_stream_key``. Internal to the manager."""
+
+    def __init__(self, manager: SharedStreamManager, key: Hashable, cohort: frozenset[str],
+                 producer: SharedStreamProducer[Any],
+                 founder: tuple[str, Subscriber]) -> None:
+        self.manager = manager
+        self.key = key
+        self.cohort = cohort
+        self.producer = producer
+        # The first subscriber: later ones must agree with its shared_stream_arguments().
+        self.founder = founder
+        self.settings: ManagerSettings = manager.settings
+        # A paused group resumes once every queue is at or below this mark.
+        self.low_queue = self.settings.subscriber_queue_size // 2
+        self.clock: Clock = manager.clock
+        self.sink: WorkSink = manager.sink
+        self.streams: dict[str, SharedStream] = {}
+        self.ledger = Ledger(f"group {key!r}", producer.request_fetch, producer.record_skipped)
+        self.ledger.set_bounds(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
+        # Entries pending or held: what the group-wide in-flight bound counts.
+        self.in_flight = 0
+        self.paused = False
+        self.quiesced = False
+        self.polling = False
+        self.stopping = False
+        self.failure: BaseException | None = None
+        self._present: list[SharedStream] = []
+        self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
+        self.counters = GroupCounters()
+        self._to_submit: list[Window] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._redeliveries: set[TimerHandle] = set()
+        self._publish_handle: asyncio.TimerHandle | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._grace: TimerHandle | None = self.clock.call_at(
+            self.clock.now() + self.settings.cohort_grace_period, self._grace_expired)
+        self._closed_producer: asyncio.Task[None] | None = None
+
+    # -- membership ----------------------------------------------------------------
+
+    def add(self, name: str) -> SharedStream:
+        # The loop's own clock skips two calls per message on the hot path.
+        now = (asyncio.get_running_loop().time if isinstance(self.clock, LoopClock)
+               else self.clock.now)
+        stream = SharedStream(self, name, now)
+        self.streams[name] = stream
+        self._membership_changed()
+        if not self.polling and len(self.streams) == len(self.cohort):
+            self._start_polling()
+        return stream
+
+    def remove(self, name: str, fail_pending: bool) -> None:
+        stream = self.streams.pop(name)
+        self._membership_changed()
+        stream._detach(fail_pending)
+
+    def _membership_changed(self) -> None:
+        self._present = list(self.streams.values())
+        absent = self.cohort - self.streams.keys()
+        self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+
+    def _grace_expired(self) -> None:
+        self._grace = None
+        if not self.polling and not self.stopping and self.failure is None:
+            log.warning("group %r: starting without %s after the grace period (held for them)",
+                        self.key, sorted(self.cohort - self.streams.keys()))
+            self._start_polling()
+
+    def _start_polling(self) -> None:
+        self.polling = True
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        self._pump = self._spawn(self._run_pump())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- intake ----------------------------------------------------------------------
+
+    async def _run_pump(self) -> None:
+        ledger = self.ledger
+        try:
+            async for item in self.producer.open_stream(ledger):
+                if isinstance(item, Records):
+                    self._broadcast(item.items)
+                elif isinstance(item, LanesStarted):
+                    ledger.start(item.generation, item.starts)
+                elif isinstance(item, LanesEnded):
+                    self._forget(item.keys)
+                elif isinstance(item, LaneRewound):
+                    ledger.rewound(item.key, item.generation)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail_group(exc)
+            return
+        self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
+
+    def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
+        entries = self.ledger.admit(items, self.producer.size)
+        self._schedule_publish()
+        if not entries:
+            return
+        cohort = self.cohort
+        absent = self._absent
+        present, overflow = self._room()
+        if overflow is not None:
+            absent = {**(absent or {}), **overflow}
+        n_present = len(present)
+        self.counters.received += len(entries)
+        self.in_flight += len(entries)
+        for entry in entries:
+            targets = entry.payload.targets
+            if targets is None:
+                entry.targets = entry.round_targets = cohort
+                for stream in present:
+                    stream._queue.append(entry)
+                entry.pending = n_present
+                if absent is not None:
+                    entry.failed = dict(absent)
+                if not n_present:
+                    self._resolved(entry)
+            else:
+                entry.targets = targets
+                self._deliver(entry, targets)
+        for stream in present:
+            if stream._waiter is not None:
+                stream._wake()
+        self._check_pause()
+
+    def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
+        """The streams that take this batch, and the watchers failed for it (queue full).
+
+        A watcher whose queue is full *and* a whole queue behind its fastest sibling is
+        lagging: it is failed for the new messages (held for it, no attempt used) so its
+        siblings keep their pace; the in-flight bound still caps how far they run ahead.
+        Measuring against the fastest sibling, not just the bound, keeps watchers of equal
+        speed from failing each other: under load their queues sit near the bound and
+        differ by scheduling jitter (a stream yields the loop every ``HANDOUT_RUN``
+        messages), which must not turn into holds and redeliveries. When every queue is
+        full the whole group is simply slow: the batch goes in (bounds are soft) and
+        fetching pauses.
+        """
+        present = self._present
+        if len(present) < 2:
+            return present, None
+        lengths = [len(s._queue) for s in present]
+        bound = self.settings.subscriber_queue_size + min(lengths)
+        if max(lengths) < bound:
+            return present, None
+        return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
+                {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
+
+    def _deliver(self, entry: Entry, targets: frozenset[str]) -> None:
+        """Slow path: a targeted message or a redelivery round."""
+        entry.round_targets = targets
+        entry.failed = None
+        pending = 0
+        for name in targets:
+            stream = self.streams.get(name)
+            if stream is not None:
+                stream._queue.append(entry)
+                pending += 1
+            elif name in self.cohort:
+                if entry.failed is None:
+                    entry.failed = {}
+                entry.failed[name] = ABSENT
+            else:
+                # A replayed dead letter naming a watcher that no longer exists goes
+                # back to the dead-letter topic rather than vanishing.
+                if entry.rejected is None:
+                    entry.rejected = {}
+                entry.rejected[name] = NOT_IN_COHORT
+        entry.pending = pending
+        if not pending:
+            self._resolved(entry)
+
+    def _redeliver(self, entry: Entry) -> None:
+        """A held entry's retry time came: hand it to the watchers that still owe it."""
+        if self.failure is not None or self.stopping or not self.ledger.release(entry):
+            return
+        entry.rounds += 1
+        self.counters.redelivered += 1
+        owed = entry.targets - (entry.acked_before or frozenset())
+        if entry.rejected:
+            owed = owed - entry.rejected.keys()
+        self._deliver(entry, owed)
+        for name in owed:
+            stream = self.streams.get(name)
+            if stream is not None and stream._waiter is not None:
+                stream._wake()
+
+    def _forget(self, keys: frozenset[Any]) -> None:
+        """The adapter lost these partitions: drop their in-flight and held messages."""
+        self.in_flight -= self.ledger.end(keys)
+        self.maybe_resume()
+
+    # -- flow control ------------------------------------------------------------------
+
+    def _check_pause(self) -> None:
+        """Pause at the in-flight bound, or when every watcher's queue is full."""
+        if self.paused:
+            return
+        limit = self.settings.subscriber_queue_size
+        if self.in_flight >= self.settings.max_in_flight or (self._present and all(
+                len(s._queue) >= limit for s in self._present)):
+            self.paused = True
+            self.producer.pause()
+
+    def quiesce(self) -> None:
+        """Fetch nothing new from now on (shutdown); what is in flight still resolves."""
+        self.quiesced = True
+        if not self.paused:
+            self.paused = True
+            self.producer.pause()
+
+    def maybe_resume(self) -> None:
+        """Resume once in-flight fell to half its bound and some queue to half of its own
+        (a watcher that stays full is not waited for: new messages are held for it)."""
+        if not self.paused or self.failure is not None or self.stopping or self.quiesced:
+            return
+        low_queue = self.low_queue
+        if self.in_flight <= self.settings.max_in_flight // 2 and (not self._present or any(
+                len(s._queue) <= low_queue for s in self._present)):
+            self.paused = False
+            self.producer.resume()
+
+    # -- resolution ------------------------------------------------------------------------
+
+    def ack(self, entry: Entry, watcher: str) -> None:
+        if entry.state is not PENDING:
+            return
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def reject(self, entry: Entry, watcher: str, reason: str) -> None:
+        if entry.state is not PENDING:
+            return
+        if entry.rejected is None:
+            entry.rejected = {}
+        entry.rejected[watcher] = reason
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
+        """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
+        if entry.state is not PENDING:
+            return
+        if counts:
+            if entry.attempts is None:
+                entry.attempts = {}
+            attempts = entry.attempts[watcher] = entry.attempts.get(watcher, 0) + 1
+            if attempts >= self.settings.max_attempts:
+                self.reject(entry, watcher, f"max attempts: {why}")
+                return
+        if entry.failed is None:
+            entry.failed = {}
+        entry.failed[watcher] = why
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def _resolved(self, entry: Entry) -> None:
+        """The last watcher of a delivery round resolved it: settle it in the ledger now.
+
+        Not once the adapter is closing: what resolves then stays uncommitted and is
+        read again by the next consumer.
+        """
+        if self._closed_producer is not None:
+            return
+        failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
+        counters = self.counters
+        if failed is None and rejected is None and before is None and (
+                entry.round_targets is self.cohort):
+            counters.clean += 1
+            counters.settled += 1
+            self.in_flight -= 1
+            self.ledger.finish(entry)
+        else:
+            acked = entry.round_targets
+            if failed:
+                acked = acked - failed.keys()
+            if rejected:
+                acked = acked - rejected.keys()
+            if before:
+                acked = acked | before
+            if failed:
+                counters.failed.update(failed.keys())
+                entry.acked_before = acked
+                self.ledger.hold(entry)
+                self._hold(entry)
+                return
+            counters.acked.update(acked)
+            counters.settled += 1
+            self.in_flight -= 1
+            if rejected:
+                counters.rejected.update(rejected.keys())
+                entry.state = State.DELIVERING
+                try:
+                    self.producer.dead_letter(entry.payload, dict(rejected),
+                                              lambda: self._dead_lettered(entry))
+                except Exception as exc:
+                    log.exception("group %r: the adapter refused a dead letter; evicting the "
+                                  "group", self.key)
+                    self._fail_group(exc)
+                    return
+            else:
+                self.ledger.finish(entry)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        # In flight falls one at a time: check the resume mark only where it is crossed.
+        if self.paused and self.in_flight == self.settings.max_in_flight // 2:
+            self.maybe_resume()
+
+    def _hold(self, entry: Entry) -> None:
+        """Hand a held entry out again after the backoff of its delivery round."""
+        if self.stopping or self.failure is not None:
+            return
+        delay = max(self.settings.backoff(entry.rounds), MIN_RETRY_S)
+        handle: TimerHandle
+
+        def due() -> None:
+            self._redeliveries.discard(handle)
+            self._redeliver(entry)
+
+        handle = self.clock.call_at(self.clock.now() + delay, due)
+        self._redeliveries.add(handle)
+
+    def _dead_lettered(self, entry: Entry) -> None:
+        if self.ledger.delivered(entry):
+            self._schedule_publish()
+
+    # -- commit targets -------------------------------------------------------------------
+
+    def _schedule_publish(self) -> None:
+        if self._publish_handle is None and self._closed_producer is None:
+            self._publish_handle = asyncio.get_running_loop().call_later(
+                self.producer.commit_interval, self._publish)
+
+    def _publish(self) -> None:
+        """Hand the adapter the commit targets of the partitions that changed."""
+        self._publish_handle = None
+        targets = self.ledger.publish()
+        if targets:
+            self.producer.publish(targets)
+
+    # -- unit of work -----------------------------------------------------------------------
+
+    def submit(self, window: Window) -> None:
+        if not self._to_submit:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._to_submit.append(window)
+
+    def _flush(self) -> None:
+        windows, self._to_submit = self._to_submit, []
+        if not windows:
+            return
+        try:
+            self.sink.submit(windows)
+        except Exception as exc:
+            log.exception("group %r: the work sink refused %d windows", self.key, len(windows))
+            for window in windows:
+                window.fail(exc)
+
+    # -- ending ---------------------------------------------------------------------------------
+
+    def _fail_group(self, exc: BaseException) -> None:
+        if self.failure is not None or self.stopping:
+            return
+        self.failure = exc
+        log.error("group %r failed: %r; failing watchers %s", self.key, exc, sorted(self.streams))
+        self.manager._evict(self)
+        self._cancel_timers()
+        current = asyncio.current_task()
+        for task in list(self._tasks):
+            if task is not current:
+                task.cancel()
+        for stream in self._present:
+            stream._fail(exc)
+        self.in_flight -= self.ledger.end_all()
+        self._close_producer()
+
+    async def stop(self) -> None:
+        """Stop fetching, abandon what is unresolved, close (the adapter commits what
+        resolved and delivers what is delivering).
+
+        Unresolved messages are not committed: the broker redelivers them to the next
+        consumer. Idempotent.
+        """
+        if self.stopping or self.failure is not None:
+            if self._closed_producer is not None:
+                await asyncio.shield(self._closed_producer)
+            return
+        self.stopping = True
+        self._cancel_timers()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        for stream in list(self._present):
+            stream._detach(fail_pending=False)
+        await self._close_producer()
+        self.in_flight -= self.ledger.end_all()
+
+    def _cancel_timers(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        for handle in self._redeliveries:
+            handle.cancel()
+        self._redeliveries.clear()
+        if self._publish_handle is not None:
+            self._publish_handle.cancel()
+            self._publish_handle = None
+
+    def _close_producer(self) -> asyncio.Task[None]:
+        if self._closed_producer is None:
+            self._closed_producer = asyncio.get_running_loop().create_task(self._aclose())
+        return self._closed_producer
+
+    async def _aclose(self) -> None:
+        try:
+            await self.producer.aclose()
+        except Exception:
+            log.exception("group %r: producer aclose() failed", self.key)

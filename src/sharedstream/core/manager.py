@@ -1,0 +1,271 @@
+"""SharedStreamManager: groups by key, fixed cohorts, watcher runners.
+
+The triggerer declares each group's cohort (every watcher of that key in the
+loaded modules), then runs each watcher with :meth:`SharedStreamManager.run_watcher`
+(or drives :meth:`SharedStreamManager.subscribe` streams itself). The manager
+builds one producer per group from the first subscriber, starts polling when the
+whole cohort is there (or the grace period ran out), and stops the group when the
+last watcher leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sharedstream.core.contract import SharedStreamProducer
+from sharedstream.core.counters import GroupCounters
+from sharedstream.core.event import TriggerEvent
+from sharedstream.core.group import Group
+from sharedstream.core.stream import SharedStream
+from sharedstream.core.streamconfig import (
+    Clock,
+    GroupFailedError,
+    LoopClock,
+    ManagerSettings,
+    ProducerFactoryError,
+)
+from sharedstream.core.subscriber import Subscriber, check_shared_stream_group
+from sharedstream.core.window import WorkSink
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """One group as ``/readyz`` and ``/metrics`` see it."""
+
+    key: Hashable
+    producer: SharedStreamProducer[Any]
+    cohort: frozenset[str]
+    present: frozenset[str]
+    polling: bool
+    paused: bool
+    in_flight: int
+    queued: int
+    counters: GroupCounters
+
+
+class SharedStreamManager:
+    """Fans each group's single poll loop out to its cohort and gates advances on acks.
+
+    All methods run on one event loop. ``sink`` receives closed windows that have
+    events or staged state (the unit of work); see :mod:`sharedstream.core.window`.
+    """
+
+    def __init__(self, sink: WorkSink, settings: ManagerSettings | None = None,
+                 clock: Clock | None = None) -> None:
+        self.sink = sink
+        self.settings = settings or ManagerSettings()
+        self.clock: Clock = clock or LoopClock()
+        self._cohorts: dict[Hashable, frozenset[str]] = {}
+        self._groups: dict[Hashable, Group] = {}
+        self._membership: dict[str, Group] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    # -- cohorts and membership ---------------------------------------------------------
+
+    def declare_cohort(self, key: Hashable, watcher_names: Iterable[str]) -> None:
+        """Fix the watchers of group ``key``: polling waits for all of them.
+
+        Redeclaring the same set is a no-op; changing it while the group runs is an error.
+        """
+        if key is None:
+            raise ValueError("a shared-stream key cannot be None")
+        names = list(watcher_names)
+        cohort = frozenset(names)
+        if not cohort:
+            raise ValueError(f"cohort of {key!r} is empty")
+        if len(cohort) != len(names):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"cohort of {key!r} names {dupes} more than once")
+        current = self._cohorts.get(key)
+        if current is not None and current != cohort and key in self._groups:
+            raise ValueError(f"cohort of running group {key!r} cannot change "
+                             f"({sorted(current)} -> {sorted(cohort)})")
+        self._cohorts[key] = cohort
+
+    def subscribe(self, watcher: str, trigger: Subscriber) -> SharedStream:
+        """Join ``watcher`` to its trigger's group and return the stream its filter reads.
+
+        The first subscriber of a key builds the producer (a factory failure raises
+        :class:`ProducerFactoryError`, terminal). Raises ValueError for a None key, a
+        watcher already subscribed, an undeclared cohort or a watcher outside it;
+        and :class:`SharedStreamConflictError` (a ValueError) for a trigger whose
+        ``shared_stream_arguments()`` differ from the group's first trigger (naming both).
+        """
+        key = trigger.shared_stream_key()
+        if key is None:
+            raise ValueError(f"watcher {watcher!r}: {type(trigger).__qualname__} does not "
+                             "share a stream (shared_stream_key() is None)")
+        if watcher in self._membership:
+            raise ValueError(f"watcher {watcher!r} is already subscribed")
+        cohort = self._cohorts.get(key)
+        if cohort is None:
+            raise ValueError(f"watcher {watcher!r}: no cohort declared for {key!r}")
+        if watcher not in cohort:
+            raise ValueError(f"watcher {watcher!r} is not in the cohort of {key!r}: "
+                             f"{sorted(cohort)}")
+        group = self._groups.get(key)
+        if group is None:
+            arguments = trigger.shared_stream_arguments()
+            try:
+                producer = type(trigger).create_shared_stream_producer(arguments)
+            except Exception as exc:
+                raise ProducerFactoryError(
+                    f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
+                ) from exc
+            group = self._groups[key] = Group(self, key, cohort, producer, (watcher, trigger))
+        else:
+            check_shared_stream_group([group.founder, (watcher, trigger)])
+        self._membership[watcher] = group
+        return group.add(watcher)
+
+    async def unsubscribe(self, watcher: str) -> None:
+        """Leave the group. What the watcher still owed is held for it (counted failed,
+        no attempt used) and redelivered when it is back; the last one leaving stops
+        the group (resolved prefixes advanced, the rest abandoned to redelivery)."""
+        group = self._membership.get(watcher)
+        if group is not None:
+            await self._leave(group, group.streams[watcher])
+
+    async def _leave(self, group: Group, stream: SharedStream) -> None:
+        name = stream.name
+        if self._membership.get(name) is not group or group.streams.get(name) is not stream:
+            return  # already left, or evicted with its group
+        del self._membership[name]
+        if len(group.streams) > 1:
+            group.remove(name, fail_pending=True)
+            return
+        self._evict(group)  # a racing subscribe now gets a fresh group
+        group.remove(name, fail_pending=False)
+        task = asyncio.get_running_loop().create_task(group.stop())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+        await asyncio.shield(task)
+
+    def _evict(self, group: Group) -> None:
+        if self._groups.get(group.key) is group:
+            del self._groups[group.key]
+        for name in group.streams:
+            if self._membership.get(name) is group:
+                del self._membership[name]
+
+    async def stop_all(self) -> None:
+        """Stop every group: hand resolved prefixes to advance, abandon the rest, close.
+
+        Watchers' streams end (StopAsyncIteration), so runners return normally.
+        """
+        groups = list(self._groups.values())
+        for group in groups:
+            self._evict(group)
+        await asyncio.gather(*(g.stop() for g in groups), *self._stopping)
+
+    def group_key_of(self, watcher: str) -> Hashable | None:
+        """The key of the group a watcher is subscribed to, or None."""
+        group = self._membership.get(watcher)
+        return None if group is None else group.key
+
+    def status(self) -> list[GroupStatus]:
+        """A snapshot of every running group, for readiness and metrics."""
+        return [GroupStatus(key=g.key, producer=g.producer, cohort=g.cohort,
+                            present=frozenset(g.streams), polling=g.polling, paused=g.paused,
+                            in_flight=g.in_flight,
+                            queued=sum(len(s._queue) for s in g.streams.values()),
+                            counters=g.counters)
+                for g in self._groups.values()]
+
+    def pause_all(self) -> None:
+        """Stop fetching in every group for good (shutdown): in-flight work still resolves."""
+        for group in self._groups.values():
+            group.quiesce()
+
+    def in_flight(self, key: Hashable) -> int:
+        """Messages of group ``key`` in flight or held (0 if no such group)."""
+        group = self._groups.get(key)
+        return 0 if group is None else group.in_flight
+
+    # -- running a watcher --------------------------------------------------------------
+
+    async def run_watcher(self, watcher: str, trigger: Subscriber) -> None:
+        """Subscribe and consume ``trigger.filter_shared_stream`` until the group stops.
+
+        Each yielded TriggerEvent is bound to the message being handled. A filter that
+        raises (or overruns ``ack_timeout``) fails only this watcher for that message
+        and is restarted with backoff while its siblings keep running. Returns when the
+        group is stopped or the filter ends; raises :class:`GroupFailedError` when the
+        group fails; leaves the group on the way out (also when cancelled).
+        """
+        stream = self.subscribe(watcher, trigger)
+        group = stream._group
+        try:
+            await self._drive(stream, trigger)
+        finally:
+            await self._leave(group, stream)
+
+    async def _drive(self, stream: SharedStream, trigger: Subscriber) -> None:
+        loop = asyncio.get_running_loop()
+        crashes = 0
+        while True:
+            progress_mark = stream._seq
+            task = loop.create_task(_consume(stream, trigger))
+            stuck = False
+
+            def on_stuck(task: asyncio.Task[None] = task) -> None:
+                nonlocal stuck
+                stuck = True
+                task.cancel()
+
+            stream._on_stuck = on_stuck
+            try:
+                await task
+            except GroupFailedError:
+                raise
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not stuck or (current is not None and current.cancelling()):
+                    raise
+                why = "ack timeout"
+            except Exception as exc:
+                stream.fail_open(exc)
+                why = repr(exc)
+                log.warning("watcher %r: filter raised %r", stream.name, exc,
+                            exc_info=(type(exc), exc, exc.__traceback__))
+            else:
+                stream.moved_past()
+                return
+            finally:
+                stream._on_stuck = None
+            if stream._closed:
+                return
+            # Consecutive crashes without progress back off further; progress resets.
+            crashes = 1 if stream._seq - progress_mark > 1 else crashes + 1
+            delay = self.settings.backoff(crashes)
+            log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
+                        stream.name, delay, why, crashes)
+            await self.clock.sleep(delay)
+            if stream._closed:
+                return
+
+
+async def _consume(stream: SharedStream, trigger: Subscriber) -> None:
+    bind = stream.bind_event
+    events = trigger.filter_shared_stream(stream)
+    try:
+        async for event in events:
+            if not isinstance(event, TriggerEvent):
+                raise TypeError(f"filter_shared_stream of watcher {stream.name!r} yielded "
+                                f"{type(event).__qualname__}, not TriggerEvent")
+            bind(event)
+    finally:
+        await _aclose(events)
+
+
+async def _aclose(events: Any) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+

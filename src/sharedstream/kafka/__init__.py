@@ -1,0 +1,1 @@
+"""kafka: see docs/architecture.md."""

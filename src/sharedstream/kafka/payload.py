@@ -1,0 +1,97 @@
+"""Turning a consumed record into what watchers see and what comes back in ``advance``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sharedstream.core.message import KafkaMessage
+from sharedstream.kafka.dlq_headers import Origin, parse_replay
+
+Lane = tuple[str, int]
+
+
+class KafkaPayload:
+    """The broker side of one handed-out message.
+
+    ``topic``/``partition``/``offset`` are where the record was actually read
+    (they drive lanes and commits); ``origin`` is what events are keyed by (the
+    same coordinates, or the original ones for a replayed dead letter).
+    ``generation`` is the assignment generation the record was read in: an
+    outcome arriving after that partition was revoked is discarded.
+
+    Built once per consumed record on the consumer thread, so it is a plain slots
+    class with ``lane`` and ``identity`` computed up front (the manager asks for
+    both per message) and ``origin`` built only when a dead letter or a stored
+    event needs it. Treat it as immutable.
+    """
+
+    __slots__ = ("_origin", "generation", "identity", "lane", "message", "offset", "partition",
+                 "replay_count", "targets", "timestamp", "topic", "topic_id")
+
+    def __init__(self, topic: str, partition: int, offset: int, generation: int,
+                 message: KafkaMessage, topic_id: str, timestamp: int,
+                 replay: Origin | None = None, targets: frozenset[str] | None = None,
+                 replay_count: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.generation = generation
+        self.message = message
+        self.topic_id = topic_id
+        self.timestamp = timestamp
+        self.targets = targets
+        self.replay_count = replay_count
+        self._origin = replay
+        self.lane: Lane = (topic, partition)
+        # Where the record was read, never its origin: two copies of one replayed dead
+        # letter are two records, each resolved on its own (their events share the
+        # origin's key, so the second copy's insert is a no-op).
+        self.identity: tuple[str, int, int] = (topic_id, partition, offset)
+
+    @property
+    def origin(self) -> Origin:
+        origin = self._origin
+        if origin is None:
+            origin = self._origin = Origin(self.topic, self.topic_id, self.partition,
+                                           self.offset, self.timestamp)
+        return origin
+
+    def __repr__(self) -> str:
+        return f"KafkaPayload({self.topic}[{self.partition}]@{self.offset}, gen={self.generation})"
+
+
+def build_payload(record: Any, topic: str, partition: int, offset: int, topic_id: str,
+                  generation: int) -> KafkaPayload:
+    """Wrap a ``confluent_kafka.Message`` (already checked for ``error()``).
+
+    ``topic``, ``partition`` and ``offset`` are the record's own, already read by
+    the caller (each accessor is a C call, and this runs once per record).
+    """
+    timestamp: int = record.timestamp()[1]
+    raw_headers = record.headers()
+    if not raw_headers:
+        message = KafkaMessage(topic, partition, offset, timestamp, record.key(), record.value())
+        return KafkaPayload(topic, partition, offset, generation, message, topic_id, timestamp)
+    headers = tuple(raw_headers)
+    replay = parse_replay(headers)
+    if replay is None:
+        message = KafkaMessage(
+            topic, partition, offset, timestamp, record.key(), record.value(), headers
+        )
+        return KafkaPayload(topic, partition, offset, generation, message, topic_id, timestamp)
+    o = replay.origin
+    message = KafkaMessage(
+        o.topic, o.partition, o.offset, o.timestamp, record.key(), record.value(), headers
+    )
+    return KafkaPayload(
+        topic,
+        partition,
+        offset,
+        generation,
+        message,
+        topic_id,
+        timestamp,
+        replay=o,
+        targets=frozenset(replay.rejections),
+        replay_count=replay.replay_count,
+    )

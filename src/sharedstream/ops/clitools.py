@@ -1,0 +1,119 @@
+"""Helpers every ``sharedstream`` command module shares: exit codes, JSON, common options.
+
+Exit codes are a contract (DESIGN.md): 0 ok, 1 runtime failure, 2 usage or
+configuration error. :func:`handled` is the one place that maps exceptions to
+them, so every command reports a failure the same way: one ``error: ...`` line
+on stderr, never a traceback and never a secret (database URLs and connection
+configs may hold passwords, so neither is ever echoed).
+
+Nothing here imports Kafka: the state-store commands use this module too, and
+``statestore/`` stays free of Kafka.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
+from sharedstream.statestore.engine import describe_error
+from sharedstream.statestore.store import StateStore
+from sharedstream.triggerer.config import ConfigError, load_config
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+DEFAULT_KAFKA_CONNECTION = "kafka_default"
+
+console = Console()
+
+
+class CommandError(Exception):
+    """A runtime failure a command explains in one line (exit 1): a broker that does not
+    answer, a group or topic that does not exist, a refused operation."""
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def fail(message: str, code: int) -> click.exceptions.Exit:
+    """Print ``error: message`` on stderr; the caller raises the returned exit."""
+    click.echo(f"error: {message}", err=True)
+    return click.exceptions.Exit(code)
+
+
+def handled(fn: Callable[P, R]) -> Callable[P, R]:
+    """Map failures to exit codes; never print the database URL (it may hold a password)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit):
+            raise
+        except (ConfigError, ArgumentError, ConnectionConfigError) as exc:
+            raise fail(str(exc), EXIT_USAGE) from None
+        except SQLAlchemyError as exc:
+            raise fail(f"database: {describe_error(exc)}", EXIT_FAILURE) from None
+        except (CommandError, LookupError, ValueError, TypeError, NotImplementedError,
+                OSError) as exc:
+            raise fail(str(exc), EXIT_FAILURE) from None
+
+    return wrapper
+
+
+def _options(ctx: click.Context) -> dict[str, Any]:
+    """Every parameter given on the command line, whichever group level took it."""
+    return ctx.find_root().params | (ctx.parent.params if ctx.parent else {}) | ctx.params
+
+
+def database_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """``--config PATH`` and ``--database-url URL``, read by :func:`open_store`."""
+    fn = click.option("--database-url", "database_url", metavar="URL",
+                      help="SQLAlchemy URL; overrides [database] url.")(fn)
+    fn = click.option("--config", "config", metavar="PATH", type=click.Path(dir_okay=False),
+                      help="sharedstream.toml to read.")(fn)
+    return fn
+
+
+def open_store(ctx: click.Context) -> StateStore:
+    """The state store the command's options name, closed when the command ends."""
+    options = _options(ctx)
+    config = load_config(options.get("config"))
+    store = StateStore.from_url(options.get("database_url") or config.database.url,
+                                config.state_store)
+    ctx.call_on_close(store.close)
+    return store
+
+
+def kafka_connection_option(fn: Callable[P, R]) -> Callable[P, R]:
+    """``--connection ID``, read by :func:`kafka_connection`."""
+    return click.option(
+        "--connection", "connection", metavar="ID", default=DEFAULT_KAFKA_CONNECTION,
+        show_default=True,
+        help="Kafka connection: [connections.<ID>] in the config file, or the "
+             "SHAREDSTREAM_CONN_<ID> environment variable (JSON).")(fn)
+
+
+def kafka_connection(ctx: click.Context) -> Mapping[str, Any]:
+    """The validated librdkafka config of ``--connection`` (never printed: it may hold
+    SASL passwords)."""
+    options = _options(ctx)
+    config = load_config(options.get("config"))
+    return resolve_connection(options["connection"], config.connections)

@@ -1,0 +1,373 @@
+"""``sharedstream dlq inspect|replay``: look at a dead-letter topic, and redrive it.
+
+Both read through :class:`~sharedstream.ops.dlq_reader.DeadLetterReader`
+(manual assignment, up to the end offsets seen at start). ``inspect`` commits
+nothing. ``replay`` commits only its own group's offsets, after each batch is
+delivered (see ``dlq_replay.py`` for the failure window).
+
+Exit codes: 0 ok, 1 runtime failure (missing topic, broker unreachable,
+credentials refused, failed delivery), 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sharedstream.ops.clitools import (
+    CommandError,
+    console,
+    emit_json,
+    handled,
+    kafka_connection,
+    kafka_connection_option,
+)
+from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq_replay import (
+    DEFAULT_MAX_REPLAYS,
+    ORIGINAL,
+    Action,
+    Replayer,
+    ReplayRules,
+    ReplaySummary,
+    default_group,
+    default_parking_topic,
+)
+from sharedstream.statestore.durations import parse_instant
+from sharedstream.statestore.types import utcnow
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+PREVIEW_CHARS = 48
+
+
+def preview(data: bytes | None, width: int = PREVIEW_CHARS) -> str:
+    """A one-line, terminal-safe view of a key or value: text when it is UTF-8 (control
+    characters escaped), hex otherwise; cut at ``width`` characters with its size."""
+    if data is None:
+        return "<null>"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = "hex:" + data[: width // 2].hex()
+        return shown + (f"… ({len(data)} bytes)" if len(data) > width // 2 else "")
+    escaped = text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    if len(escaped) > width:
+        return escaped[:width] + f"… ({len(data)} bytes)"
+    return escaped
+
+
+def binary_json(data: bytes | None) -> dict[str, str | None] | None:
+    """Exact bytes for ``--json``: base64 always, the text too when it is UTF-8."""
+    if data is None:
+        return None
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    return {"text": text, "base64": base64.b64encode(data).decode("ascii")}
+
+
+@dataclass(slots=True)
+class Row:
+    """One distinct dead letter (by identity) and how many DLQ records carry it."""
+
+    first: DeadLetter
+    count: int = 1
+    dlq_offsets: list[tuple[int, int]] = field(default_factory=list)
+
+
+def group_rows(records: Iterable[DeadLetter]) -> list[Row]:
+    """Records with the same identity collapse into one row (first copy shown)."""
+    rows: dict[str, Row] = {}
+    for record in records:
+        row = rows.get(record.dedupe_key)
+        if row is None:
+            row = rows[record.dedupe_key] = Row(record)
+        else:
+            row.count += 1
+        row.dlq_offsets.append((record.partition, record.offset))
+    return list(rows.values())
+
+
+def histograms(rows: Sequence[Row]) -> tuple[Counter[str], Counter[str]]:
+    """(reasons, watchers) over distinct dead letters; foreign ones count as ``<foreign>``."""
+    reasons: Counter[str] = Counter()
+    watchers: Counter[str] = Counter()
+    for row in rows:
+        if row.first.foreign:
+            reasons["<foreign>"] += 1
+            continue
+        reasons.update(row.first.rejections.values())
+        watchers.update(row.first.rejections.keys())
+    return reasons, watchers
+
+
+def _ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    r = row.first
+    origin = r.origin
+    return {
+        "copies": row.count,
+        "dlq": [{"partition": p, "offset": o} for p, o in row.dlq_offsets],
+        "foreign": r.foreign, "problem": r.problem, "identity": r.identity,
+        "original": None if origin is None else {
+            "topic": origin.topic, "topic_id": origin.topic_id,
+            "partition": origin.partition, "offset": origin.offset,
+            "timestamp": origin.timestamp},
+        "consumer_group": r.consumer_group, "rejections": dict(r.rejections),
+        "replay_count": r.replay_count, "timestamp": r.timestamp,
+        "key": binary_json(r.key), "value": binary_json(r.value),
+        "headers": [[name, binary_json(value)] for name, value in r.headers],
+    }
+
+
+def rows_table(topic: str, rows: Sequence[Row], read: int) -> Table:
+    table = Table(title=f"{topic}: {read} record(s), {len(rows)} distinct")
+    for column in ("original", "original time", "rejected by", "replays", "key", "value",
+                   "copies"):
+        table.add_column(column, justify="right" if column in ("replays", "copies") else "left",
+                         overflow="fold")
+    for row in rows:
+        r = row.first
+        if r.origin is None:
+            where = f"foreign @ {r.topic}[{r.partition}]@{r.offset}"
+            rejected = r.problem or ""
+            when = _ms(r.timestamp)
+        else:
+            o = r.origin
+            where = f"{o.topic}[{o.partition}]@{o.offset}"
+            rejected = "\n".join(f"{w}: {reason}" for w, reason in r.rejections.items())
+            when = _ms(o.timestamp)
+        table.add_row(where, when, rejected, str(r.replay_count), preview(r.key, 24),
+                      preview(r.value), str(row.count))
+    return table
+
+
+def histogram_table(title: str, counts: Counter[str]) -> Table:
+    table = Table(title=title)
+    table.add_column(title.split()[0].rstrip("s"), overflow="fold")
+    table.add_column("records", justify="right")
+    table.add_column("")
+    top = max(counts.values(), default=1)
+    for name, n in counts.most_common():
+        table.add_row(name, str(n), "█" * max(1, round(30 * n / top)))
+    return table
+
+
+def _reading(fn: Callable[P, R]) -> Callable[P, R]:
+    """Reader failures are one-line runtime errors (exit 1)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except DeadLetterError as exc:
+            raise CommandError(str(exc)) from None
+
+    return wrapper
+
+
+def _common(fn: Callable[P, R]) -> Callable[P, R]:
+    fn = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+                      show_default=True, help="Seconds to wait for each broker request.")(fn)
+    fn = click.option("--config", "config", metavar="PATH", type=click.Path(dir_okay=False),
+                      help="sharedstream.toml to read.")(fn)
+    return kafka_connection_option(fn)
+
+
+def _instant(text: str | None, option: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text, utcnow())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+@click.group("dlq")
+def dlq_group() -> None:
+    """Dead-letter topics: inspect and replay the records the triggerer rejected."""
+
+
+@dlq_group.command("inspect")
+@click.argument("topic")
+@_common
+@click.option("--limit", type=click.IntRange(min=1), metavar="N",
+              help="Read at most N records.")
+@click.option("--since", metavar="TIME",
+              help="Start at the first record stamped at or after TIME (ISO-8601, naive = "
+                   "UTC; or a duration ago such as 2h).")
+@click.option("--stats", is_flag=True, help="Also print histograms of reasons and watchers.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (bytes as text + base64).")
+@click.pass_context
+@handled
+@_reading
+def dlq_inspect(ctx: click.Context, /, topic: str, timeout: float, limit: int | None,
+                since: str | None, stats: bool, as_json: bool, **_: Any) -> None:
+    """One row per dead letter of TOPIC; copies of one rejection (same identity) are shown
+    once with their count. Commits nothing."""
+    start = _instant(since, "--since")
+    connection = kafka_connection(ctx)
+    records: list[DeadLetter] = []
+    with DeadLetterReader(connection, topic, since=start, timeout=timeout) as reader:
+        for record in reader:
+            records.append(record)
+            if limit is not None and len(records) >= limit:
+                break
+    rows = group_rows(records)
+    reasons, watchers = histograms(rows)
+    if as_json:
+        out: dict[str, Any] = {"topic": topic, "read": len(records), "distinct": len(rows),
+                               "foreign": sum(1 for r in rows if r.first.foreign),
+                               "records": [row_json(r) for r in rows]}
+        if stats:
+            out["stats"] = {"reasons": dict(reasons), "watchers": dict(watchers)}
+        emit_json(out)
+        return
+    console.print(rows_table(topic, rows, len(records)))
+    if stats:
+        console.print(histogram_table("reasons", reasons))
+        console.print(histogram_table("watchers", watchers))
+
+
+class _ProgressView:
+    """A rich progress bar on a terminal; a plain line every few seconds otherwise."""
+
+    PLAIN_EVERY = 2.0
+
+    def __init__(self, enabled: bool) -> None:
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+        self._last_plain = 0.0
+        self._started = time.monotonic()
+        self._enabled = enabled
+        if enabled and console.is_terminal:
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TextColumn("replayed {task.fields[replayed]} · parked {task.fields[parked]} · "
+                           "duplicates {task.fields[duplicates]}"),
+                TextColumn("{task.fields[rate]:.0f} rec/s"), TimeElapsedColumn(),
+                console=console)
+
+    def __enter__(self) -> _ProgressView:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def update(self, summary: ReplaySummary, total: int) -> None:
+        if not self._enabled:
+            return
+        rate = summary.examined / max(time.monotonic() - self._started, 1e-6)
+        fields: dict[str, Any] = {"replayed": summary.counts[Action.REPLAY],
+                  "parked": summary.counts[Action.PARK],
+                  "duplicates": summary.counts[Action.DUPLICATE], "rate": rate}
+        if self._bar is not None:
+            if self._task is None:
+                self._task = self._bar.add_task("replay", total=total, **fields)
+            self._bar.update(self._task, completed=summary.examined, **fields)
+            return
+        now = time.monotonic()
+        if now - self._last_plain >= self.PLAIN_EVERY or summary.examined >= total:
+            self._last_plain = now
+            click.echo(f"{summary.examined}/{total} examined, {fields['replayed']} replayed, "
+                       f"{fields['parked']} parked, {fields['duplicates']} duplicates, "
+                       f"{rate:.0f} rec/s", err=True)
+
+
+def summary_table(summary: ReplaySummary) -> Table:
+    verb = "would be " if summary.dry_run else ""
+    table = Table(title=f"{summary.topic} (group {summary.group})"
+                        + (": dry run, nothing written" if summary.dry_run else ""))
+    table.add_column("records")
+    table.add_column("count", justify="right")
+    table.add_row("examined", str(summary.examined))
+    for action in Action:
+        label = action.value if action not in (Action.REPLAY, Action.PARK) \
+            else verb + action.value
+        table.add_row(label, str(summary.counts[action]))
+    return table
+
+
+@dlq_group.command("replay")
+@click.argument("topic")
+@_common
+@click.option("--to", "to", default=ORIGINAL, show_default=True, metavar="ORIGINAL|TOPIC",
+              help="Each record's original topic (from its headers), or this topic. "
+                   "Records without sharedstream headers are replayed only with a topic.")
+@click.option("--filter-watcher", "filter_watchers", multiple=True, metavar="W",
+              help="Only records rejected by watcher W (repeatable: any of them).")
+@click.option("--filter-reason", "filter_reasons", multiple=True, metavar="R",
+              help="Only records with a rejection reason containing R (repeatable).")
+@click.option("--since", metavar="TIME", help="Only records stamped at or after TIME.")
+@click.option("--until", metavar="TIME", help="Only records stamped before TIME.")
+@click.option("--max-replays", type=click.IntRange(min=0), default=DEFAULT_MAX_REPLAYS,
+              show_default=True, metavar="N",
+              help="Loop guard: a record already replayed N times is parked instead.")
+@click.option("--parking-topic", metavar="T", help="Where parked records go "
+              "(default: <TOPIC>.parking; it must exist).")
+@click.option("--group", metavar="G",
+              help="Consumer group holding the replay's position (default: "
+                   "sharedstream-dlq-replay.<TOPIC>).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Records produced and flushed per commit: at most this many are sent "
+                   "again after a crash.")
+@click.option("--max-rate", type=click.FloatRange(min=0, min_open=True), metavar="N",
+              help="At most N records per second (spare the triggerer).")
+@click.option("--dry-run", is_flag=True, help="Decide and count; produce and commit nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+@handled
+@_reading
+def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
+               filter_watchers: tuple[str, ...], filter_reasons: tuple[str, ...],
+               since: str | None, until: str | None, max_replays: int,
+               parking_topic: str | None, group: str | None, batch_size: int,
+               max_rate: float | None, dry_run: bool, as_json: bool, **_: Any) -> None:
+    """Re-produce the dead letters of TOPIC to their original topic, each once, to the
+    watchers that rejected it only; park those replayed too often. Resumable: run it
+    again after a failure."""
+    rules = ReplayRules(
+        parking_topic=parking_topic or default_parking_topic(topic), to=to,
+        watchers=frozenset(filter_watchers), reasons=filter_reasons,
+        since=_instant(since, "--since"), until=_instant(until, "--until"),
+        max_replays=max_replays)
+    replayer = Replayer(kafka_connection(ctx), topic, rules, group=group or default_group(topic),
+                        dry_run=dry_run, batch_size=batch_size, max_rate=max_rate,
+                        timeout=timeout)
+    with _ProgressView(enabled=not as_json) as view:
+        summary = replayer.run(view.update)
+    if as_json:
+        emit_json(summary.as_dict())
+        return
+    if summary.interrupted_before:
+        console.print(f"note: the previous run of group {summary.group} was interrupted; "
+                      f"up to one batch of records after its last commit may have been "
+                      "replayed twice (events are idempotent by original coordinates)")
+    console.print(summary_table(summary))
+    if summary.counts[Action.FOREIGN]:
+        console.print(f"{summary.counts[Action.FOREIGN]} record(s) without sharedstream "
+                      "headers were skipped: replay them with an explicit --to TOPIC "
+                      "(and another --group)")
+    if summary.counts[Action.FILTERED] and not dry_run:
+        console.print("filtered-out records were committed past too: replay them later with "
+                      "another --group")

@@ -1,0 +1,179 @@
+"""``sharedstream offsets show|reset``: a shared-stream consumer group's position, and
+deliberate reprocessing.
+
+Exit codes: 0 ok, 1 runtime failure (broker unreachable, group or topic missing, live
+members), 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any, ParamSpec, TypeVar
+
+import click
+from rich.table import Table
+from sqlalchemy import select
+
+from sharedstream.ops.clitools import (
+    CommandError,
+    console,
+    database_options,
+    emit_json,
+    handled,
+    kafka_connection,
+    kafka_connection_option,
+    open_store,
+)
+from sharedstream.ops.offsets import (
+    GroupOffsets,
+    GroupPositions,
+    ResetChange,
+    apply_reset,
+    format_ranges,
+    parse_reset_target,
+    plan_reset,
+    show,
+)
+from sharedstream.statestore.models import stream_group
+from sharedstream.statestore.types import utcnow
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+REPROCESSING_NOTE = (
+    "Events are idempotent per (watcher, topic id, partition, offset, index): re-reading "
+    "offsets creates no new events unless those events were deleted. To reprocess "
+    "deliberately: stop the triggerers of the group, delete the events you want recreated "
+    "(sharedstream events clean), reset the offsets, start the triggerers again.")
+
+
+def _group_options(fn: Callable[P, R]) -> Callable[P, R]:
+    fn = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+                      show_default=True, help="Seconds to wait for each broker request.")(fn)
+    fn = database_options(fn)
+    fn = kafka_connection_option(fn)
+    fn = click.option("--watcher", metavar="W",
+                      help="Instead of --group: the group of watcher W, as recorded in the "
+                           "database by the triggerer.")(fn)
+    return click.option("--group", metavar="GROUP",
+                        help="Kafka consumer group (<group.id>.<topics joined by +>, as the "
+                             "triggerer prints at start-up).")(fn)
+
+
+def _group_name(ctx: click.Context, group: str | None, watcher: str | None) -> str:
+    """``--group``, or the consumer group recorded for ``--watcher`` in ``stream_group``."""
+    if (group is None) == (watcher is None):
+        raise click.UsageError("give exactly one of --group GROUP or --watcher W")
+    if group is not None:
+        return group
+    with open_store(ctx).engine.connect() as connection:
+        rows = connection.execute(
+            select(stream_group.c.consumer_group, stream_group.c.watchers)).all()
+    found = sorted({row.consumer_group for row in rows if watcher in json.loads(row.watchers)})
+    if not found:
+        raise CommandError(f"watcher {watcher!r} is in no recorded group (groups are recorded "
+                           "when `sharedstream run` starts)")
+    if len(found) > 1:
+        raise CommandError(f"watcher {watcher!r} is recorded in several groups: "
+                           f"{', '.join(found)}; give --group")
+    return str(found[0])
+
+
+def _offsets(ctx: click.Context, group: str | None, watcher: str | None,
+             timeout: float) -> GroupOffsets:
+    connection = kafka_connection(ctx)
+    return GroupOffsets(connection, _group_name(ctx, group, watcher), timeout)
+
+
+def positions_table(positions: GroupPositions) -> Table:
+    table = Table(title=f"{positions.group}: {positions.state}, "
+                        f"{positions.live_members} live member(s)")
+    for column in ("topic", "partition", "committed", "remembered above", "log end", "lag"):
+        table.add_column(column, justify="left" if column == "topic" else "right")
+    for p in positions.partitions:
+        remembered = (f"{format_ranges(p.remembered)} ({len(p.remembered)})"
+                      if p.remembered else "-")
+        table.add_row(p.topic, str(p.partition), "-" if p.committed is None else str(p.committed),
+                      remembered, str(p.log_end), str(p.lag))
+    return table
+
+
+@click.group("offsets", epilog=REPROCESSING_NOTE)
+def offsets_group() -> None:
+    """Committed offsets of shared-stream consumer groups."""
+
+
+@offsets_group.command("show")
+@_group_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handled
+def offsets_show(ctx: click.Context, /, group: str | None, watcher: str | None,
+                 timeout: float, as_json: bool, **_: Any) -> None:
+    """Per partition: committed offset, remembered progress above it, log end, lag; and
+    whether the group has live members."""
+    positions = show(_offsets(ctx, group, watcher, timeout))
+    if as_json:
+        emit_json({
+            "group": positions.group, "state": positions.state,
+            "live_members": positions.live_members,
+            "partitions": [asdict(p) | {"lag": p.lag} for p in positions.partitions],
+        })
+    else:
+        console.print(positions_table(positions))
+
+
+def changes_table(group: str, changes: list[ResetChange], title: str) -> Table:
+    table = Table(title=f"{group}: {title}")
+    for column in ("topic", "partition", "committed before", "remembered before", "after"):
+        table.add_column(column, justify="left" if column == "topic" else "right")
+    for c in changes:
+        table.add_row(c.topic, str(c.partition), "-" if c.before is None else str(c.before),
+                      str(c.remembered_before), str(c.after))
+    return table
+
+
+@offsets_group.command("reset", epilog=REPROCESSING_NOTE)
+@_group_options
+@click.option("--to", "to", required=True, metavar="earliest|latest|TIME",
+              help="Where to move: the log start, the log end, or the first offset at or "
+                   "after TIME (ISO-8601, naive = UTC; or a duration ago such as 2h).")
+@click.option("--topic", metavar="T", help="Only this topic of the group.")
+@click.option("--partition", type=click.IntRange(min=0), metavar="P",
+              help="Only this partition (needs --topic).")
+@click.option("--dry-run", is_flag=True, help="Show the change, make none.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handled
+def offsets_reset(ctx: click.Context, /, group: str | None, watcher: str | None,
+                  timeout: float, to: str, topic: str | None, partition: int | None,
+                  dry_run: bool, yes: bool, as_json: bool, **_: Any) -> None:
+    """Move the committed offsets of a group for deliberate reprocessing.
+
+    Refused while the group has live members (stop its triggerers first). Clears the
+    remembered progress (commit metadata) of every partition it resets.
+    """
+    if partition is not None and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    try:
+        target = parse_reset_target(to, utcnow())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--to") from None
+    offsets = _offsets(ctx, group, watcher, timeout)
+    changes = plan_reset(offsets, target, topic, partition)
+    if not as_json:
+        console.print(changes_table(offsets.group, changes,
+                                    "dry run, nothing changed" if dry_run else "reset"))
+    if not dry_run:
+        if not yes:
+            click.confirm(f"Reset {len(changes)} partition(s) of {offsets.group}?",
+                          abort=True, err=True)
+        apply_reset(offsets, changes)
+    if as_json:
+        emit_json({"group": offsets.group, "to": to, "dry_run": dry_run,
+                   "partitions": [asdict(c) for c in changes]})
+    elif not dry_run:
+        console.print(f"reset {len(changes)} partition(s); remembered progress cleared")

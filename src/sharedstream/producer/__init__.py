@@ -1,1 +1,0 @@
-"""Broker side: the Kafka adapter (its contract is ``sharedstream.core.contract``)."""

@@ -1,0 +1,88 @@
+"""Connection resolution and validation: the auto-commit table, defaults, secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from sharedstream.kafka.connections import (
+    ConnectionConfigError,
+    consumer_group_id,
+    dlq_producer_config,
+    env_var_name,
+    redacted,
+    resolve_connection,
+)
+
+BASE = {"bootstrap.servers": "b:9092", "group.id": "app", "sasl.password": "hunter2"}
+
+
+@pytest.mark.parametrize("value", [True, "True", "true", 1, "1", "yes", 0, "0", "no", None])
+def test_auto_commit_anything_but_false_is_refused_naming_the_connection(value: Any) -> None:
+    with pytest.raises(ConnectionConfigError) as info:
+        resolve_connection("prod", {"prod": {**BASE, "enable.auto.commit": value}})
+    assert "'prod'" in str(info.value) and "enable.auto.commit" in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", [False, "false", "FALSE", "False"])
+def test_auto_commit_false_is_accepted(value: Any) -> None:
+    assert (
+        resolve_connection("c", {"c": {**BASE, "enable.auto.commit": value}})["enable.auto.commit"]
+        is False
+    )
+
+
+def test_defaults_are_applied() -> None:
+    cfg = resolve_connection("c", {"c": BASE})
+    assert cfg["enable.auto.commit"] is False
+    assert cfg["enable.auto.offset.store"] is False
+    assert cfg["auto.offset.reset"] == "earliest"
+    assert (
+        resolve_connection("c", {"c": {**BASE, "auto.offset.reset": "latest"}})["auto.offset.reset"]
+        == "latest"
+    )
+
+
+def test_offset_store_cannot_be_turned_on() -> None:
+    with pytest.raises(ConnectionConfigError, match=r"enable\.auto\.offset\.store"):
+        resolve_connection("c", {"c": {**BASE, "enable.auto.offset.store": "true"}})
+
+
+def test_environment_json_is_used_when_the_file_has_no_entry() -> None:
+    env = {"SHAREDSTREAM_CONN_KAFKA_DEFAULT": json.dumps(BASE)}
+    assert env_var_name("kafka_default") == "SHAREDSTREAM_CONN_KAFKA_DEFAULT"
+    assert resolve_connection("kafka_default", {}, env)["group.id"] == "app"
+    with pytest.raises(ConnectionConfigError, match="kafka_default"):
+        resolve_connection(
+            "kafka_default",
+            {},
+            {"SHAREDSTREAM_CONN_KAFKA_DEFAULT": json.dumps({**BASE, "enable.auto.commit": 1})},
+        )
+
+
+def test_broken_environment_json_does_not_echo_secrets() -> None:
+    env = {"SHAREDSTREAM_CONN_X": '{"sasl.password": "hunter2",'}
+    with pytest.raises(ConnectionConfigError) as info:
+        resolve_connection("x", {}, env)
+    assert "hunter2" not in str(info.value) and "SHAREDSTREAM_CONN_X" in str(info.value)
+
+
+def test_missing_connection_names_both_sources() -> None:
+    with pytest.raises(ConnectionConfigError, match=r"connections\.nope.*SHAREDSTREAM_CONN_NOPE"):
+        resolve_connection("nope", {}, {})
+
+
+def test_consumer_group_is_per_sorted_topic_set() -> None:
+    assert consumer_group_id(BASE, ["b", "a"]) == "app.a+b"
+    assert consumer_group_id({}, ["t"]) == "sharedstream.t"
+
+
+def test_secrets_are_redacted_and_consumer_keys_stay_off_the_producer() -> None:
+    assert redacted(BASE)["sasl.password"] == "***"
+    assert redacted({"ssl.key.password": "k"})["ssl.key.password"] == "***"
+    out = dlq_producer_config(resolve_connection("c", {"c": BASE}))
+    assert "group.id" not in out and "enable.auto.commit" not in out
+    assert out["acks"] == "all" and out["enable.idempotence"] is True
