@@ -19,7 +19,7 @@ See ``examples/dlq_consumer.py`` for an alerting consumer and the README section
 "Dead letters" for the headers.
 """
 
-from sharedstream.kafka.dlq_headers import Origin
+from sharedstream.core.message import Coordinates
 from sharedstream.ops.dlq_reader import (
     DeadLetter,
     DeadLetterError,
@@ -29,7 +29,11 @@ from sharedstream.ops.dlq_reader import (
     read_dead_letters,
 )
 
+# The name this module gave a dead letter's origin before Coordinates was the one type.
+Origin = Coordinates
+
 __all__ = [
+    "Coordinates",
     "DeadLetter",
     "DeadLetterError",
     "DeadLetterReader",

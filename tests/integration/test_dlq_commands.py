@@ -30,7 +30,7 @@ from sqlalchemy import func, select
 from kafka_probe import committed_partitions
 from sharedstream.cli import cli
 from sharedstream.core.manager import SharedStreamManager
-from sharedstream.core.message import KafkaMessage
+from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
@@ -145,7 +145,7 @@ def write_dead_letters(bootstrap: str, dlq: str, source: str, count: int,
     for i in [*range(count), *copies]:
         headers = h.build_dlq_headers(
             original_headers=[("trace", f"t{i}".encode())],
-            origin=h.Origin(source, "TID", 0, i, T0 + i), consumer_group="g",
+            origin=Coordinates(source, "TID", 0, i, T0 + i), consumer_group="g",
             rejections={"picky": f"reason {i % 3}"}, replay_count=0)
         p.produce(dlq, f"v{i}".encode(), f"k{i}".encode(), headers=headers, timestamp=T0 + i)
     for i in range(foreign):

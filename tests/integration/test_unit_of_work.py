@@ -14,6 +14,7 @@ from sqlalchemy import event, func, select
 from sqlalchemy.engine import Engine
 from uow_windows import WindowDriver, coordinates
 
+from sharedstream.core.message import Coordinates
 from sharedstream.kafka.rejections import RejectedMessage
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, asset_state_store, rejected_message
@@ -276,8 +277,8 @@ async def test_outside_a_window_writes_go_through_at_once(store: StateStore) -> 
 
 def _rejected(offset: int, value: bytes | None, **watchers: str) -> RejectedMessage:
     return RejectedMessage(
-        identity=f"id-{TOPIC}:0:{offset}", topic=TOPIC, topic_id=f"id-{TOPIC}", partition=0,
-        offset=offset, timestamp=0, consumer_group="g", rejections=watchers,
+        origin=Coordinates(TOPIC, f"id-{TOPIC}", 0, offset, 0), consumer_group="g",
+        rejections=watchers,
         error="no dead-letter topic configured", key=None, value=value)
 
 

@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sharedstream.core.message import Coordinates
 from sharedstream.core.window import Window, current_stream
-from sharedstream.triggerer.eventrows import EventCoordinates
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggers.base import TriggerEvent
 
 Payload = tuple[str, int, int]
 
 
-def coordinates(payload: Payload) -> EventCoordinates:
+def coordinates(payload: Payload) -> Coordinates:
     topic, partition, offset = payload
-    return EventCoordinates(topic, f"id-{topic}", partition, offset)
+    return Coordinates(topic, f"id-{topic}", partition, offset)
 
 
 class WindowDriver:

@@ -1,7 +1,14 @@
-"""The message value a shared-stream filter receives."""
+"""A record as a watcher sees it, and where a record sits: the project's two value types.
+
+``KafkaMessage`` is the public value a filter iterates. ``Coordinates`` is the one
+declaration of a message's coordinates: what events, state writes, rejections,
+dead-letter headers and replays are keyed by. Every room uses these two; none
+declares its own topic/partition/offset record.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -20,3 +27,29 @@ class KafkaMessage(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinates:
+    """Where a message was first read: its topic (name and id), partition and offset.
+
+    ``topic_id`` tells a recreated topic from the old one of the same name, so the
+    same offset of two incarnations never collides. ``timestamp`` is the broker's
+    timestamp in milliseconds, -1 where it is unknown or not kept (``asset_event``
+    rows do not keep it). A replayed dead letter keeps its original coordinates.
+    """
+
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    timestamp: int = -1
+
+    @property
+    def identity(self) -> str:
+        """``topic_id:partition:offset``: the key of a message across every table and header."""
+        return format_identity(self.topic_id, self.partition, self.offset)
+
+
+def format_identity(topic_id: str, partition: int, offset: int) -> str:
+    return f"{topic_id}:{partition}:{offset}"

@@ -11,14 +11,13 @@ in flight) and database health come from the triggerer itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from sqlalchemy import func, select
 
-from sharedstream.kafka.dlq_headers import ORIGINAL_OFFSET, ORIGINAL_PARTITION, REJECTIONS
+from sharedstream.ops.dlq_reader import DeadLetter, decode_record
 from sharedstream.statestore.engine import make_engine
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
@@ -34,15 +33,6 @@ class TriggererState:
     database_healthy: bool = True
     database_error: str | None = None
     failed_commits: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    """One dead-letter record: where the rejected message was, and who rejected it why."""
-
-    partition: int
-    offset: int
-    reasons: Mapping[str, str]
 
 
 @dataclass(slots=True)
@@ -121,10 +111,7 @@ class Observer:
             for record in records:
                 if record.error() is not None:
                     continue
-                headers = dict(record.headers() or [])
-                raw = headers.get(REJECTIONS)
-                self.dead_letters.append(DeadLetter(
-                    int(headers.get(ORIGINAL_PARTITION) or -1),
-                    int(headers.get(ORIGINAL_OFFSET) or -1),
-                    json.loads(raw) if raw else {}))
+                letter = decode_record(record)
+                if not letter.foreign:
+                    self.dead_letters.append(letter)
         return self.dead_letters

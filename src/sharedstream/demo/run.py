@@ -377,7 +377,7 @@ def _summary(options: DemoOptions, last: Snapshot, state: TriggererState,
         "paid_orders_max_id": paid_max,
         "dlq": {
             "records": len(last.dead_letters),
-            "reasons": [dict(d.reasons) for d in last.dead_letters],
+            "reasons": [dict(d.rejections) for d in last.dead_letters],
             "last_reason": view.reason_text(last.dead_letters[-1]) if last.dead_letters else None,
         },
         "poison_sent": traffic.poison_sent,

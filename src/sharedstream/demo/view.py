@@ -19,16 +19,23 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from sharedstream.demo.observe import DeadLetter, Snapshot
+from sharedstream.demo.observe import Snapshot
 from sharedstream.demo.watchers import DLQ_TOPIC, TOPIC
+from sharedstream.ops.dlq_reader import DeadLetter
 
 PLAIN_EVERY_S = 2.0
 SHOWN_DEAD_LETTERS = 3
 
 
+def where(dead_letter: DeadLetter) -> str:
+    """The rejected message's place in the orders topic (the demo writes no foreign records)."""
+    origin = dead_letter.origin
+    return f"{TOPIC}[{origin.partition}]@{origin.offset}" if origin else "?"
+
+
 def reason_text(dead_letter: DeadLetter) -> str:
     """``watcher: reason`` for every watcher that rejected the message."""
-    return "; ".join(f"{w}: {r}" for w, r in sorted(dead_letter.reasons.items())) or "?"
+    return "; ".join(f"{w}: {r}" for w, r in sorted(dead_letter.rejections.items())) or "?"
 
 
 def outage_text(snap: Snapshot) -> Text:
@@ -87,7 +94,7 @@ class Display:
                 self.console.print(f"         {note}", highlight=False, soft_wrap=True)
 
     def _notes(self, snap: Snapshot) -> list[str]:
-        notes = [f"dead letter: {TOPIC}[{d.partition}]@{d.offset} {reason_text(d)}"
+        notes = [f"dead letter: {where(d)} {reason_text(d)}"
                  for d in snap.dead_letters[self._seen_dead_letters:]]
         self._seen_dead_letters = len(snap.dead_letters)
         healthy = snap.triggerer.database_healthy
@@ -189,7 +196,7 @@ def _dead_letters(snap: Snapshot) -> RenderableType:
                           f"   poison messages sent: {snap.poison_sent}")
     lines: list[RenderableType] = [title]
     for letter in letters[-SHOWN_DEAD_LETTERS:]:
-        lines.append(Text.assemble(f"  {TOPIC}[{letter.partition}] offset {letter.offset}  ",
+        lines.append(Text.assemble(f"  {where(letter)}  ",
                                    (reason_text(letter), "red")))
     return Group(*lines)
 

@@ -17,6 +17,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sharedstream.core.message import Coordinates
+
 PREFIX = "sharedstream."
 ORIGINAL_TOPIC = "sharedstream.original.topic"
 ORIGINAL_TOPIC_ID = "sharedstream.original.topic_id"
@@ -47,31 +49,12 @@ Headers = Sequence[tuple[str, bytes | None]]
 
 
 @dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a message first came from: the coordinates its events are keyed by."""
-
-    topic: str
-    topic_id: str
-    partition: int
-    offset: int
-    timestamp: int
-
-    @property
-    def identity(self) -> str:
-        return format_identity(self.topic_id, self.partition, self.offset)
-
-
-@dataclass(frozen=True, slots=True)
 class Replay:
     """A replayed dead letter read from a watched topic."""
 
-    origin: Origin
+    origin: Coordinates
     rejections: Mapping[str, str]
     replay_count: int
-
-
-def format_identity(topic_id: str, partition: int, offset: int) -> str:
-    return f"{topic_id}:{partition}:{offset}"
 
 
 def user_headers(headers: Iterable[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
@@ -82,7 +65,7 @@ def user_headers(headers: Iterable[tuple[str, bytes | None]]) -> list[tuple[str,
 def build_dlq_headers(
     *,
     original_headers: Iterable[tuple[str, bytes | None]],
-    origin: Origin,
+    origin: Coordinates,
     consumer_group: str,
     rejections: Mapping[str, str],
     replay_count: int,
@@ -125,7 +108,7 @@ def parse_replay(headers: Iterable[tuple[str, bytes | None]]) -> Replay | None:
         if count < 1:
             return None
         rejections = json.loads(found[REJECTIONS])
-        origin = Origin(
+        origin = Coordinates(
             topic=found[ORIGINAL_TOPIC],
             topic_id=found[ORIGINAL_TOPIC_ID],
             partition=int(found[ORIGINAL_PARTITION]),

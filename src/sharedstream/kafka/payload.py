@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sharedstream.core.message import KafkaMessage
-from sharedstream.kafka.dlq_headers import Origin, parse_replay
+from sharedstream.core.message import Coordinates, KafkaMessage
+from sharedstream.kafka.dlq_headers import parse_replay
 
 Lane = tuple[str, int]
 
@@ -30,7 +30,7 @@ class KafkaPayload:
 
     def __init__(self, topic: str, partition: int, offset: int, generation: int,
                  message: KafkaMessage, topic_id: str, timestamp: int,
-                 replay: Origin | None = None, targets: frozenset[str] | None = None,
+                 replay: Coordinates | None = None, targets: frozenset[str] | None = None,
                  replay_count: int = 0) -> None:
         self.topic = topic
         self.partition = partition
@@ -49,10 +49,10 @@ class KafkaPayload:
         self.identity: tuple[str, int, int] = (topic_id, partition, offset)
 
     @property
-    def origin(self) -> Origin:
+    def origin(self) -> Coordinates:
         origin = self._origin
         if origin is None:
-            origin = self._origin = Origin(self.topic, self.topic_id, self.partition,
+            origin = self._origin = Coordinates(self.topic, self.topic_id, self.partition,
                                            self.offset, self.timestamp)
         return origin
 

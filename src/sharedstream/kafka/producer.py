@@ -447,12 +447,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                         done: Callable[[], None]) -> None:
         msg, origin = payload.message, payload.origin
         row = RejectedMessage(
-            identity=origin.identity,
-            topic=origin.topic,
-            topic_id=origin.topic_id,
-            partition=origin.partition,
-            offset=origin.offset,
-            timestamp=origin.timestamp,
+            origin=origin,
             consumer_group=self.consumer_group,
             rejections=rejections,
             error=why,

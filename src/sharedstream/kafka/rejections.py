@@ -17,17 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from sharedstream.core.message import Coordinates
+
 
 @dataclass(frozen=True, slots=True)
 class RejectedMessage:
     """One rejected message, with enough context to find and reprocess it."""
 
-    identity: str
-    topic: str
-    topic_id: str
-    partition: int
-    offset: int
-    timestamp: int
+    origin: Coordinates
     consumer_group: str
     rejections: Mapping[str, str]
     # Why this went to the recorder and not the DLQ ("no dead-letter topic configured",
@@ -35,6 +32,10 @@ class RejectedMessage:
     error: str
     key: bytes | None
     value: bytes | None
+
+    @property
+    def identity(self) -> str:
+        return self.origin.identity
 
 
 class RejectionRecorder(Protocol):

@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.kafka.dlq_headers import (
     ALL_HEADERS,
     CONSUMER_GROUP,
@@ -45,7 +46,6 @@ from sharedstream.kafka.dlq_headers import (
     PREFIX,
     REJECTIONS,
     REPLAY_COUNT,
-    Origin,
     user_headers,
 )
 
@@ -67,26 +67,48 @@ class DeadLetterError(Exception):
 class DeadLetter:
     """One record of a dead-letter topic, decoded.
 
-    ``topic``/``partition``/``offset``/``timestamp`` are the record's coordinates in
-    the DLQ topic; ``origin`` is where the rejected message first came from (None for
-    a foreign record). ``timestamp`` is the DLQ record's own timestamp, which the
-    triggerer sets to the original message's timestamp. ``headers`` are every header
-    as read, ``sharedstream.*`` included.
+    ``message`` is the DLQ record as read: its topic, partition and offset are its
+    place in the DLQ topic, its timestamp the one the triggerer set (the original
+    message's), its headers every header, ``sharedstream.*`` included. ``origin`` is
+    where the rejected message first came from (None for a foreign record). The
+    record's fields are also readable here directly (``dead.value``).
     """
 
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...]
-    origin: Origin | None = None
+    message: KafkaMessage
+    origin: Coordinates | None = None
     consumer_group: str | None = None
     rejections: Mapping[str, str] = field(default_factory=dict)
     replay_count: int = 0
     identity: str | None = None
     problem: str | None = None
+
+    @property
+    def topic(self) -> str:
+        return self.message.topic
+
+    @property
+    def partition(self) -> int:
+        return self.message.partition
+
+    @property
+    def offset(self) -> int:
+        return self.message.offset
+
+    @property
+    def timestamp(self) -> int:
+        return self.message.timestamp
+
+    @property
+    def key(self) -> bytes | None:
+        return self.message.key
+
+    @property
+    def value(self) -> bytes | None:
+        return self.message.value
+
+    @property
+    def headers(self) -> tuple[Header, ...]:
+        return self.message.headers
 
     @property
     def foreign(self) -> bool:
@@ -125,14 +147,14 @@ def decode_dead_letter(topic: str, partition: int, offset: int, timestamp: int,
     for name, raw in all_headers:
         if name.startswith(PREFIX) and raw is not None:
             found[name] = raw.decode("utf-8", "replace")
-    plain = DeadLetter(topic, partition, offset, timestamp, key, value, all_headers)
+    plain = DeadLetter(KafkaMessage(topic, partition, offset, timestamp, key, value, all_headers))
     missing = [name for name in ALL_HEADERS if name not in found]
     if len(missing) == len(ALL_HEADERS):
         return _foreign(plain, "no sharedstream headers")
     if missing:
         return _foreign(plain, f"missing header(s): {', '.join(missing)}")
     try:
-        origin = Origin(found[ORIGINAL_TOPIC], found[ORIGINAL_TOPIC_ID],
+        origin = Coordinates(found[ORIGINAL_TOPIC], found[ORIGINAL_TOPIC_ID],
                         int(found[ORIGINAL_PARTITION]), int(found[ORIGINAL_OFFSET]),
                         int(found[ORIGINAL_TIMESTAMP]))
         replay_count = int(found[REPLAY_COUNT])
@@ -145,15 +167,21 @@ def decode_dead_letter(topic: str, partition: int, offset: int, timestamp: int,
     if not isinstance(rejections, dict) or not rejections or replay_count < 0:
         return _foreign(plain, f"malformed header: {REJECTIONS} or {REPLAY_COUNT}")
     return DeadLetter(
-        topic, partition, offset, timestamp, key, value, all_headers, origin=origin,
+        plain.message, origin=origin,
         consumer_group=found[CONSUMER_GROUP],
         rejections={str(k): str(v) for k, v in sorted(rejections.items())},
         replay_count=replay_count, identity=found[IDENTITY])
 
 
+def decode_record(record: Any) -> DeadLetter:
+    """Decode a ``confluent_kafka.Message`` read from a DLQ topic (already checked for errors)."""
+    return decode_dead_letter(record.topic(), record.partition(), record.offset(),
+                              record.timestamp()[1], record.key(), record.value(),
+                              record.headers())
+
+
 def _foreign(plain: DeadLetter, problem: str) -> DeadLetter:
-    return DeadLetter(plain.topic, plain.partition, plain.offset, plain.timestamp, plain.key,
-                      plain.value, plain.headers, problem=problem)
+    return DeadLetter(plain.message, problem=problem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +314,7 @@ class DeadLetterReader:
                     continue
                 if offset >= end - 1:
                     del pending[partition]
-                batch.append(decode_dead_letter(
-                    self.topic, partition, offset, record.timestamp()[1], record.key(),
-                    record.value(), record.headers()))
+                batch.append(decode_record(record))
             if records:
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since > self.timeout:

@@ -32,7 +32,7 @@ def events_table(events: list[EventRecord]) -> Table:
         table.add_column(column, overflow="fold")
     for event in events:
         table.add_row(event.asset, event.watcher,
-                      f"{event.topic}[{event.partition}]@{event.offset}",
+                      f"{event.origin.topic}[{event.origin.partition}]@{event.origin.offset}",
                       str(event.event_index), event.created_at.isoformat(),
                       payload_preview(event.payload))
     return table
@@ -70,7 +70,7 @@ def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | No
     events = list_events(open_store(ctx).engine, asset_name=asset_name, watcher=watcher,
                          since=start, limit=limit)
     if as_json:
-        emit_json([asdict(event) for event in events])
+        emit_json([event.as_json() for event in events])
     else:
         console.print(events_table(events))
 

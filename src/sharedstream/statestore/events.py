@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from sharedstream.core.message import Coordinates
 from sharedstream.statestore.maintenance import CleanupReport, delete_in_batches
 from sharedstream.statestore.models import asset, asset_event
 
@@ -25,13 +26,18 @@ class EventRecord:
 
     asset: str
     watcher: str
-    topic: str
-    topic_id: str
-    partition: int
-    offset: int
+    origin: Coordinates  # no timestamp: asset_event does not keep it
     event_index: int
     created_at: datetime
     payload: Any
+
+    def as_json(self) -> dict[str, Any]:
+        """The flat form ``events list --json`` prints (its keys are a CLI contract)."""
+        o = self.origin
+        return {"asset": self.asset, "watcher": self.watcher, "topic": o.topic,
+                "topic_id": o.topic_id, "partition": o.partition, "offset": o.offset,
+                "event_index": self.event_index, "created_at": self.created_at,
+                "payload": self.payload}
 
 
 def list_events(
@@ -58,8 +64,9 @@ def list_events(
         query = query.limit(limit)
     with engine.connect() as connection:
         rows = connection.execute(query).all()
-    return [EventRecord(row.name, row.watcher, row.topic, row.topic_id, row.partition,
-                        row.offset, row.event_index, row.created_at, json.loads(row.payload))
+    return [EventRecord(row.name, row.watcher,
+                        Coordinates(row.topic, row.topic_id, row.partition, row.offset),
+                        row.event_index, row.created_at, json.loads(row.payload))
             for row in rows]
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
+from sharedstream.core.message import Coordinates
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.statestore.values import JSON_ENCODER
 
@@ -19,23 +20,14 @@ from sharedstream.statestore.values import JSON_ENCODER
 MAX_EVENT_BYTES = 2**24 - 1
 
 
-class EventCoordinates(NamedTuple):
-    """What an event is keyed by (with the watcher and its index within the message)."""
-
-    topic: str
-    topic_id: str
-    partition: int
-    offset: int
+# What an event is keyed by (with the watcher and its index within the message).
+CoordinatesOf = Callable[[Any], Coordinates]
 
 
-Coordinates = Callable[[Any], EventCoordinates]
-
-
-def kafka_coordinates(payload: KafkaPayload) -> EventCoordinates:
+def kafka_coordinates(payload: KafkaPayload) -> Coordinates:
     """The coordinates of a Kafka message: its ORIGINAL ones for a replayed dead letter,
     so a replay of a message some watcher already persisted never writes it twice."""
-    o = payload.origin
-    return EventCoordinates(o.topic, o.topic_id, o.partition, o.offset)
+    return payload.origin
 
 
 class PayloadRefused(ValueError):
@@ -55,7 +47,7 @@ def encode_payload(payload: Any, max_bytes: int) -> str:
     return text
 
 
-def event_rows(asset_id: int, watcher: str, where: EventCoordinates, texts: list[str],
+def event_rows(asset_id: int, watcher: str, where: Coordinates, texts: list[str],
                created_at: datetime) -> list[dict[str, Any]]:
     """One ``asset_event`` row per encoded payload; the list index is ``event_index``."""
     return [

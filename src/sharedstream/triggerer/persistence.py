@@ -71,7 +71,7 @@ from sharedstream.triggerer.batchmerge import fold_staged
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import (
     MAX_EVENT_BYTES,
-    Coordinates,
+    CoordinatesOf,
     PayloadRefused,
     encode_payload,
     event_rows,
@@ -103,7 +103,7 @@ class DatabaseWorkSink:
         assets: Mapping[str, int],
         settings: ProcessSettings | None = None,
         *,
-        coordinates: Coordinates = kafka_coordinates,
+        coordinates: CoordinatesOf = kafka_coordinates,
         max_event_bytes: int = MAX_EVENT_BYTES,
         retry_initial: float = 0.1,
         retry_cap: float = 5.0,

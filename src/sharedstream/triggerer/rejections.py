@@ -48,14 +48,15 @@ class DatabaseRejectionRecorder:
         now = self._store.clock()
         rows = []
         for message in rejected:
+            where = message.origin
             preview = value_preview(message.value, self._preview_bytes)
             for watcher, reason in sorted(message.rejections.items()):
                 # Why the DLQ did not take it goes with the watcher's own reason.
                 why = f"{reason} (not dead-lettered: {message.error})" if message.error \
                     else reason
                 rows.append({
-                    "watcher": watcher, "topic": message.topic, "topic_id": message.topic_id,
-                    "partition": message.partition, "offset": message.offset,
+                    "watcher": watcher, "topic": where.topic, "topic_id": where.topic_id,
+                    "partition": where.partition, "offset": where.offset,
                     "reason": why, "value_preview": preview, "created_at": now,
                 })
         return rows

@@ -13,10 +13,12 @@ keep running.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from typing import Any
 
+from sharedstream.core.message import Coordinates
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
@@ -24,7 +26,6 @@ from sharedstream.statestore.sql import insert_ignore_many
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.eventrows import (
     MAX_EVENT_BYTES,
-    EventCoordinates,
     PayloadRefused,
     encode_payload,
     event_rows,
@@ -37,8 +38,7 @@ log = logging.getLogger(__name__)
 async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int,
                          settings: ManagerSettings) -> None:
     """Run ``loaded.trigger.run()`` for ever, restarting it with backoff when it raises."""
-    where = EventCoordinates(topic="", topic_id=f"run:{uuid.uuid4().hex}", partition=-1,
-                             offset=0)
+    where = Coordinates(topic="", topic_id=f"run:{uuid.uuid4().hex}", partition=-1, offset=0)
     crashes = 0
     while True:
         try:
@@ -50,7 +50,7 @@ async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int
                     continue
                 rows = event_rows(asset_id, loaded.name, where, [text], utcnow())
                 await store.run_async(_insert, store, rows)
-                where = where._replace(offset=where.offset + 1)
+                where = dataclasses.replace(where, offset=where.offset + 1)
                 crashes = 0
             log.warning("watcher %r: run() ended; starting it again", loaded.name)
         except asyncio.CancelledError:

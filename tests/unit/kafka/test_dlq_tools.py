@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.ops.dlq_commands import binary_json, group_rows, histograms, preview
 from sharedstream.ops.dlq_reader import DeadLetter, decode_dead_letter
@@ -25,7 +26,7 @@ def record(offset: int = 0, *, source_offset: int = 7, count: int = 0,
            timestamp: int = T0, partition: int = 0) -> DeadLetter:
     headers = h.build_dlq_headers(
         original_headers=[("trace", b"t1")],
-        origin=h.Origin("orders", "TID", 2, source_offset, timestamp),
+        origin=Coordinates("orders", "TID", 2, source_offset, timestamp),
         consumer_group="sharedstream.orders",
         rejections=rejections or {"picky": "no amount"}, replay_count=count)
     return decode_dead_letter("orders.dlq", partition,
@@ -36,7 +37,7 @@ def record(offset: int = 0, *, source_offset: int = 7, count: int = 0,
 def test_decodes_every_header() -> None:
     r = record(source_offset=7, count=2, rejections={"b": "x", "a": "y"})
     assert not r.foreign and r.problem is None
-    assert r.origin == h.Origin("orders", "TID", 2, 7, T0)
+    assert r.origin == Coordinates("orders", "TID", 2, 7, T0)
     assert r.identity == "TID:2:7" == r.dedupe_key
     assert r.consumer_group == "sharedstream.orders"
     assert dict(r.rejections) == {"a": "y", "b": "x"} and r.watchers == ("a", "b")
@@ -95,7 +96,7 @@ def test_replay_keeps_context_and_bumps_the_count() -> None:
     assert d.headers is not None
     replay = h.parse_replay(d.headers)
     assert replay is not None and replay.replay_count == 2
-    assert replay.origin == h.Origin("orders", "TID", 2, 7, T0)
+    assert replay.origin == Coordinates("orders", "TID", 2, 7, T0)
     assert dict(replay.rejections) == {"picky": "no amount"}
     assert h.user_headers(d.headers) == [("trace", b"t1")]
     named = ReplayPlanner(rules(to="scratch")).decide(record())

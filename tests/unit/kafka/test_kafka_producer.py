@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError
 
 from ledger_driver import Driver
 from sharedstream.core.contract import LanesEnded
+from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.connections import ConnectionConfigError
 from sharedstream.kafka.memory import MemoryBroker
@@ -296,7 +297,7 @@ async def test_lost_partitions_commit_nothing() -> None:
 
 async def test_replayed_dead_letter_targets_its_rejecters_with_original_coordinates() -> None:
     cluster = broker()
-    origin = h.Origin("orders", "id-old", 3, 41, 1_600_000_000_000)
+    origin = Coordinates("orders", "id-old", 3, 41, 1_600_000_000_000)
     dlq = h.build_dlq_headers(
         original_headers=[("trace", b"t")],
         origin=origin,
