@@ -20,6 +20,8 @@ from sqlalchemy.engine import make_url
 from streams import create_schema, produce
 from triggerer import ORDERS, WATCHERS, Triggerer, run_cli, until, write_config
 
+from sharedstream.triggerer.metrics import CATALOG
+
 OFFLINE = {"bootstrap.servers": "127.0.0.1:1", "group.id": "e2e-offline"}
 
 
@@ -190,6 +192,11 @@ def test_readyz_503_while_the_cohort_is_incomplete_then_200_and_metrics(
                   "sharedstream_broker_ready", "sharedstream_assigned_partitions"):
         assert re.search(rf'^{gauge}{{group="{re.escape(group)}"}} ', metrics, re.M), gauge
     assert f'sharedstream_group_polling{{group="{group}"}} 1.0' in metrics
+    # Every family scraped is declared once in the catalog, with the help it declares.
+    declared = {spec.full_name: spec.help for spec in CATALOG}
+    scraped = {name.removesuffix("_total"): text for name, text in
+               re.findall(r"^# HELP (sharedstream_\w+) (.*)$", metrics, re.M)}
+    assert scraped == declared
     process.signal(signal.SIGTERM)
     assert process.wait() == 0
 

@@ -10,7 +10,8 @@ between scrapes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -27,14 +28,102 @@ if TYPE_CHECKING:
     from sharedstream.triggerer.process import Triggerer
 
 PREFIX = "sharedstream"
+GROUP = ("group",)
+PARTITION = ("group", "topic", "partition")
 
 
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=labels)
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One exported metric: its name (without prefix and ``_total``), kind, help, labels."""
+
+    name: str
+    kind: Literal["gauge", "counter", "summary"]
+    help: str
+    labels: tuple[str, ...] = ()
+
+    @property
+    def full_name(self) -> str:
+        return f"{PREFIX}_{self.name}"
+
+    def family(self) -> GaugeMetricFamily | CounterMetricFamily:
+        if self.kind == "gauge":
+            return GaugeMetricFamily(self.full_name, self.help, labels=list(self.labels))
+        if self.kind == "counter":
+            return CounterMetricFamily(self.full_name, self.help, labels=list(self.labels))
+        raise TypeError(f"{self.name}: a summary is built with its count and sum")
 
 
-def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
-    return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=labels)
+# Every metric the triggerer exports, declared here once (docs and dashboards read this).
+GROUP_POLLING = MetricSpec("group_polling", "gauge",
+                           "1 when the group polls with its cohort.", GROUP)
+GROUP_PAUSED = MetricSpec("group_paused", "gauge",
+                          "1 while fetching is paused (a bound is reached).", GROUP)
+IN_FLIGHT = MetricSpec("in_flight_messages", "gauge", "Messages not yet resolved, or held.", GROUP)
+QUEUED = MetricSpec("queued_messages", "gauge", "Messages waiting in watchers' queues.", GROUP)
+RECEIVED = MetricSpec("messages_received", "counter",
+                      "Messages handed to the group's watchers (first deliveries and re-reads).",
+                      GROUP)
+REDELIVERED = MetricSpec("redeliveries", "counter", "Held messages delivered again.", GROUP)
+OUTCOMES = MetricSpec("watcher_outcomes", "counter",
+                      "Per-watcher outcomes of messages (acked, filtered, failed, rejected...).",
+                      ("group", "watcher", "outcome"))
+BROKER_READY = MetricSpec("broker_ready", "gauge",
+                          "1 when the group's broker connection is healthy.", GROUP)
+ASSIGNED = MetricSpec("assigned_partitions", "gauge", "Partitions assigned to this process.", GROUP)
+HELD = MetricSpec("held_messages", "gauge", "Messages held for redelivery (lane floors).", GROUP)
+PARTITION_LAG = MetricSpec("partition_lag", "gauge",
+                           "Messages on the broker not yet committed.", PARTITION)
+COMMIT_LAG = MetricSpec("partition_commit_lag", "gauge",
+                        "Messages handed out but not yet committed (redelivered after a "
+                        "crash now).", PARTITION)
+PARTITION_PAUSED = MetricSpec("partition_paused", "gauge",
+                              "1 while the partition is paused.", PARTITION)
+FLOOR_DISTANCE = MetricSpec("partition_floor_distance", "gauge",
+                            "Messages read above the partition's floor (its first unresolved "
+                            "message); bounded by max_in_flight.", PARTITION)
+OPEN_BYTES = MetricSpec("partition_open_bytes", "gauge",
+                        "Key and value bytes of the partition's unresolved messages; bounded by "
+                        "max_in_flight_bytes.", PARTITION)
+AT_BOUND = MetricSpec("partition_at_bound", "gauge",
+                      "1 while the partition is paused at max_in_flight messages above its floor "
+                      "(a held message waits).", PARTITION)
+# The Kafka adapter's own counters, by the key of KafkaSharedStreamProducer.counters().
+KAFKA_COUNTERS = {spec.name: spec for spec in (
+    MetricSpec("messages_consumed", "counter", "Records read from the broker.", GROUP),
+    MetricSpec("commits", "counter", "Offset commits the broker acknowledged.", GROUP),
+    MetricSpec("commit_failures", "counter",
+               "Offset commits the broker refused or that failed (sent again later).", GROUP),
+    MetricSpec("dead_letters", "counter", "Dead-letter records the broker acknowledged.", GROUP),
+    MetricSpec("dead_letter_failures", "counter",
+               "Dead-letter sends that failed (retried with backoff).", GROUP),
+    MetricSpec("rejections_recorded", "counter",
+               "Rejections written to the database instead of a dead-letter topic.", GROUP),
+    MetricSpec("topics_recreated", "counter",
+               "Watched topics found deleted and recreated (read again from the start).", GROUP),
+)}
+DATABASE_HEALTHY = MetricSpec("database_healthy", "gauge",
+                              "1 while units of work commit; 0 while the database fails.")
+UOW_QUEUED = MetricSpec("uow_queued_windows", "gauge", "Windows waiting for a unit-of-work batch.")
+UOW_LATENCY = MetricSpec("uow_batch_latency_seconds", "summary",
+                         "Time from a batch's first commit attempt to its commit.")
+UOW_BATCHES = MetricSpec("uow_batches", "counter", "Units of work committed.")
+EVENTS_PERSISTED = MetricSpec("events_persisted", "counter", "Asset events inserted.")
+UOW_CONFIRMED = MetricSpec("uow_windows_confirmed", "counter",
+                           "Message windows whose events and state committed.")
+UOW_REJECTED = MetricSpec("uow_windows_rejected", "counter",
+                          "Message windows refused by the database for good (the watcher's "
+                          "rejection).")
+UOW_FAILURES = MetricSpec("uow_commit_failures", "counter",
+                          "Unit-of-work commits that failed (retried).")
+UOW_PERMANENT = MetricSpec("uow_permanent_failures", "counter",
+                           "Unit-of-work batches split because the database refused their data.")
+
+CATALOG: tuple[MetricSpec, ...] = (
+    GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
+    BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE,
+    OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY, UOW_QUEUED, UOW_LATENCY,
+    UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
+)
 
 
 class TriggererCollector(Collector):
@@ -46,94 +135,58 @@ class TriggererCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         triggerer = self._triggerer
         names = {g.key: g.consumer_group for g in triggerer.plan.groups}
-        g = ["group"]
-        polling = _gauge("group_polling", "1 when the group polls with its cohort.", g)
-        paused = _gauge("group_paused", "1 while fetching is paused (a bound is reached).", g)
-        in_flight = _gauge("in_flight_messages", "Messages not yet resolved, or held.", g)
-        queued = _gauge("queued_messages", "Messages waiting in watchers' queues.", g)
-        received = _counter("messages_received", "Messages handed to the group's watchers "
-                            "(first deliveries and re-reads).", g)
-        redelivered = _counter("redeliveries", "Held messages delivered again.", g)
-        outcomes = _counter("watcher_outcomes", "Per-watcher outcomes of messages.",
-                            ["group", "watcher", "outcome"])
-        ready = _gauge("broker_ready", "1 when the group's broker connection is healthy.", g)
-        assigned = _gauge("assigned_partitions", "Partitions assigned to this process.", g)
-        held = _gauge("held_messages", "Messages held for redelivery (lane floors).", g)
-        p = ["group", "topic", "partition"]
-        lag = _gauge("partition_lag", "Messages on the broker not yet committed.", p)
-        commit_lag = _gauge("partition_commit_lag",
-                            "Messages handed out but not yet committed (redelivered after a "
-                            "crash now).", p)
-        paused_partitions = _gauge("partition_paused", "1 while the partition is paused.", p)
-        floor_distance = _gauge("partition_floor_distance",
-                                "Messages read above the partition's floor (its first "
-                                "unresolved message); bounded by max_in_flight.", p)
-        open_bytes = _gauge("partition_open_bytes",
-                            "Key and value bytes of the partition's unresolved messages; "
-                            "bounded by max_in_flight_bytes.", p)
-        at_bound = _gauge("partition_at_bound",
-                          "1 while the partition is paused at max_in_flight messages above "
-                          "its floor (a held message waits).", p)
-        producer_counters: dict[str, CounterMetricFamily] = {}
+        families = {spec: spec.family() for spec in (
+            GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
+            BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED,
+            FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values())}
+
+        def add(spec: MetricSpec, labels: list[str], value: float) -> None:
+            families[spec].add_metric(labels, value)
+
         for status in triggerer.manager.status():
             name = names.get(status.key, repr(status.key))
-            polling.add_metric([name], float(status.polling))
-            paused.add_metric([name], float(status.paused))
-            in_flight.add_metric([name], float(status.in_flight))
-            queued.add_metric([name], float(status.queued))
+            add(GROUP_POLLING, [name], float(status.polling))
+            add(GROUP_PAUSED, [name], float(status.paused))
+            add(IN_FLIGHT, [name], float(status.in_flight))
+            add(QUEUED, [name], float(status.queued))
             counters = status.counters
-            received.add_metric([name], float(counters.received))
-            redelivered.add_metric([name], float(counters.redelivered))
+            add(RECEIVED, [name], float(counters.received))
+            add(REDELIVERED, [name], float(counters.redelivered))
             for watcher in sorted(status.cohort):
                 for outcome, value in counters.outcomes(watcher).items():
-                    outcomes.add_metric([name, watcher, outcome], float(value))
+                    add(OUTCOMES, [name, watcher, outcome], float(value))
             producer = status.producer
             if not isinstance(producer, KafkaSharedStreamProducer):
                 continue
             health = producer.health()
-            ready.add_metric([name], float(health.ready))
-            assigned.add_metric([name], float(health.assigned_partitions))
-            held.add_metric([name], float(health.held_messages))
+            add(BROKER_READY, [name], float(health.ready))
+            add(ASSIGNED, [name], float(health.assigned_partitions))
+            add(HELD, [name], float(health.held_messages))
             for (topic, partition), stats in producer.partition_stats.items():
                 labels = [name, topic, str(partition)]
-                lag.add_metric(labels, float(stats.lag))
-                commit_lag.add_metric(labels, float(stats.commit_lag))
-                paused_partitions.add_metric(labels, float(stats.paused))
+                add(PARTITION_LAG, labels, float(stats.lag))
+                add(COMMIT_LAG, labels, float(stats.commit_lag))
+                add(PARTITION_PAUSED, labels, float(stats.paused))
             for (topic, partition), load in producer.floor_distances().items():
                 labels = [name, topic, str(partition)]
-                floor_distance.add_metric(labels, float(load.distance))
-                open_bytes.add_metric(labels, float(load.open_bytes))
-                at_bound.add_metric(labels, float(load.at_bound))
+                add(FLOOR_DISTANCE, labels, float(load.distance))
+                add(OPEN_BYTES, labels, float(load.open_bytes))
+                add(AT_BOUND, labels, float(load.at_bound))
             for counter, value in producer.counters().items():
-                family = producer_counters.get(counter)
-                if family is None:
-                    family = producer_counters[counter] = _counter(
-                        counter, f"Kafka producer: {counter.replace('_', ' ')}.", g)
-                family.add_metric([name], float(value))
-        yield from (polling, paused, in_flight, queued, received, redelivered, outcomes, ready,
-                    assigned, held, lag, commit_lag, paused_partitions, floor_distance,
-                    open_bytes, at_bound)
-        yield from producer_counters.values()
+                add(KAFKA_COUNTERS[counter], [name], float(value))
+        yield from families.values()
         yield from _sink_metrics(triggerer.sink)
 
 
 def _sink_metrics(sink: DatabaseWorkSink) -> Iterator[Metric]:
-    healthy = _gauge("database_healthy",
-                     "1 while units of work commit; 0 while the database fails.", [])
-    healthy.add_metric([], float(sink.healthy))
-    queued = _gauge("uow_queued_windows", "Windows waiting for a unit-of-work batch.", [])
-    queued.add_metric([], float(sink.queued))
-    latency = SummaryMetricFamily(f"{PREFIX}_uow_batch_latency_seconds",
-                                  "Time from a batch's first commit attempt to its commit.",
-                                  count_value=sink.batch_latency_count,
-                                  sum_value=sink.batch_latency_sum)
-    yield from (healthy, queued, latency)
-    for counter, value in (("uow_batches", sink.batches),
-                           ("events_persisted", sink.events_written),
-                           ("uow_windows_confirmed", sink.windows_confirmed),
-                           ("uow_windows_rejected", sink.windows_rejected),
-                           ("uow_commit_failures", sink.failures),
-                           ("uow_permanent_failures", sink.permanent_failures)):
-        family = _counter(counter, f"Units of work: {counter.replace('_', ' ')}.", [])
+    for spec, value in ((DATABASE_HEALTHY, sink.healthy), (UOW_QUEUED, sink.queued),
+                        (UOW_BATCHES, sink.batches), (EVENTS_PERSISTED, sink.events_written),
+                        (UOW_CONFIRMED, sink.windows_confirmed),
+                        (UOW_REJECTED, sink.windows_rejected), (UOW_FAILURES, sink.failures),
+                        (UOW_PERMANENT, sink.permanent_failures)):
+        family = spec.family()
         family.add_metric([], float(value))
         yield family
+    yield SummaryMetricFamily(UOW_LATENCY.full_name, UOW_LATENCY.help,
+                              count_value=sink.batch_latency_count,
+                              sum_value=sink.batch_latency_sum)
