@@ -5,15 +5,27 @@ A connection is a librdkafka config dict, taken from the config file
 ``SHAREDSTREAM_CONN_<ID>`` holding a JSON object. Validation happens here, before
 any consumer exists, so a misconfigured connection never reads a single message:
 
-* ``enable.auto.commit`` absent -> forced false. Present and anything but the
+* ``bootstrap.servers``: the one key a connection must have.
+* ``group.id``: the prefix of every consumer group on the connection: each topic
+  set consumes as ``<group.id>.<sorted topics joined by "+">``
+  (:func:`consumer_group_id`), so two topic sets never split one group's partitions.
+* ``enable.auto.commit``: absent -> forced false. Present and anything but the
   boolean ``False`` or the string ``"false"`` (any case) -> refused. librdkafka
   committing on its own would move offsets past messages whose events are not
   persisted yet (guarantee 1), so there is no "close enough" value: ``0`` and
   ``"0"`` are refused too.
-* ``enable.auto.offset.store`` is always false: offsets move only through
+* ``enable.auto.offset.store``: always false; offsets move only through
   explicit commits of the resolved prefix.
-* ``auto.offset.reset`` absent -> ``earliest``: a new group starts from the
+* ``auto.offset.reset``: absent -> ``earliest``, so a new group starts from the
   beginning instead of silently skipping what was written before it existed.
+
+The dead-letter producer (:func:`dlq_producer_config`) sets, unless the connection does:
+
+* ``enable.idempotence``: true, so librdkafka's own retries never write a record twice.
+* ``acks``: ``all``, so a delivery report means the record is durable on the
+  broker; only then is the rejected message committed past.
+* ``message.timeout.ms``: how long one dead-letter send may take before it is
+  reported failed; the message stays held and the send is retried with backoff.
 
 Secrets (passwords, tokens, key material) never appear in errors or logs; use
 :func:`redacted` before printing a config.

@@ -14,6 +14,20 @@ class StateStoreSettings:
     default). An option that is present but empty is a configuration mistake, not a request
     for the default, so it raises ``ValueError`` here, at load time, instead of silently
     falling back.
+
+    * ``default_retention_days``: days a task-state value lives when it is set with
+      ``retention=None``; 0 = never expire.
+    * ``max_value_storage_bytes``: largest value one key may hold, in UTF-8 bytes of
+      its JSON; a larger one raises ``ValueTooLargeError``.
+    * ``clear_on_success``: delete a task scope's keys when the task is marked
+      successful.
+    * ``state_cleanup_batch_size``: rows deleted per transaction by
+      ``sharedstream state-store clean`` and ``sharedstream events clean``
+      (0 = everything in one statement).
+    * ``backend``: dotted path of a ``StateBackend`` subclass to use instead of the
+      built-in database backend.
+    * ``payload_backend`` / ``payload_dir``: ``[workers] state_backend`` and
+      ``state_dir``, handed over by the config loader.
     """
 
     default_retention_days: int = 30

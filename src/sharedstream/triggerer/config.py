@@ -39,7 +39,12 @@ __all__ = ["Config", "ConfigError", "load_config"]
 
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
-    """``[database]``: where events and state live (any SQLAlchemy URL)."""
+    """``[database]``: where events and state live (any SQLAlchemy URL).
+
+    * ``url``: SQLAlchemy URL of the database that holds events, state and the
+      triggerer's records: ``postgresql+psycopg://...``, ``mysql+pymysql://...`` or
+      ``sqlite:///...``. It may hold a password: it is never printed.
+    """
 
     url: str = DEFAULT_DATABASE_URL
 
@@ -78,7 +83,14 @@ class ProcessSettings:
 
 @dataclass(frozen=True, slots=True)
 class WorkersSettings:
-    """``[workers]``: where large state payloads live (a backend dotted path and its dir)."""
+    """``[workers]``: where large state payloads live (a backend dotted path and its dir).
+
+    * ``state_backend``: keep task-state values outside the database, the row keeping
+      a reference: ``filesystem``, or the dotted path of a ``PayloadBackend``
+      subclass. Unset, values stay in the database. Asset state always does.
+    * ``state_dir``: directory of the ``filesystem`` backend (unset:
+      ``./sharedstream-state``).
+    """
 
     state_backend: str | None = None
     state_dir: str | None = None
