@@ -8,13 +8,20 @@ loop and never queues behind another component's thread.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.statestore.backend import StateEntry
 from sharedstream.statestore.comparison import compare, is_forward
 from sharedstream.statestore.retention import resolve_expiry
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
-from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, StagedSet
+from sharedstream.statestore.staging import (
+    MISSING,
+    NOT_STAGED,
+    AssetStaging,
+    StagedDelete,
+    StagedSet,
+)
 from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
 
@@ -102,7 +109,18 @@ class TaskState:
 
 
 class AssetState:
-    """Asset state of one asset; every write records ``writer`` (kind + identity)."""
+    """Asset state of one asset; every write records ``writer`` (kind + identity).
+
+    This class is the one asset-state API (``get/set/advance/delete/clear/items`` and
+    their async twins). Where reads are answered from and where writes are staged are
+    the hooks below: unbound, writes go straight to the database; bound to a
+    ``UnitOfWork``, they are staged there. The triggerer's per-watcher accessor
+    (``triggerer.state_access.WatcherStateAccess``) overrides the hooks to stage into
+    the message window being handled, never the methods.
+
+    The async twins answer staged values on the caller's loop and send only database
+    calls to the store's threads.
+    """
 
     def __init__(
         self,
@@ -119,17 +137,78 @@ class AssetState:
     def bound(self, uow: UnitOfWork) -> AssetState:
         return AssetState(self._store, self.scope, self.writer, uow)
 
-    def _lookup(self, key: str) -> Any:
-        if self.uow is not None:
-            with self.uow.lock:
-                staged = self.uow.staged.asset(self.scope).lookup(key)
-            if staged is not NOT_STAGED:
-                return staged
+    # -- hooks -----------------------------------------------------------------------------
+
+    def _writes_through(self) -> bool:
+        """True when a write goes to the database at once (nothing to stage it in)."""
+        return self.uow is None
+
+    def _staging(self) -> AssetStaging | None:
+        """Where staged writes go; None drops them (their unit of work is resolved)."""
+        assert self.uow is not None
+        return self.uow.staged.asset(self.scope)
+
+    def _guard(self) -> AbstractContextManager[object]:
+        """Held around a read-then-stage, so threads sharing a unit of work stay atomic."""
+        return self.uow.lock if self.uow is not None else nullcontext()
+
+    def _staged(self, key: str) -> Any:
+        """The staged value of ``key`` (MISSING if deleted), else NOT_STAGED."""
+        if self.uow is None:
+            return NOT_STAGED
+        with self.uow.lock:
+            return self.uow.staged.asset(self.scope).lookup(key)
+
+    def _read(self, key: str) -> Any:
+        """The committed value of ``key`` (MISSING if absent)."""
         return self._store.backend.asset_get(self.scope, key)
 
+    async def _aread(self, key: str) -> Any:
+        return await self._store.run_async(self._store.backend.asset_get, self.scope, key)
+
+    def _wrote_through(self, key: str | None) -> None:
+        """A direct write changed ``key`` (None: every key); nothing to do here."""
+
+    # -- shared steps ----------------------------------------------------------------------
+
+    def _lookup(self, key: str) -> Any:
+        found = self._staged(key)
+        return self._read(key) if found is NOT_STAGED else found
+
+    async def _alookup(self, key: str) -> Any:
+        found = self._staged(key)
+        return await self._aread(key) if found is NOT_STAGED else found
+
     def _encode(self, key: str, value: Any) -> str:
-        check_key(key)
-        return encode_value(key, value, self._store.settings.max_value_storage_bytes)
+        return encode_value(check_key(key), value, self._store.settings.max_value_storage_bytes)
+
+    def _stage_set(self, key: str, value: Any, text: str) -> None:
+        with self._guard():
+            staging = self._staging()
+            if staging is not None:
+                staging.ops[key] = StagedSet(value, text, self.writer)
+
+    def _stage_advance(self, key: str, value: Any, text: str, current: Any) -> bool:
+        if current is not MISSING and not is_forward(value, current):
+            return False
+        staging = self._staging()
+        if staging is not None:
+            staging.stage_advance(key, value, text, self.writer)
+        return True
+
+    def _stage_delete(self, key: str) -> None:
+        staging = self._staging()
+        if staging is not None:
+            staging.ops[key] = StagedDelete()
+
+    def _stage_clear(self) -> None:
+        with self._guard():
+            staging = self._staging()
+            if staging is not None:
+                staging.cleared = True
+                staging.ops.clear()
+
+    # -- the API ---------------------------------------------------------------------------
 
     def get(self, key: str, default: Any = None) -> Any:
         found = self._lookup(check_key(key))
@@ -138,11 +217,11 @@ class AssetState:
     def set(self, key: str, value: Any) -> None:
         """Store ``value`` unconditionally (use ``advance`` for cursors)."""
         text = self._encode(key, value)
-        if self.uow is None:
+        if self._writes_through():
+            self._wrote_through(key)
             self._store.backend.asset_set(self.scope, key, value, text, self.writer)
             return
-        with self.uow.lock:
-            self.uow.staged.asset(self.scope).ops[key] = StagedSet(value, text, self.writer)
+        self._stage_set(key, value, text)
 
     def advance(self, key: str, value: Any) -> bool:
         """Set ``key`` to ``value`` only if that moves it forwards; True if it moved.
@@ -152,47 +231,76 @@ class AssetState:
         """
         text = self._encode(key, value)
         compare(value, value)  # refuse unorderable kinds before anything is written
-        if self.uow is None:
+        if self._writes_through():
+            self._wrote_through(key)
             return self._store.backend.asset_advance(self.scope, key, value, text, self.writer)
-        with self.uow.lock:
-            current = self._lookup(key)
-            if current is not MISSING and not is_forward(value, current):
-                return False
-            self.uow.staged.asset(self.scope).stage_advance(key, value, text, self.writer)
-        return True
+        with self._guard():
+            return self._stage_advance(key, value, text, self._lookup(key))
 
     def delete(self, key: str) -> bool:
+        """Remove ``key``; True if it existed."""
         check_key(key)
-        if self.uow is None:
+        if self._writes_through():
+            self._wrote_through(key)
             return self._store.backend.asset_delete(self.scope, key)
-        with self.uow.lock:
+        with self._guard():
             existed = self._lookup(key) is not MISSING
-            self.uow.staged.asset(self.scope).ops[key] = StagedDelete()
+            self._stage_delete(key)
         return existed
 
     def clear(self) -> None:
-        if self.uow is None:
+        """Remove every key of the asset."""
+        if self._writes_through():
+            self._wrote_through(None)
             self._store.backend.asset_clear(self.scope)
             return
-        with self.uow.lock:
-            staging = self.uow.staged.asset(self.scope)
-            staging.cleared = True
-            staging.ops.clear()
+        self._stage_clear()
 
     def items(self) -> list[StateEntry]:
+        """Committed keys of the asset (staged writes are not listed)."""
         return self._store.backend.asset_items(self.scope)
 
     async def aget(self, key: str, default: Any = None) -> Any:
-        return await self._store.run_async(self.get, key, default)
+        found = await self._alookup(check_key(key))
+        return default if found is MISSING else found
 
     async def aset(self, key: str, value: Any) -> None:
-        await self._store.run_async(self.set, key, value)
+        text = self._encode(key, value)
+        if self._writes_through():
+            self._wrote_through(key)
+            await self._store.run_async(self._store.backend.asset_set, self.scope, key, value,
+                                        text, self.writer)
+            return
+        self._stage_set(key, value, text)
 
     async def aadvance(self, key: str, value: Any) -> bool:
-        return await self._store.run_async(self.advance, key, value)
+        text = self._encode(key, value)
+        compare(value, value)
+        if self._writes_through():
+            self._wrote_through(key)
+            return await self._store.run_async(self._store.backend.asset_advance, self.scope,
+                                               key, value, text, self.writer)
+        current = await self._alookup(key)
+        with self._guard():
+            return self._stage_advance(key, value, text, current)
 
     async def adelete(self, key: str) -> bool:
-        return await self._store.run_async(self.delete, key)
+        check_key(key)
+        if self._writes_through():
+            self._wrote_through(key)
+            return await self._store.run_async(self._store.backend.asset_delete, self.scope,
+                                               key)
+        existed = await self._alookup(key) is not MISSING
+        with self._guard():
+            self._stage_delete(key)
+        return existed
 
     async def aclear(self) -> None:
-        await self._store.run_async(self.clear)
+        if self._writes_through():
+            self._wrote_through(None)
+            await self._store.run_async(self._store.backend.asset_clear, self.scope)
+            return
+        self._stage_clear()
+
+    async def aitems(self) -> list[StateEntry]:
+        return await self._store.run_async(self.items)

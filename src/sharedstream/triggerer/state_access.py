@@ -25,10 +25,11 @@ key): their change is seen at most ``READ_CACHE_SECONDS`` later. Advances stay s
 against it either way: the commit is a forward-only compare-and-swap. Direct writes
 through this object update what it knows at once.
 
-Staged writes made after the message was rejected are dropped with it. The sync
-methods block on a database read when nothing staged answers; the async twins answer
-staged hits on the loop and send database reads and immediate writes to the store's
-threads.
+Staged writes made after the message was rejected are dropped with it. The API is
+:class:`~sharedstream.statestore.accessors.AssetState`'s (one asset-state API); this
+class only overrides its hooks. The sync methods block on a database read when
+nothing staged answers; the async twins answer staged hits on the loop and send
+database reads and immediate writes to the store's threads.
 
 Inside a window a database read is a wait on infrastructure
 (:meth:`Window.waiting_on_infrastructure`): the manager's ack timeout does not run
@@ -51,13 +52,11 @@ from typing import Any
 from sharedstream.core.streamconfig import InfrastructureError
 from sharedstream.core.window import Window, current_window
 from sharedstream.statestore.accessors import AssetState
-from sharedstream.statestore.comparison import compare, is_forward
 from sharedstream.statestore.engine import describe_error, is_transient_error
 from sharedstream.statestore.scopes import AssetScope, Writer
-from sharedstream.statestore.staging import MISSING, NOT_STAGED, StagedDelete, StagedSet
+from sharedstream.statestore.staging import NOT_STAGED, AssetStaging
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.uow import UnitOfWork
-from sharedstream.statestore.values import check_key, encode_value
 from sharedstream.triggers.assets import Asset
 
 log = logging.getLogger(__name__)
@@ -68,9 +67,12 @@ READ_CACHE_SECONDS = 1.0
 """How long a value this watcher committed or read stays the answer without the database."""
 
 
-class WatcherStateAccess:
+class WatcherStateAccess(AssetState):
     """The asset state of watcher ``watcher``'s asset, staged per message window.
 
+    The API is :class:`AssetState`'s; only its hooks differ (module docstring):
+    writes are staged into the watcher's open window, reads see the windows the sink
+    holds and what this watcher knows, and in-window database reads wait out outages.
     ``asset`` is the watcher's Asset (or its name); ``asset_id`` its registered id
     (``store.register_asset``), which spares a name lookup per database access.
     """
@@ -79,14 +81,11 @@ class WatcherStateAccess:
                  asset_id: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         asset_name = asset if isinstance(asset, str) else asset.name
-        self._store = store
+        scope = (AssetScope(asset_id=asset_id) if asset_id is not None
+                 else AssetScope(name=asset_name))
+        super().__init__(store, scope, Writer.watcher(watcher))
         self.watcher = watcher
         self.asset_name = asset_name
-        self.scope = (AssetScope(asset_id=asset_id) if asset_id is not None
-                      else AssetScope(name=asset_name))
-        self.writer = Writer.watcher(watcher)
-        self._direct = AssetState(store, self.scope, self.writer)
-        self._max_bytes = store.settings.max_value_storage_bytes
         # Windows of this watcher that staged something, oldest first.
         self._windows: deque[Window] = deque()
         # key -> (valid until, value), in expiry order (the lifetime is one constant).
@@ -151,8 +150,8 @@ class WatcherStateAccess:
                 break
             known.popitem(last=False)
 
-    def _forget(self, key: str | None = None) -> None:
-        """A direct write changed ``key`` (None: every key)."""
+    def _wrote_through(self, key: str | None) -> None:
+        """A direct write changed ``key`` (None: every key): forget what was known."""
         if key is None:
             self._known.clear()
         else:
@@ -177,27 +176,31 @@ class WatcherStateAccess:
             del self._known[key]
         return NOT_STAGED
 
-    def _lookup(self, key: str) -> Any:
-        found = self._staged(key)
-        if found is NOT_STAGED:
-            window = self._window()
-            if window is None:
-                found = self._store.backend.asset_get(self.scope, key)
-            else:
-                with window.waiting_on_infrastructure():
-                    try:
-                        found = self._store.backend.asset_get(self.scope, key)
-                    except Exception as exc:
-                        if not is_transient_error(exc):
-                            raise
-                        raise InfrastructureError(
-                            f"state read of {key!r}: {describe_error(exc)}") from exc
-            self._remember(key, found)
-        return found
+    # -- AssetState's hooks ----------------------------------------------------------------
 
-    async def _alookup(self, key: str) -> Any:
-        found = self._staged(key)
-        return await self._aread(key) if found is NOT_STAGED else found
+    def _writes_through(self) -> bool:
+        return self._window() is None
+
+    def _staging(self) -> AssetStaging | None:
+        window = self._window()
+        unit = self._unit(window) if window is not None else None
+        return None if unit is None else unit.staged.asset(self.scope)
+
+    def _read(self, key: str) -> Any:
+        window = self._window()
+        if window is None:
+            found = self._store.backend.asset_get(self.scope, key)
+        else:
+            with window.waiting_on_infrastructure():
+                try:
+                    found = self._store.backend.asset_get(self.scope, key)
+                except Exception as exc:
+                    if not is_transient_error(exc):
+                        raise
+                    raise InfrastructureError(
+                        f"state read of {key!r}: {describe_error(exc)}") from exc
+        self._remember(key, found)
+        return found
 
     async def _aread(self, key: str) -> Any:
         """A database read; inside a window, retried while the database is unavailable.
@@ -231,113 +234,6 @@ class WatcherStateAccess:
                 self.read_failure = None
                 self._remember(key, value)
                 return value
-
-    def _encode(self, key: str, value: Any) -> str:
-        return encode_value(check_key(key), value, self._max_bytes)
-
-    # -- sync API --------------------------------------------------------------------------
-
-    def get(self, key: str, default: Any = None) -> Any:
-        found = self._lookup(check_key(key))
-        return default if found is MISSING else found
-
-    def set(self, key: str, value: Any) -> None:
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            self._direct.set(key, value)
-            return
-        self._stage_set(window, key, value, self._encode(key, value))
-
-    def _stage_set(self, window: Window, key: str, value: Any, text: str) -> None:
-        unit = self._unit(window)
-        if unit is not None:
-            unit.staged.asset(self.scope).ops[key] = StagedSet(value, text, self.writer)
-
-    def delete(self, key: str) -> bool:
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            return self._direct.delete(key)
-        existed = self._lookup(check_key(key)) is not MISSING
-        self._stage_delete(window, key)
-        return existed
-
-    def _stage_delete(self, window: Window, key: str) -> None:
-        unit = self._unit(window)
-        if unit is not None:
-            unit.staged.asset(self.scope).ops[key] = StagedDelete()
-
-    def clear(self) -> None:
-        window = self._window()
-        if window is None:
-            self._forget()
-            self._direct.clear()
-            return
-        unit = self._unit(window)
-        if unit is not None:
-            staging = unit.staged.asset(self.scope)
-            staging.cleared = True
-            staging.ops.clear()
-
-    def advance(self, key: str, value: Any) -> bool:
-        """Move ``key`` to ``value`` only forwards; True if it moved (see DESIGN's rules)."""
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            return self._direct.advance(key, value)
-        text = self._encode(key, value)
-        compare(value, value)  # unorderable kinds fail before anything is staged
-        return self._stage_advance(window, key, value, text, self._lookup(key))
-
-    def _stage_advance(self, window: Window, key: str, value: Any, text: str,
-                       current: Any) -> bool:
-        if current is not MISSING and not is_forward(value, current):
-            return False
-        unit = self._unit(window)
-        if unit is not None:
-            unit.staged.asset(self.scope).stage_advance(key, value, text, self.writer)
-        return True
-
-    # -- async twins -----------------------------------------------------------------------
-
-    async def aget(self, key: str, default: Any = None) -> Any:
-        found = await self._alookup(check_key(key))
-        return default if found is MISSING else found
-
-    async def aset(self, key: str, value: Any) -> None:
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            await self._direct.aset(key, value)
-            return
-        self._stage_set(window, key, value, self._encode(key, value))
-
-    async def adelete(self, key: str) -> bool:
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            return await self._direct.adelete(key)
-        existed = await self._alookup(check_key(key)) is not MISSING
-        self._stage_delete(window, key)
-        return existed
-
-    async def aclear(self) -> None:
-        if self._window() is None:
-            self._forget()
-            await self._direct.aclear()
-            return
-        self.clear()
-
-    async def aadvance(self, key: str, value: Any) -> bool:
-        window = self._window()
-        if window is None:
-            self._forget(key)
-            return await self._direct.aadvance(key, value)
-        text = self._encode(key, value)
-        compare(value, value)
-        current = await self._alookup(key)
-        return self._stage_advance(window, key, value, text, current)
 
 
 def _private(value: Any) -> Any:
