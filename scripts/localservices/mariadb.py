@@ -11,26 +11,13 @@ database the tests reach over TCP with PyMySQL.
 
 from __future__ import annotations
 
-import os
+import pwd
 import shutil
-import signal
-import tempfile
-import time
-import uuid
-from pathlib import Path
 
 import pymysql
 
-from ._process import (
-    ManagedProcess,
-    ServiceError,
-    apt_install,
-    chown_tree,
-    free_port,
-    run_checked,
-    service_user,
-    wait_until,
-)
+from ._dbserver import DatabaseServer
+from ._process import ServiceError, apt_install, run_checked
 
 TEST_USER = "sharedstream"
 TEST_PASSWORD = "sharedstream-test"
@@ -53,62 +40,42 @@ def ensure_installed() -> tuple[str, str]:
     return found
 
 
-class MariaDBServer:
-    """One throwaway MariaDB server on 127.0.0.1.
+class MariaDBServer(DatabaseServer):
+    """One throwaway MariaDB server on 127.0.0.1."""
 
-    ``owner_pid`` as for ``KafkaBroker``: None = this process, 0 = detached.
-    """
+    name = "mariadb"
+    account = "mysql"
 
-    def __init__(self, workdir: Path | None = None, *, port: int | None = None,
-                 owner_pid: int | None = None, cleanup: bool | None = None) -> None:
-        self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="sharedstream-mariadb-")) \
-            if workdir is None else workdir
-        self.cleanup = self._own_workdir if cleanup is None else cleanup
-        self.port = port or free_port()
-        self.datadir = self.workdir / "data"
-        self.sockdir = self.workdir / "run"
-        self.socket = self.sockdir / "mariadbd.sock"
-        self.process = ManagedProcess(
-            "mariadb", self.workdir / "mariadb.log",
-            owner_pid=os.getpid() if owner_pid is None else (owner_pid or None),
-            stop_signal=signal.SIGTERM, stop_timeout=30.0,
-        )
-        self.start_seconds: float | None = None
+    @property
+    def socket(self) -> str:
+        return str(self.sockdir / "mariadbd.sock")
 
-    def start(self, timeout: float = 60.0) -> None:
-        began = time.monotonic()
-        server, installer = ensure_installed()
-        user = service_user("mysql")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir.chmod(0o755)
-        self.sockdir.mkdir(exist_ok=True)
-        chown_tree(self.sockdir, user)
-        if not (self.datadir / "mysql").exists():
-            self.datadir.mkdir(mode=0o700, exist_ok=True)
-            chown_tree(self.datadir, user)
-            run_checked([installer, "--no-defaults", f"--datadir={self.datadir}",
-                         "--auth-root-authentication-method=normal", "--skip-test-db"],
-                        user=user)
-        self.process.spawn(
-            [server, "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.socket}",
-             f"--pid-file={self.sockdir / 'mariadbd.pid'}", "--skip-name-resolve",
-             "--innodb-flush-log-at-trx-commit=2", "--innodb-buffer-pool-size=128M",
-             "--max-connections=300", "--character-set-server=utf8mb4",
-             "--collation-server=utf8mb4_unicode_ci"],
-            user=user,
-        )
-        wait_until(self.answers, timeout=timeout, what=f"MariaDB on port {self.port}",
-                   alive=self.process.running, log_path=self.process.log_path)
+    def _install(self) -> None:
+        self._server, self._installer = ensure_installed()
+
+    def _initialised(self) -> bool:
+        return (self.datadir / "mysql").exists()
+
+    def _initialise(self, user: pwd.struct_passwd | None) -> None:
+        run_checked([self._installer, "--no-defaults", f"--datadir={self.datadir}",
+                     "--auth-root-authentication-method=normal", "--skip-test-db"], user=user)
+
+    def _argv(self) -> list[str]:
+        return [self._server, "--no-defaults", f"--datadir={self.datadir}",
+                f"--port={self.port}", "--bind-address=127.0.0.1", f"--socket={self.socket}",
+                f"--pid-file={self.sockdir / 'mariadbd.pid'}", "--skip-name-resolve",
+                "--innodb-flush-log-at-trx-commit=2", "--innodb-buffer-pool-size=128M",
+                "--max-connections=300", "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci"]
+
+    def _after_start(self) -> None:
         with self._root() as conn, conn.cursor() as cur:
             cur.execute(f"CREATE USER IF NOT EXISTS '{TEST_USER}'@'127.0.0.1' "
                         f"IDENTIFIED BY '{TEST_PASSWORD}'")
             cur.execute(f"GRANT ALL PRIVILEGES ON *.* TO '{TEST_USER}'@'127.0.0.1'")
-        self.start_seconds = time.monotonic() - began
 
     def _root(self) -> pymysql.connections.Connection:
-        return pymysql.connect(unix_socket=str(self.socket), user="root", password="",
+        return pymysql.connect(unix_socket=self.socket, user="root", password="",
                                connect_timeout=2, autocommit=True)
 
     def answers(self) -> bool:
@@ -122,17 +89,6 @@ class MariaDBServer:
         return (f"mysql+pymysql://{TEST_USER}:{TEST_PASSWORD}@127.0.0.1:{self.port}/"
                 f"{database}?charset=utf8mb4")
 
-    def create_database(self, prefix: str = "sharedstream_test") -> str:
-        """Create a fresh, empty database and return its SQLAlchemy URL."""
-        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    def _create(self, database: str) -> None:
         with self._root() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-        return self.url(name)
-
-    def stop(self) -> None:
-        self.process.stop()
-        if self.cleanup:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def running(self) -> bool:
-        return self.process.running()
+            cur.execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")

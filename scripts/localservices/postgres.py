@@ -13,26 +13,16 @@ database, so one server serves a whole test run.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
-import tempfile
-import time
-import uuid
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
-from ._process import (
-    ManagedProcess,
-    ServiceError,
-    apt_install,
-    chown_tree,
-    free_port,
-    run_checked,
-    service_user,
-    wait_until,
-)
+from ._dbserver import DatabaseServer
+from ._process import ServiceError, apt_install, run_checked
 
 SUPERUSER = "postgres"
 
@@ -66,29 +56,14 @@ def ensure_installed() -> Path:
     return bindir
 
 
-class PostgresServer:
-    """One throwaway PostgreSQL cluster on 127.0.0.1.
+class PostgresServer(DatabaseServer):
+    """One throwaway PostgreSQL cluster on 127.0.0.1."""
 
-    ``owner_pid`` as for ``KafkaBroker``: None = this process, 0 = detached.
-    """
-
-    def __init__(self, workdir: Path | None = None, *, port: int | None = None,
-                 owner_pid: int | None = None, cleanup: bool | None = None) -> None:
-        self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="sharedstream-pg-")) if workdir is None \
-            else workdir
-        self.cleanup = self._own_workdir if cleanup is None else cleanup
-        self.port = port or free_port()
-        self.datadir = self.workdir / "data"
-        self.sockdir = self.workdir / "run"
-        self.process = ManagedProcess(
-            "postgres", self.workdir / "postgres.log",
-            owner_pid=os.getpid() if owner_pid is None else (owner_pid or None),
-            # SIGINT is PostgreSQL's "fast" shutdown: roll back sessions and
-            # exit; SIGTERM ("smart") would wait for every client to leave.
-            stop_signal=signal.SIGINT, stop_timeout=30.0,
-        )
-        self.start_seconds: float | None = None
+    name = "postgres"
+    account = "postgres"
+    # SIGINT is PostgreSQL's "fast" shutdown: roll back sessions and exit; SIGTERM
+    # ("smart") would wait for every client to leave.
+    stop_signal = signal.SIGINT
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
@@ -96,31 +71,21 @@ class PostgresServer:
     def _dsn(self, database: str = "postgres") -> str:
         return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={database}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        began = time.monotonic()
-        bindir = ensure_installed()
-        user = service_user("postgres")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        # The server account must be able to reach its data dir through ours.
-        self.workdir.chmod(0o755)
-        self.sockdir.mkdir(exist_ok=True)
-        chown_tree(self.sockdir, user)
-        if not (self.datadir / "PG_VERSION").exists():
-            self.datadir.mkdir(mode=0o700, exist_ok=True)
-            chown_tree(self.datadir, user)
-            run_checked([str(bindir / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER,
-                         "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"],
-                        user=user)
-        self.process.spawn(
-            [str(bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
-             "-k", str(self.sockdir), "-c", "listen_addresses=127.0.0.1",
-             "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-             "-c", "max_connections=300"],
-            user=user,
-        )
-        wait_until(self.answers, timeout=timeout, what=f"PostgreSQL on port {self.port}",
-                   alive=self.process.running, log_path=self.process.log_path)
-        self.start_seconds = time.monotonic() - began
+    def _install(self) -> None:
+        self._bindir = ensure_installed()
+
+    def _initialised(self) -> bool:
+        return (self.datadir / "PG_VERSION").exists()
+
+    def _initialise(self, user: pwd.struct_passwd | None) -> None:
+        run_checked([str(self._bindir / "initdb"), "-D", str(self.datadir), "-U", SUPERUSER,
+                     "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"], user=user)
+
+    def _argv(self) -> list[str]:
+        return [str(self._bindir / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
+                "-k", str(self.sockdir), "-c", "listen_addresses=127.0.0.1",
+                "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                "-c", "max_connections=300"]
 
     def answers(self) -> bool:
         try:
@@ -129,17 +94,6 @@ class PostgresServer:
         except psycopg.OperationalError:
             return False
 
-    def create_database(self, prefix: str = "sharedstream_test") -> str:
-        """Create a fresh, empty database and return its SQLAlchemy URL."""
-        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    def _create(self, database: str) -> None:
         with psycopg.connect(self._dsn(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return self.url(name)
-
-    def stop(self) -> None:
-        self.process.stop()
-        if self.cleanup:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def running(self) -> bool:
-        return self.process.running()
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))

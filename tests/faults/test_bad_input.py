@@ -27,13 +27,12 @@ import sqlalchemy as sa
 from confluent_kafka import Producer
 from faultkit import Figures, Size, dead_letters, wait_committed_end
 from streams import create_schema
-from triggerer import Triggerer, write_config
+from triggerer import ORDERS, Triggerer, write_config
 
 from sharedstream.statestore.models import asset_event, rejected_message
 
 PARTITIONS = 4
 LARGE = 1_100_000
-WATCHERS = Path(__file__).resolve().parent / "watchers" / "faults.py"
 KINDS = ["empty", "tombstone", "bad_utf8", "text", "json", "bomb", "nested", "large",
          "large_bad"]
 WEIGHTS = [8, 8, 12, 25, 35, 2, 4, 0.1, 0.1]
@@ -102,8 +101,8 @@ def test_generated_bad_records_each_end_as_event_skip_or_recorded_rejection(
     create_schema(pg_url)
     config = write_config(tmp_path / "sharedstream.toml", database_url=pg_url,
                           connection=connection)
-    process = triggerers(config, WATCHERS, env={
-        "FAULTS_TOPIC": topic, "FAULTS_DLQ": dlq, "FAULTS_WATCHERS": "text,json"}).start()
+    process = triggerers(config, ORDERS, env={
+        "E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_WATCHERS": "text,json"}).start()
     process.wait_ready()
 
     rng = random.Random(20261129)

@@ -21,11 +21,10 @@ from typing import Any
 from db_schemas import postgres_schema_url
 from faultkit import Figures, Size, dead_letters
 from streams import committed, create_schema, event_count, event_ids, events, produce
-from triggerer import Triggerer, until, write_config
+from triggerer import ORDERS, Triggerer, until, write_config
 
 PARTITIONS = 3
 SLOW_SECONDS = 0.005  # the slow watcher's time per message
-WATCHERS = Path(__file__).resolve().parent / "watchers" / "faults.py"
 
 
 def _sibling_rate(pg_url: str, kafka_bootstrap: str, topic: str, dlq: str,
@@ -40,8 +39,8 @@ def _sibling_rate(pg_url: str, kafka_bootstrap: str, topic: str, dlq: str,
                           triggerer={"ack_timeout": 3.0, "subscriber_queue_size": 256,
                                      "max_attempts": 1000})
     produce(kafka_bootstrap, topic, range(count), PARTITIONS)
-    process = triggerers(config, WATCHERS, env={
-        "FAULTS_TOPIC": topic, "FAULTS_DLQ": dlq, "FAULTS_WATCHERS": watchers, **env}).start()
+    process = triggerers(config, ORDERS, env={
+        "E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_WATCHERS": watchers, **env}).start()
     process.wait_ready()
     began = time.monotonic()
     until(lambda: event_count(pg_url, "sibling") == count, "sibling's events", within,
@@ -81,8 +80,8 @@ def test_slow_and_stuck_watchers_fail_alone_and_the_sibling_finishes(
     process, busy_rate = _sibling_rate(
         pg_url, kafka_bootstrap, topic, dlq, connection, triggerers, busy_dir,
         "sibling,slow,stuck", count,
-        {"FAULTS_SLOW_SECONDS": str(SLOW_SECONDS), "FAULTS_STUCK_IDS": str(stuck_id),
-         "FAULTS_STUCK_FLAG": str(flag)}, within=60 + count * SLOW_SECONDS)
+        {"E2E_SLOW_SECONDS": str(SLOW_SECONDS), "E2E_STUCK_IDS": str(stuck_id),
+         "E2E_STUCK_FLAG": str(flag)}, within=60 + count * SLOW_SECONDS)
     # The fault landed: when the sibling had every message, the slow watcher (5 ms per
     # message) was still behind it.
     slow_when_sibling_done = event_count(pg_url, "slow")

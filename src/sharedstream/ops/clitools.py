@@ -92,6 +92,21 @@ def database_options(fn: Callable[P, R]) -> Callable[P, R]:
     return fn
 
 
+def store_command(*, json_help: str = "Print JSON.") -> Callable[[Callable[..., R]],
+                                                                Callable[..., R]]:
+    """The decorators every database command shares, in one place.
+
+    ``--config``, ``--database-url`` (read by :func:`open_store`) and ``--json``; the
+    command gets the click context first and its failures become one ``error:`` line.
+    """
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        command = click.pass_context(handled(fn))
+        command = click.option("--json", "as_json", is_flag=True, help=json_help)(command)
+        return database_options(command)
+
+    return decorate
+
+
 def open_store(ctx: click.Context) -> StateStore:
     """The state store the command's options name, closed when the command ends."""
     options = _options(ctx)

@@ -12,7 +12,12 @@ from typing import Any
 import click
 from rich.table import Table
 
-from sharedstream.ops.clitools import console, database_options, emit_json, handled, open_store
+from sharedstream.ops.clitools import (
+    console,
+    emit_json,
+    open_store,
+    store_command,
+)
 from sharedstream.statestore.durations import parse_duration, parse_instant
 from sharedstream.statestore.events import EventRecord, clean_events, list_events
 from sharedstream.statestore.types import utcnow
@@ -54,10 +59,7 @@ def events_group() -> None:
               help="Only events created at or after TIME: ISO-8601 (naive = UTC) or a "
                    "duration ago (10m, 2h, 7d).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (full payloads).")
-@click.pass_context
-@handled
+@store_command(json_help="Print JSON (full payloads).")
 def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | None,
                 since: str | None, limit: int, as_json: bool, **_: Any) -> None:
     """List asset events, newest first."""
@@ -81,10 +83,7 @@ def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | No
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted.")
 @click.option("--batch-size", type=click.IntRange(min=0),
               help="Override [state_store] state_cleanup_batch_size (0 = one statement).")
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
                  batch_size: int | None, as_json: bool, **_: Any) -> None:
     """Delete asset events older than --older-than, one transaction per batch.

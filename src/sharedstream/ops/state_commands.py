@@ -17,11 +17,10 @@ from sqlalchemy.engine import make_url
 
 from sharedstream.ops.clitools import (
     console,
-    database_options,
     emit_json,
     fail,
-    handled,
     open_store,
+    store_command,
 )
 from sharedstream.statestore.accessors import AssetState, TaskState
 from sharedstream.statestore.durations import parse_duration
@@ -68,11 +67,8 @@ def db_group() -> None:
 
 
 @db_group.command("upgrade")
-@database_options
 @click.option("--revision", default="head", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def db_upgrade(ctx: click.Context, /, config: str | None, database_url: str | None,
                revision: str, as_json: bool) -> None:
     """Migrate the database to the newest schema (or --revision)."""
@@ -95,10 +91,7 @@ def state_store_group() -> None:
 @state_store_group.command("get")
 @click.argument("key")
 @_scope_options
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_get(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
     """Print the value of KEY."""
     accessor = _accessor(open_store(ctx), ctx.params)
@@ -116,12 +109,9 @@ def ss_get(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
 @click.argument("key")
 @click.argument("value")
 @_scope_options
-@database_options
 @click.option("--retention", metavar="DURATION|never",
               help="Task state only: 7d, 12h, ... or 'never'; default [state_store].")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, as_json: bool,
            **_: Any) -> None:
     """Set KEY to VALUE (a JSON document: 42, '"text"', '[1,2]', '{"a":1}')."""
@@ -151,10 +141,7 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
 @state_store_group.command("delete")
 @click.argument("key")
 @_scope_options
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_delete(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
     """Delete KEY (exit 1 if it did not exist)."""
     accessor = _accessor(open_store(ctx), ctx.params)
@@ -169,10 +156,7 @@ def ss_delete(ctx: click.Context, /, key: str, as_json: bool, **_: Any) -> None:
 
 @state_store_group.command("list")
 @_scope_options
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
     """List the keys of one scope."""
     accessor = _accessor(open_store(ctx), ctx.params)
@@ -193,10 +177,7 @@ def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
 
 
 @state_store_group.command("stats")
-@database_options
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_stats(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
     """Row counts per store, expired rows not yet cleaned, value size distribution."""
     data = open_store(ctx).stats()
@@ -222,13 +203,10 @@ def ss_stats(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
 
 
 @state_store_group.command("clean")
-@database_options
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted.")
 @click.option("--batch-size", type=click.IntRange(min=0),
               help="Override [state_store] state_cleanup_batch_size (0 = one statement).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_json: bool,
              **_: Any) -> None:
     """Delete expired task state rows (asset state is never touched)."""
@@ -244,13 +222,10 @@ def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_js
 
 
 @state_store_group.command("orphans")
-@database_options
 @click.option("--delete", "delete_them", is_flag=True, help="Delete the orphaned objects.")
 @click.option("--min-age", default="1m", show_default=True, metavar="DURATION",
               help="Ignore objects younger than this (a set may be about to reference them).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: bool,
                **_: Any) -> None:
     """List ([workers] state_backend) payload objects no row references."""
@@ -273,13 +248,10 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
 
 
 @state_store_group.command("sweep")
-@database_options
 @click.option("--inactive-for", required=True, metavar="DURATION",
               help="Remove state of assets inactive at least this long (e.g. 30d).")
 @click.option("--dry-run", is_flag=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-@handled
+@store_command()
 def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: bool,
              **_: Any) -> None:
     """Remove asset state of assets deactivated longer than --inactive-for."""

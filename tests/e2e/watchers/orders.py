@@ -13,7 +13,15 @@ serves every test (and a different selection is a different cohort):
   ``$E2E_FLAKY_FLAG`` exists;
 * ``mirror`` keeps every message, like ``everything`` (a second keep-all watcher);
 * ``quitter`` keeps every message, but its filter ends at once while the file
-  ``$E2E_QUIT_FLAG`` exists (a watcher missing from its cohort).
+  ``$E2E_QUIT_FLAG`` exists (a watcher missing from its cohort);
+* ``sibling`` keeps every message, like ``everything`` (the fault suite's reference);
+* ``slow`` keeps every message after sleeping ``$E2E_SLOW_SECONDS`` on each;
+* ``stuck`` keeps every message, but hangs on ids in ``$E2E_STUCK_IDS`` while the file
+  ``$E2E_STUCK_FLAG`` exists (only ``ack_timeout`` gets it off them);
+* ``text`` is the stock :class:`KafkaSharedStreamTrigger` (UTF-8 events, tombstones
+  skipped, undecodable values rejected): what a user gets without subclassing;
+* ``json`` yields each value parsed as JSON and rejects what does not parse, including
+  documents nested too deep for Python (RecursionError).
 
 With ``$E2E_HANDOUTS`` naming a directory, every watcher writes down every message it
 is handed (``watcher partition offset``, one line each) in ``<pid>.log`` there, with an
@@ -24,6 +32,7 @@ event's unique key makes a second hand-out invisible in the database).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -117,15 +126,44 @@ class Quitter(Keep):
             yield event
 
 
-CATALOGUE: dict[str, type[Keep]] = {"everything": Keep, "evens": Evens, "picky": Picky,
-                                    "flaky": Flaky, "mirror": Keep,
-                                    "quitter": Quitter}
+class Slow(Keep):
+    async def before(self, n: int) -> None:
+        await asyncio.sleep(float(os.environ.get("E2E_SLOW_SECONDS", "0.01")))
+
+
+class Stuck(Keep):
+    async def before(self, n: int) -> None:
+        stuck = {int(i) for i in os.environ.get("E2E_STUCK_IDS", "").split(",") if i}
+        if n in stuck and await asyncio.to_thread(flag_raised, "E2E_STUCK_FLAG"):
+            await asyncio.Event().wait()
+
+
+class Json(KafkaSharedStreamTrigger):
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            if message.value is None:
+                continue
+            try:
+                document = json.loads(message.value)
+            except (ValueError, RecursionError) as error:
+                reject_shared_stream_event(f"not JSON: {type(error).__name__}")
+                continue
+            yield TriggerEvent(document)
+
+
+CATALOGUE: dict[str, type[KafkaSharedStreamTrigger]] = {
+    "everything": Keep, "evens": Evens, "picky": Picky, "flaky": Flaky, "mirror": Keep,
+    "quitter": Quitter, "sibling": Keep, "slow": Slow, "stuck": Stuck,
+    "text": KafkaSharedStreamTrigger, "json": Json}
 SELECTED = os.environ.get("E2E_WATCHERS", "everything,evens,picky").split(",")
 
-def watcher(name: str) -> Keep:
+def watcher(name: str) -> KafkaSharedStreamTrigger:
     trigger = CATALOGUE[name](topics=[TOPIC], kafka_config_id="e2e", poll_timeout=0.2,
                               dlq_topic=DLQ)
-    trigger.name = name
+    if isinstance(trigger, Keep):
+        trigger.name = name
     return trigger
 
 
