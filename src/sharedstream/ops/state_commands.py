@@ -13,7 +13,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich.table import Table
-from sqlalchemy.engine import make_url
 
 from sharedstream.ops.clitools import (
     console,
@@ -59,28 +58,6 @@ def _accessor(store: StateStore, params: dict[str, Any]) -> TaskState | AssetSta
 def _scope_label(accessor: TaskState | AssetState) -> str:
     kind = "asset" if isinstance(accessor, AssetState) else "task"
     return f"{kind} {accessor.scope.label()}"
-
-
-@click.group("db")
-def db_group() -> None:
-    """Database schema."""
-
-
-@db_group.command("upgrade")
-@click.option("--revision", default="head", show_default=True)
-@store_command()
-def db_upgrade(ctx: click.Context, /, config: str | None, database_url: str | None,
-               revision: str, as_json: bool) -> None:
-    """Migrate the database to the newest schema (or --revision)."""
-    store = open_store(ctx)
-    before = store.revision()
-    store.upgrade(revision)
-    after = store.revision()
-    target = make_url(str(store.engine.url)).render_as_string(hide_password=True)
-    if as_json:
-        emit_json({"database": target, "from": before, "to": after})
-    else:
-        console.print(f"{target}: {before or 'empty'} -> {after}")
 
 
 @click.group("state-store")
