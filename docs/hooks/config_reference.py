@@ -49,7 +49,8 @@ if str(_ROOT / "src") not in sys.path:
     # Builds from a checkout without `pip install -e .` still find the package.
     sys.path.append(str(_ROOT / "src"))
 
-MARKER = re.compile(r"^<!--\s*config-reference:\s*(?P<section>[\w.<>]+)\s*-->\s*$", re.M)
+MARKER = re.compile(r"^<!--[ \t]*config-reference:[ \t]*(?P<section>[\w.<>]+)[ \t]*-->[ \t]*$",
+                    re.M)
 
 
 class ReferenceDrift(Exception):
@@ -356,7 +357,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     def replace(match: re.Match[str]) -> str:
         name = match.group("section")
         _rendered.add(name)
-        return _or_plugin_error(render_section, name)
+        return f"\n{_or_plugin_error(render_section, name)}\n"  # a table is its own block
 
     return MARKER.sub(replace, markdown)
 

@@ -37,4 +37,4 @@ def render_metrics() -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if MARKER not in markdown:
         return markdown
-    return markdown.replace(MARKER, render_metrics())
+    return markdown.replace(MARKER, f"\n{render_metrics()}\n")  # a table is its own block
