@@ -15,8 +15,8 @@ anyone's position. Each record comes decoded with its context::
         print(record.origin.topic, record.origin.offset, record.rejections,
               record.replay_count, record.value)
 
-See ``examples/dlq_consumer.py`` for an alerting consumer and the README section
-"Dead letters" for the headers.
+See ``examples/dlq_consumer.py`` for an alerting consumer and docs/dead-letters.md
+for the headers.
 """
 
 from sharedstream.core.message import Coordinates

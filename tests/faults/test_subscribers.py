@@ -6,7 +6,7 @@ alone. ``slow`` sleeps on every message. The sibling's delivery rate is measured
 alone and next to both (figures only: the assertion is about behaviour, the
 sibling finishing every message while the stuck one still holds its message).
 
-Per DESIGN.md a full subscriber queue pauses fetching (``subscriber_queue_size``)
+A full subscriber queue pauses fetching (``subscriber_queue_size``)
 instead of failing anyone, so the sibling is held back by a slow peer at most by
 the queue bound; the figures show what that costs.
 """

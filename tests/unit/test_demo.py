@@ -1,6 +1,6 @@
 """``sharedstream demo`` end to end, as a first-time user runs it (a subprocess).
 
-The demo is the one place librdkafka's mock cluster is allowed (DESIGN.md), so this
+The demo is the one place librdkafka's mock cluster is allowed, so this
 unit test needs no services. A short run with a short outage, then the JSON summary
 and the demo's own SQLite file are checked: what the view claims must be what
 actually landed.

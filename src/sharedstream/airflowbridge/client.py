@@ -136,7 +136,7 @@ class AirflowClient:
         Pages with ``timestamp_gte`` = the cursor's instant and skips what is not after
         the cursor on this side (events sharing the cursor's timestamp). An event
         committed later with an *earlier* timestamp than the cursor is not seen: see
-        the README (failure windows) for when that can happen.
+        docs/airflow-sync.md (guarantees and failure windows) for when that can happen.
         """
         found: list[dict[str, Any]] = []
         offset = 0

@@ -1,6 +1,6 @@
 """Helpers every ``sharedstream`` command module shares: exit codes, JSON, common options.
 
-Exit codes are a contract (DESIGN.md): 0 ok, 1 runtime failure, 2 usage or
+Exit codes are a contract (docs/operations.md): 0 ok, 1 runtime failure, 2 usage or
 configuration error. :func:`handled` is the one place that maps exceptions to
 them, so every command reports a failure the same way: one ``error: ...`` line
 on stderr, never a traceback and never a secret (database URLs and connection

@@ -64,8 +64,8 @@ _PERMANENT_DBAPI = frozenset({"DataError", "IntegrityError"})
 def is_transient_error(exc: BaseException) -> bool:
     """True for a database error that retrying the same statements can get past.
 
-    The infrastructure half of the failure policy (README, "Failures, holds and
-    retries"): such an error is held and retried forever and counts no attempt.
+    The infrastructure half of the failure policy (docs/guarantees.md,
+    "How the shared stream works"): such an error is held and retried forever and counts no attempt.
     """
     return isinstance(exc, _TRANSIENT) or isinstance(getattr(exc, "orig", None), _TRANSIENT)
 
