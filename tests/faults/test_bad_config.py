@@ -1,4 +1,6 @@
-"""Every invalid option of the configuration reference: one ``error:`` line naming it, exit 2, nothing touched.
+"""Every invalid option of the configuration reference: one ``error:`` line, exit 2.
+
+Each names the option, and nothing is touched.
 
 The config points the broker and the PostgreSQL URL at a socket the test
 listens on and never answers: a process that reached for either would show up

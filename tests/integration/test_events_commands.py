@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from sharedstream.cli import cli
+from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
@@ -52,7 +53,7 @@ def seed(store: StateStore, ages_hours: dict[tuple[str, str], list[float]]) -> N
                   "event_index": 0, "created_at": now - timedelta(hours=age)}
                  for i, age in enumerate(ages)]
     with store.engine.begin() as connection:
-        connection.execute(asset_event.insert(), rows)
+        insert_events(connection, rows)
 
 
 def count(store: StateStore) -> int:

@@ -1,4 +1,4 @@
-"""The public names (docs/watchers.md) are a contract: acceptance tests outside this repo use them."""
+"""The public names (docs/watchers.md) are a contract: outside acceptance tests use them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,15 @@
-"""Operator queries on persisted asset events: list them, delete old ones.
+"""Persisted asset events: written in commit order, read by cursor, listed and cleaned.
+
+**Commit-ordered ids.** Every writer (the unit-of-work sink, the standalone runner)
+inserts events through :func:`insert_events`, which allocates their ids from the
+one-row ``event_sequence`` table as the LAST step of its transaction: the
+``UPDATE`` takes that row's lock and holds it until the commit. So a transaction
+can only get ids after every transaction that got lower ids has committed or rolled
+back (a rollback also rolls the sequence back: no gap). A reader that sees id N
+therefore sees every lower id too, and ``id > cursor`` never skips a row that
+commits late: the outbox trap of autoincrement ids, which are assigned at insert
+time, not at commit. The price: event inserts of concurrent processes serialise on
+that row for the length of an insert and a commit.
 
 Deleting events is also how an operator makes a deliberate reprocessing produce
 events again: events are idempotent on (watcher, topic id, partition, offset,
@@ -8,36 +19,93 @@ index), so re-reading offsets whose events still exist creates nothing new.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import Engine
+from sqlalchemy import Select, select, update
+from sqlalchemy.engine import Connection, Engine, Row
 
 from sharedstream.core.message import Coordinates
 from sharedstream.statestore.maintenance import CleanupReport, delete_in_batches
-from sharedstream.statestore.models import asset, asset_event
+from sharedstream.statestore.models import asset, asset_event, event_sequence
+from sharedstream.statestore.sql import insert_ignore_many
 
 
 @dataclass(frozen=True, slots=True)
 class EventRecord:
-    """One ``asset_event`` row as an operator sees it (``payload`` decoded from JSON)."""
+    """One ``asset_event`` row (``payload`` decoded from JSON), with its asset's uri."""
 
+    id: int
     asset: str
+    asset_uri: str | None
     watcher: str
     origin: Coordinates  # no timestamp: asset_event does not keep it
     event_index: int
     created_at: datetime
     payload: Any
 
+    @property
+    def identity(self) -> str:
+        """``watcher/topic_id:partition:offset/index``: the event's unique key as one string,
+        the idempotency key destinations see (the same after any redelivery)."""
+        return f"{self.watcher}/{self.origin.identity}/{self.event_index}"
+
     def as_json(self) -> dict[str, Any]:
         """The flat form ``events list --json`` prints (its keys are a CLI contract)."""
         o = self.origin
-        return {"asset": self.asset, "watcher": self.watcher, "topic": o.topic,
+        return {"id": self.id, "asset": self.asset, "watcher": self.watcher, "topic": o.topic,
                 "topic_id": o.topic_id, "partition": o.partition, "offset": o.offset,
                 "event_index": self.event_index, "created_at": self.created_at,
                 "payload": self.payload}
+
+
+def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
+    """Insert ``asset_event`` rows (without ids) with commit-ordered ids; return how many
+    were new (duplicates of the unique key are skipped, leaving unused ids).
+
+    Call it last in the transaction: from here to the commit the sequence row is locked
+    (see the module docstring).
+    """
+    if not rows:
+        return 0
+    seq = event_sequence.c
+    connection.execute(update(event_sequence).where(seq.id == 1)
+                       .values(last_id=seq.last_id + len(rows)))
+    last = connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one()
+    for number, row in enumerate(rows, start=last - len(rows) + 1):
+        row["id"] = number
+    return insert_ignore_many(connection, asset_event, rows)
+
+
+def _events() -> Select[Any]:
+    e, a = asset_event.c, asset.c
+    return (select(e.id, a.name, a.uri, e.watcher, e.topic, e.topic_id, e.partition, e.offset,
+                   e.event_index, e.created_at, e.payload)
+            .join_from(asset_event, asset, e.asset_id == a.id))
+
+
+def _record(row: Row[Any]) -> EventRecord:
+    return EventRecord(row.id, row.name, row.uri, row.watcher,
+                       Coordinates(row.topic, row.topic_id, row.partition, row.offset),
+                       row.event_index, row.created_at, json.loads(row.payload))
+
+
+def events_after(connection: Connection, cursor: int, *, limit: int,
+                 asset_ids: Collection[int] | None = None) -> list[EventRecord]:
+    """The first ``limit`` events with an id above ``cursor``, in id (= commit) order;
+    only those of ``asset_ids`` when given."""
+    query = _events().where(asset_event.c.id > cursor).order_by(asset_event.c.id).limit(limit)
+    if asset_ids is not None:
+        query = query.where(asset_event.c.asset_id.in_(list(asset_ids)))
+    return [_record(row) for row in connection.execute(query)]
+
+
+def last_event_id(connection: Connection) -> int:
+    """The highest id allocated so far (0 before the first event)."""
+    seq = event_sequence.c
+    return int(connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one())
 
 
 def list_events(
@@ -50,10 +118,7 @@ def list_events(
 ) -> list[EventRecord]:
     """Events matching every given filter, newest first (ties: last inserted first)."""
     e, a = asset_event.c, asset.c
-    query = (select(a.name, e.watcher, e.topic, e.topic_id, e.partition, e.offset,
-                    e.event_index, e.created_at, e.payload)
-             .join_from(asset_event, asset, e.asset_id == a.id)
-             .order_by(e.created_at.desc(), e.id.desc()))
+    query = _events().order_by(e.created_at.desc(), e.id.desc())
     if asset_name is not None:
         query = query.where(a.name == asset_name)
     if watcher is not None:
@@ -63,11 +128,7 @@ def list_events(
     if limit is not None:
         query = query.limit(limit)
     with engine.connect() as connection:
-        rows = connection.execute(query).all()
-    return [EventRecord(row.name, row.watcher,
-                        Coordinates(row.topic, row.topic_id, row.partition, row.offset),
-                        row.event_index, row.created_at, json.loads(row.payload))
-            for row in rows]
+        return [_record(row) for row in connection.execute(query)]
 
 
 def clean_events(

@@ -96,11 +96,13 @@ class AssetEventRow(Base):
     __table_args__ = (
         UniqueConstraint("watcher", "topic_id", "partition", "offset", "event_index"),
         Index("ix_asset_event_created_at", "created_at"),
+        Index("ix_asset_event_asset_id_id", "asset_id", "id"),
     )
 
+    # Allocated by statestore.events.insert_events from event_sequence, in commit order.
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
-                                    primary_key=True, autoincrement=True)
-    asset_id: Mapped[int] = mapped_column(ForeignKey("asset.id", ondelete="CASCADE"), index=True)
+                                    primary_key=True, autoincrement=False)
+    asset_id: Mapped[int] = mapped_column(ForeignKey("asset.id", ondelete="CASCADE"))
     watcher: Mapped[str] = mapped_column(String(NAME_LENGTH))
     payload: Mapped[str] = mapped_column(JsonText)
     topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
@@ -108,6 +110,48 @@ class AssetEventRow(Base):
     partition: Mapped[int] = mapped_column(Integer)
     offset: Mapped[int] = mapped_column(BigInteger)
     event_index: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class EventSequenceRow(Base):
+    """The last ``asset_event.id`` handed out: ids are allocated from here, in commit order.
+
+    One row. A writer takes its row lock (``UPDATE ... SET last_id = last_id + n``) as the
+    last step of its transaction and holds it until it commits, so an id is never visible
+    before every lower id is visible or rolled back: ``id > cursor`` reads miss nothing.
+    """
+
+    __tablename__ = "event_sequence"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class DeliveryCursorRow(Base):
+    """How far a destination has delivered: every event up to ``last_id`` is done."""
+
+    __tablename__ = "delivery_cursor"
+
+    destination: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    last_id: Mapped[int] = mapped_column(BigInteger)
+    delivered: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class UndeliveredEventRow(Base):
+    """An event a destination refused for good (or that was given up on), with why."""
+
+    __tablename__ = "undelivered_event"
+    __table_args__ = (UniqueConstraint("destination", "event_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    destination: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    event_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("asset_event.id", ondelete="CASCADE"), index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
@@ -145,3 +189,6 @@ task_state_store = tables["task_state_store"]
 asset_event = tables["asset_event"]
 rejected_message = tables["rejected_message"]
 stream_group = tables["stream_group"]
+event_sequence = tables["event_sequence"]
+delivery_cursor = tables["delivery_cursor"]
+undelivered_event = tables["undelivered_event"]

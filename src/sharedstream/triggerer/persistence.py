@@ -63,8 +63,7 @@ from typing import Any, NamedTuple
 
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
-from sharedstream.statestore.models import asset_event
-from sharedstream.statestore.sql import insert_ignore_many
+from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.batchmerge import fold_staged
@@ -275,7 +274,7 @@ class DatabaseWorkSink:
     # -- writer thread --------------------------------------------------------------------------
 
     def _write(self, batch: list[_Queued]) -> int:
-        """One transaction: the batch's events, then its folded state writes; commit."""
+        """One transaction: the batch's folded state writes, then its events; commit."""
         created_at = self._clock()
         rows: list[dict[str, Any]] = []
         units = []
@@ -289,8 +288,9 @@ class DatabaseWorkSink:
         uow.staged = fold_staged(units)
         try:
             with self._store.engine.begin() as connection:
-                written = insert_ignore_many(connection, asset_event, rows)
                 uow.apply(connection)
+                # Last: it locks the event sequence until the commit (commit-ordered ids).
+                written = insert_events(connection, rows)
         except BaseException:
             uow.discard()
             raise

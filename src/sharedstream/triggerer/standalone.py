@@ -21,8 +21,7 @@ from typing import Any
 from sharedstream.core.message import Coordinates
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore import StateStore
-from sharedstream.statestore.models import asset_event
-from sharedstream.statestore.sql import insert_ignore_many
+from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.eventrows import (
     MAX_EVENT_BYTES,
@@ -64,4 +63,4 @@ async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int
 
 def _insert(store: StateStore, rows: list[dict[str, Any]]) -> None:
     with store.engine.begin() as connection:
-        insert_ignore_many(connection, asset_event, rows)
+        insert_events(connection, rows)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
+from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
 
@@ -114,9 +115,9 @@ def test_delete_asset_cascades(store: StateStore, clock: FakeClock) -> None:
     asset_id = store.register_asset("orders")
     store.asset(AssetScope(name="orders")).set("k", 1)
     with store.engine.begin() as connection:
-        connection.execute(asset_event.insert().values(
+        insert_events(connection, [dict(
             asset_id=asset_id, watcher="w", payload="{}", topic="t", topic_id="tid",
-            partition=0, offset=1, event_index=0, created_at=clock.now))
+            partition=0, offset=1, event_index=0, created_at=clock.now)])
     assert store.delete_asset("orders") is True
     with store.engine.connect() as connection:
         for table in (asset_state_store, asset_event):

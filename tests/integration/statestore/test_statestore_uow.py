@@ -8,6 +8,7 @@ from sqlalchemy.engine import Connection
 
 from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
+from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
 ORDERS = AssetScope(name="orders")
@@ -18,19 +19,9 @@ def _event_step(clock: FakeClock, offset: int) -> object:
         asset_id = connection.execute(
             sa.select(asset.c.id).where(asset.c.name == "orders")
         ).scalar_one()
-        connection.execute(
-            asset_event.insert().values(
-                asset_id=asset_id,
-                watcher="w",
-                payload='{"id": 1}',
-                topic="orders",
-                topic_id="tid",
-                partition=0,
-                offset=offset,
-                event_index=0,
-                created_at=clock.now,
-            )
-        )
+        insert_events(connection, [dict(
+            asset_id=asset_id, watcher="w", payload='{"id": 1}', topic="orders",
+            topic_id="tid", partition=0, offset=offset, event_index=0, created_at=clock.now)])
 
     return step
 

@@ -30,7 +30,7 @@ TASK = ("--dag-id", "d", "--run-id", "r", "--task-id", "t", "--map-index", "2")
 
 def test_db_upgrade_json(run) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(run("db", "upgrade", "--json"))
-    assert data["from"] == data["to"] == "0001"
+    assert data["from"] == data["to"] == "0002"
 
 
 def test_task_and_asset_round_trip(run) -> None:  # type: ignore[no-untyped-def]
