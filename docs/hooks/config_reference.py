@@ -202,16 +202,64 @@ class Section:
         return "\n".join(head + rows + (["", *notes] if notes else []))
 
 
-def check_env_override(name: str, default: Any) -> None:
+# A minimal valid table per destination kind: the file the env probes override.
+_DESTINATION_PROBES = {
+    "airflow": '[airflow.probe]\nbase_url = "http://airflow:8080"\ntoken = "t"\n'
+               '[destinations.probe]\nkind = "airflow"\ninstance = "probe"\n',
+    "webhook": '[destinations.probe]\nkind = "webhook"\nurl = "https://hooks.example"\n'
+               'secret = "s"\n',
+    "kafka": '[destinations.probe]\nkind = "kafka"\ntopic = "events"\n',
+}
+
+
+# Valid values of the required options, for the probes that override them.
+_REQUIRED_SAMPLES = {"url": "https://hooks.example", "secret": "s", "instance": "probe",
+                     "topic": "events"}
+
+
+class DestinationSection(Section):
+    """``[destinations.<id>]``: the common options, or one kind's; overridden per id."""
+
+    def __init__(self, name: str, classes: list[type], kind: str) -> None:
+        super().__init__(name, classes)
+        self.kind = kind
+
+    def env_name(self, key: str) -> str:
+        from sharedstream.triggerer.settings_loader import ENV_PREFIX
+
+        return f"{ENV_PREFIX}DESTINATIONS__<ID>__{key.upper()}"
+
+    def render(self) -> str:
+        rows = []
+        for cls, f in self.fields():
+            hint = typing.get_type_hints(cls)[f.name]
+            default = default_of(f)
+            shown = "required" if default is dataclasses.MISSING else toml_value(default)
+            text = field_help(cls, [f])[f.name]
+            rows.append(f"| `{f.name}` | {type_name(hint)} | {shown} | "
+                        f"`{self.env_name(f.name)}` | {text} |")
+            if f.name != "kind":
+                check_env_override(self.env_name(f.name).replace("<ID>", "PROBE"),
+                                   _REQUIRED_SAMPLES.get(f.name, default),
+                                   _DESTINATION_PROBES[self.kind])
+        head = ["| option | type | default | environment override | meaning |",
+                "|---|---|---|---|---|"]
+        return "\n".join(head + rows)
+
+
+def check_env_override(name: str, default: Any, base: str = "") -> None:
     """The real loader must accept ``name`` (and refuse a misspelt sibling)."""
     from sharedstream.triggerer.config import ConfigError, load_config
 
     value = default if default is not dataclasses.MISSING else None
+    # Arrays and tables travel as TOML text: ["a", "b"], {a = "b"}.
+    raw = ('["x"]' if isinstance(value, list) else '{a = "b"}' if isinstance(value, dict)
+           else None)
     with tempfile.TemporaryDirectory() as tmp:
         empty = Path(tmp) / "sharedstream.toml"
-        empty.write_text("")
+        empty.write_text(base)
         try:
-            load_config(empty, env={name: _env_scalar(value)})
+            load_config(empty, env={name: raw if raw is not None else _env_scalar(value)})
         except ConfigError as exc:
             raise ReferenceDrift(f"the loader refuses {name}, which the reference shows: "
                                  f"{exc}") from None
@@ -225,6 +273,12 @@ def check_env_override(name: str, default: Any) -> None:
 def sections() -> dict[str, Section | Callable[[], str]]:
     from sharedstream.airflowbridge.settings import AirflowInstanceSettings
     from sharedstream.core.streamconfig import ManagerSettings
+    from sharedstream.delivery.settings import (
+        AirflowDestination,
+        CommonOptions,
+        KafkaDestination,
+        WebhookDestination,
+    )
     from sharedstream.statestore.settings import StateStoreSettings
     from sharedstream.triggerer import config
 
@@ -237,6 +291,13 @@ def sections() -> dict[str, Section | Callable[[], str]]:
         "workers": Section("workers", [config.WorkersSettings]),
         "airflow.<name>": Section("airflow", [AirflowInstanceSettings], env=False),
         "connections.<id>": render_connections,
+        "destinations.<id>": DestinationSection("destinations", [CommonOptions], "webhook"),
+        "destinations.<id>.airflow": DestinationSection(
+            "destinations", [AirflowDestination], "airflow"),
+        "destinations.<id>.webhook": DestinationSection(
+            "destinations", [WebhookDestination], "webhook"),
+        "destinations.<id>.kafka": DestinationSection(
+            "destinations", [KafkaDestination], "kafka"),
     }
 
 
@@ -244,8 +305,10 @@ def loader_sections() -> set[str]:
     """The sections ``load_config`` knows, as the markers name them."""
     from sharedstream.triggerer import config
 
-    tables = {"connections": "connections.<id>", "airflow": "airflow.<name>"}
-    return {tables.get(name, name) for name in config._SECTIONS}
+    tables = {"connections": "connections.<id>", "airflow": "airflow.<name>",
+              "destinations": "destinations.<id>"}
+    kinds = {f"destinations.<id>.{kind}" for kind in ("airflow", "webhook", "kafka")}
+    return {tables.get(name, name) for name in config._SECTIONS} | kinds
 
 
 def render_section(name: str) -> str:
@@ -306,9 +369,9 @@ def render_connections() -> str:
         else:
             rows.append((key, f"absent → {toml_value(resolved[key])}; a value you set is kept"))
 
-    producer = c.dlq_producer_config(resolved)
+    producer = c.producer_config(resolved)
     for key in sorted(set(producer) - set(resolved)):
-        mine = c.dlq_producer_config({**resolved, key: "yours"})[key] == "yours"
+        mine = c.producer_config({**resolved, key: "yours"})[key] == "yours"
         rows.append((key, f"dead-letter producer: absent → {toml_value(producer[key])}"
                           + ("; a value you set is kept" if mine else "")))
 

@@ -14,7 +14,7 @@ from sharedstream.ops.db_commands import db_group
 from sharedstream.ops.dlq_commands import dlq_group
 from sharedstream.ops.events_commands import events_group
 from sharedstream.ops.offsets_commands import offsets_group
-from sharedstream.ops.run_command import run
+from sharedstream.ops.run_command import deliver, run
 from sharedstream.ops.state_commands import state_store_group
 
 
@@ -25,6 +25,7 @@ def cli() -> None:
 
 
 cli.add_command(run)
+cli.add_command(deliver)
 cli.add_command(demo)
 cli.add_command(db_group)
 cli.add_command(state_store_group)

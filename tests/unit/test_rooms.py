@@ -22,7 +22,7 @@ RANKS: dict[str, float] = {
     "triggers": 2,
     "__init__": 2.5,  # ``from sharedstream import Asset``: the public names, from triggers
     "airflowbridge": 3,
-    "delivery": 3,
+    "delivery": 3.5,  # uses the bridge's Airflow client
     "triggerer": 4,
     "ops": 5,
     "dlq": 6,  # the public module over ops' dead-letter reader

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from sharedstream.airflowbridge.envelope import MARKER, parse_timestamp
+from sharedstream.airflowbridge.envelope import parse_timestamp
 from sharedstream.airflowbridge.ratelimit import TokenBucket
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
 from sharedstream.core.streamconfig import InfrastructureError
@@ -78,7 +78,7 @@ class AirflowClient:
                                        timeout=settings.request_timeout, transport=transport)
         self._bucket = TokenBucket(settings.max_requests_per_second, settings.burst)
         self._token: str | None = settings.token
-        self._asset_ids: dict[tuple[str, str], int] = {}
+        self._asset_ids: dict[tuple[str | None, str | None], int] = {}
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -153,18 +153,24 @@ class AirflowClient:
             offset += len(items)
         return found[:limit]
 
-    async def resolve_asset(self, name: str, uri: str, *, refresh: bool = False) -> int | None:
-        """The id of the asset with this uri (and name) in this instance; None if absent."""
+    async def resolve_asset(self, name: str | None, uri: str | None, *,
+                            refresh: bool = False) -> int | None:
+        """The id of the asset with this name and/or uri (whichever are given) in this
+        instance; None if absent. Answers are cached; ``refresh`` asks again."""
+        if name is None and uri is None:
+            raise ValueError("resolve_asset needs a name or a uri")
         key = (name, uri)
         if not refresh and key in self._asset_ids:
             return self._asset_ids[key]
+        search = {"uri_pattern": uri} if uri is not None else {"name_pattern": name}
         offset = 0
         while True:
             page = (await self.request("GET", "/api/v2/assets", params={
-                "uri_pattern": uri, "limit": PAGE_SIZE, "offset": offset})).json()
+                **search, "limit": PAGE_SIZE, "offset": offset})).json()
             items: list[dict[str, Any]] = page.get("assets", [])
             for asset in items:
-                if asset.get("uri") == uri and asset.get("name") == name:
+                if (uri is None or asset.get("uri") == uri) and (
+                        name is None or asset.get("name") == name):
                     self._asset_ids[key] = int(asset["id"])
                     return self._asset_ids[key]
             if len(items) < PAGE_SIZE:
@@ -172,16 +178,17 @@ class AirflowClient:
                 return None
             offset += len(items)
 
-    async def has_bridged_event(self, asset_id: int, marker: dict[str, Any],
-                                since: datetime) -> bool:
-        """Whether an event of ``asset_id`` carrying ``marker`` exists from ``since`` on."""
+    async def has_marked_event(self, asset_id: int, key: str, marker: Any,
+                               since: datetime) -> bool:
+        """Whether an event of ``asset_id`` whose ``extra[key]`` is ``marker`` exists from
+        ``since`` on: how a writer finds out whether an earlier attempt already posted."""
         offset = 0
         while True:
             page = (await self.request("GET", "/api/v2/assets/events", params={
                 "asset_id": asset_id, "timestamp_gte": since.isoformat(),
                 "order_by": "-timestamp", "limit": PAGE_SIZE, "offset": offset})).json()
             items: list[dict[str, Any]] = page.get("asset_events", [])
-            if any((e.get("extra") or {}).get(MARKER) == marker for e in items):
+            if any((e.get("extra") or {}).get(key) == marker for e in items):
                 return True
             if len(items) < PAGE_SIZE:
                 return False

@@ -26,9 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -37,13 +35,6 @@ from sharedstream.airflowbridge.envelope import Envelope, is_bridged
 from sharedstream.statestore import AssetScope, StateStore
 
 log = logging.getLogger(__name__)
-
-# Consumer-only options a shared [connections.<id>] table may carry; a producer
-# would warn about each of them.
-_CONSUMER_ONLY = ("group.id", "enable.auto.commit", "enable.auto.offset.store",
-                  "auto.offset.reset", "group.protocol", "partition.assignment.strategy",
-                  "session.timeout.ms", "max.poll.interval.ms", "isolation.level")
-
 
 class PublishError(RuntimeError):
     """Some records of a pass were not confirmed by the broker; the cursor did not move."""
@@ -55,13 +46,6 @@ class PassResult:
     published: int
     skipped_bridged: int
     cursor: list[int] | None
-
-
-def producer_config(connection: Mapping[str, Any]) -> dict[str, Any]:
-    """A librdkafka producer config from a connection table: idempotent, acks=all."""
-    config = {k: v for k, v in connection.items() if k not in _CONSUMER_ONLY}
-    config.update({"enable.idempotence": True, "acks": "all"})
-    return config
 
 
 def cursor_scope(instance: str) -> AssetScope:

@@ -36,7 +36,7 @@ from datetime import timedelta
 from typing import Any
 
 from sharedstream.airflowbridge.client import AirflowClient, AirflowRequestError
-from sharedstream.airflowbridge.envelope import Envelope, EnvelopeError, parse_timestamp
+from sharedstream.airflowbridge.envelope import MARKER, Envelope, EnvelopeError, parse_timestamp
 from sharedstream.airflowbridge.runtime import airflow_instances
 from sharedstream.core.message import KafkaMessage
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
@@ -130,7 +130,7 @@ class AirflowAssetSinkTrigger(KafkaSharedStreamTrigger):
                 f"uri={envelope.asset_uri!r}")
         since = parse_timestamp(envelope.timestamp) - timedelta(
             seconds=self.duplicate_check_window)
-        if await client.has_bridged_event(asset_id, envelope.marker(), since):
+        if await client.has_marked_event(asset_id, MARKER, envelope.marker(), since):
             log.info("airflow %r already has event %s of %r: not posted again",
                      client.name, envelope.event_id, envelope.source)
             return None

@@ -19,7 +19,7 @@ any consumer exists, so a misconfigured connection never reads a single message:
 * ``auto.offset.reset``: absent -> ``earliest``, so a new group starts from the
   beginning instead of silently skipping what was written before it existed.
 
-The dead-letter producer (:func:`dlq_producer_config`) sets, unless the connection does:
+The dead-letter producer (:func:`producer_config`) sets, unless the connection does:
 
 * ``enable.idempotence``: true, so librdkafka's own retries never write a record twice.
 * ``acks``: ``all``, so a delivery report means the record is durable on the
@@ -157,11 +157,12 @@ def client_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
 
 
-def dlq_producer_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection config for the dead-letter producer.
+def producer_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The connection config for a producer whose delivery report means "durable".
 
-    Idempotence and ``acks=all`` make a delivery report mean "durable on the
-    broker"; only then is the rejected message committed past (guarantee 6).
+    Idempotence and ``acks=all`` make a delivery report mean "durable on the broker":
+    only then is a rejected message committed past (guarantee 6), a bridged Airflow
+    event's cursor moved, or a delivered event's destination cursor moved.
     """
     out = client_config(config)
     out.setdefault("enable.idempotence", True)

@@ -70,7 +70,7 @@ from sharedstream.core.ledger import Key, LaneLoad, Ledger, PartitionLedger, Tar
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import (
     consumer_group_id,
-    dlq_producer_config,
+    producer_config,
     validate_connection,
 )
 from sharedstream.kafka.dead_letters import DeadLetterSender, is_permanent
@@ -253,7 +253,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._topic_id_resolver, self._config, watched
         )
         if self.dlq_topic is not None:
-            producer = self._dlq_producer_factory(dlq_producer_config(self._config))
+            producer = self._dlq_producer_factory(producer_config(self._config))
             self._dlq = DeadLetterSender(producer, self.dlq_topic, self.consumer_group)
         self._recorder_task = asyncio.create_task(self._recorder_loop())
         self._thread = threading.Thread(
@@ -760,7 +760,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             old, new = changed.pop(dlq.topic)
             self.topics_recreated += 1
             again = dlq.reincarnate(
-                self._dlq_producer_factory(dlq_producer_config(self._config)),
+                self._dlq_producer_factory(producer_config(self._config)),
                 self._revoke_timeout)
             log.warning("%s: dead-letter topic %s was deleted and recreated (topic id %s -> "
                         "%s): %d records acknowledged since the last check sent again",

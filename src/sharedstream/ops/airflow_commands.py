@@ -32,8 +32,12 @@ def publish_airflow(instance: str, topic: str, config_path: str | None, connecti
     from confluent_kafka import Producer
 
     from sharedstream.airflowbridge.client import AirflowClient
-    from sharedstream.airflowbridge.publisher import AirflowPublisher, producer_config
-    from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
+    from sharedstream.airflowbridge.publisher import AirflowPublisher
+    from sharedstream.kafka.connections import (
+        ConnectionConfigError,
+        producer_config,
+        resolve_connection,
+    )
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.plan import StartupError
     from sharedstream.triggerer.process import open_store

@@ -25,7 +25,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.store import StateStore
-from sharedstream.triggerer.config import ConfigError, load_config
+from sharedstream.triggerer.config import Config, ConfigError, load_config
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -107,10 +107,15 @@ def store_command(*, json_help: str = "Print JSON.") -> Callable[[Callable[..., 
     return decorate
 
 
+def command_config(ctx: click.Context) -> Config:
+    """The configuration the command's ``--config`` names (or the default one)."""
+    return load_config(_options(ctx).get("config"))
+
+
 def open_store(ctx: click.Context) -> StateStore:
     """The state store the command's options name, closed when the command ends."""
     options = _options(ctx)
-    config = load_config(options.get("config"))
+    config = command_config(ctx)
     store = StateStore.from_url(options.get("database_url") or config.database.url,
                                 config.state_store)
     ctx.call_on_close(store.close)
@@ -130,5 +135,5 @@ def kafka_connection(ctx: click.Context) -> Mapping[str, Any]:
     """The validated librdkafka config of ``--connection`` (never printed: it may hold
     SASL passwords)."""
     options = _options(ctx)
-    config = load_config(options.get("config"))
+    config = command_config(ctx)
     return resolve_connection(options["connection"], config.connections)

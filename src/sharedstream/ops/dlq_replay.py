@@ -36,7 +36,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from sharedstream.kafka.connections import dlq_producer_config
+from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.dlq_headers import replay_headers
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
 
@@ -200,7 +200,7 @@ class Replayer:
                                   start_offsets={p: o for p, (o, _) in committed.items()},
                                   timeout=self.timeout) as reader:
                 producer = None if self.dry_run else Producer(
-                    dlq_producer_config(self._connection)
+                    producer_config(self._connection)
                     | {"log_level": 0, "error_cb": self._errors.append})
                 self._loop(reader, cursor, producer, summary, progress)
         finally:

@@ -1,10 +1,11 @@
-"""``sharedstream events list|clean``: look at and prune the asset events watchers persisted.
+"""``sharedstream events``: look at, follow, prune and redeliver persisted asset events.
 
 Exit codes: 0 ok, 1 runtime failure (database), 2 usage or configuration error.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import asdict
 from typing import Any
@@ -12,15 +13,24 @@ from typing import Any
 import click
 from rich.table import Table
 
+from sharedstream.delivery import undelivered
+from sharedstream.delivery.errors import PermanentDeliveryError
+from sharedstream.delivery.follow import follow_sync
+from sharedstream.delivery.service import make_sender
 from sharedstream.ops.clitools import (
+    CommandError,
+    command_config,
     console,
     emit_json,
+    fail,
     open_store,
     store_command,
 )
 from sharedstream.statestore.durations import parse_duration, parse_instant
-from sharedstream.statestore.events import EventRecord, clean_events, list_events
+from sharedstream.statestore.events import EventRecord, clean_events, list_events, newest_id
+from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
+from sharedstream.triggerer.config import Config
 
 PREVIEW_CHARS = 60
 
@@ -33,10 +43,10 @@ def payload_preview(payload: Any, width: int = PREVIEW_CHARS) -> str:
 
 def events_table(events: list[EventRecord]) -> Table:
     table = Table(title=f"asset events ({len(events)}, newest first)")
-    for column in ("asset", "watcher", "source", "index", "created_at", "payload"):
+    for column in ("id", "asset", "watcher", "source", "index", "created_at", "payload"):
         table.add_column(column, overflow="fold")
     for event in events:
-        table.add_row(event.asset, event.watcher,
+        table.add_row(str(event.id), event.asset, event.watcher,
                       f"{event.origin.topic}[{event.origin.partition}]@{event.origin.offset}",
                       str(event.event_index), event.created_at.isoformat(),
                       payload_preview(event.payload))
@@ -105,3 +115,129 @@ def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
         verb = "would delete" if dry_run else "deleted"
         console.print(f"{verb} {report.rows} asset events older than {older_than} in "
                       f"{report.batches} batches ({report.seconds:.3f}s)")
+
+
+def event_line(event: EventRecord) -> str:
+    """One event per line, for ``events tail``."""
+    o = event.origin
+    return (f"{event.id}  {event.created_at.isoformat(timespec='seconds')}  {event.asset}  "
+            f"{event.watcher}  {o.topic}[{o.partition}]@{o.offset}/{event.event_index}  "
+            f"{payload_preview(event.payload)}")
+
+
+@events_group.command("tail")
+@click.option("--asset", "asset_name", metavar="NAME", help="Only events of this asset.")
+@click.option("-n", "--lines", type=click.IntRange(min=0), default=10, show_default=True,
+              help="How many of the newest events to print first.")
+@click.option("--since", type=click.IntRange(min=0), metavar="ID",
+              help="Print every event after this id (a cursor) instead of the newest.")
+@click.option("-f", "--follow", is_flag=True,
+              help="Keep printing new events as they commit (Ctrl-C stops).")
+@store_command(json_help="Print one JSON object per line.")
+def events_tail(ctx: click.Context, /, asset_name: str | None, lines: int, since: int | None,
+                follow: bool, as_json: bool, **_: Any) -> None:
+    """Print the newest asset events in commit order; --follow for new ones as they commit.
+
+    Each event's id is a cursor: `--since ID` resumes right after it, and misses nothing
+    even with several triggerers writing.
+    """
+    store = open_store(ctx)
+
+    def show(event: EventRecord) -> None:
+        if as_json:
+            click.echo(json.dumps(event.as_json(), default=str, ensure_ascii=False))
+        else:
+            click.echo(event_line(event))
+
+    if since is None:
+        newest = list_events(store.engine, asset_name=asset_name, limit=lines) if lines else []
+        newest.sort(key=lambda e: e.id)
+        for event in newest:
+            show(event)
+        if not follow:
+            return
+        if newest:
+            since = newest[-1].id
+        else:
+            with store.engine.connect() as connection:
+                since = newest_id(connection)
+    try:
+        for event in follow_sync(asset_name, since, engine=store.engine, forever=follow):
+            show(event)
+    except KeyboardInterrupt:
+        pass
+
+
+@events_group.command("undelivered")
+@click.option("--destination", metavar="ID", help="Only those of this destination.")
+@click.option("--retry", is_flag=True,
+              help="Send them again; each one the destination takes is no longer listed.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@store_command()
+def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bool, limit: int,
+                       as_json: bool, **_: Any) -> None:
+    """List the events a destination refused for good, with the reason (oldest first).
+
+    With --retry, each is sent again (to the destinations of the config file): taken, it
+    leaves the list; refused again, its reason and attempt count are updated; a
+    destination that is down leaves its events listed (exit 1).
+    """
+    store = open_store(ctx)
+    rows = undelivered.listed(store.engine, destination, limit)
+    outcome: dict[tuple[str, int], str] = {}
+    if retry and rows:
+        config = command_config(ctx)
+        outcome = asyncio.run(redeliver(store, config, rows))
+    if as_json:
+        emit_json([{"destination": r.destination, "event": r.event.as_json(),
+                    "reason": r.reason, "attempts": r.attempts, "since": r.created_at,
+                    **({"retry": outcome[(r.destination, r.event.id)]} if retry else {})}
+                   for r in rows])
+    else:
+        table = Table(title=f"undelivered events ({len(rows)})")
+        for column in ("destination", "id", "asset", "reason", "attempts", "since",
+                       *(("retry",) if retry else ())):
+            table.add_column(column, overflow="fold")
+        for r in rows:
+            table.add_row(r.destination, str(r.event.id), r.event.asset, r.reason,
+                          str(r.attempts), r.created_at.isoformat(timespec="seconds"),
+                          *((outcome[(r.destination, r.event.id)],) if retry else ()))
+        console.print(table)
+    if any(result.startswith("still down") for result in outcome.values()):
+        raise fail("a destination is down: its events stay listed; retry later", 1)
+
+
+async def redeliver(store: StateStore, config: Config, rows: list[undelivered.Undelivered]
+                    ) -> dict[tuple[str, int], str]:
+    """Send ``rows`` again, per destination; what happened to each."""
+    outcome: dict[tuple[str, int], str] = {}
+    by_destination: dict[str, list[undelivered.Undelivered]] = {}
+    for row in rows:
+        by_destination.setdefault(row.destination, []).append(row)
+    for dest_id, items in by_destination.items():
+        dest = config.destinations.get(dest_id)
+        if dest is None:
+            raise CommandError(f"destination {dest_id!r} is not in the config "
+                               "([destinations.<id>]): cannot send its events")
+        sender = make_sender(dest, config.airflow, config.connections)
+        try:
+            results = await sender.send([r.event for r in items], maybe_sent=True)
+        finally:
+            await sender.aclose()
+        taken = []
+        refused = []
+        for row, result in zip(items, results, strict=False):
+            key = (dest_id, row.event.id)
+            if result is None:
+                taken.append(row.event.id)
+                outcome[key] = "delivered"
+            elif isinstance(result, PermanentDeliveryError):
+                refused.append((row.event.id, str(result)))
+                outcome[key] = f"refused again: {result}"
+            else:
+                outcome[key] = f"still down: {result}"
+        for row in items[len(results):]:
+            outcome[(dest_id, row.event.id)] = "still down: not tried"
+        undelivered.forget(store.engine, dest_id, taken)
+        undelivered.record(store.engine, dest_id, refused, utcnow())
+    return outcome

@@ -1,4 +1,4 @@
-"""``sharedstream run``: start the triggerer process on a watcher module.
+"""``sharedstream run`` and ``sharedstream deliver``: the long-running processes.
 
 Exit codes: 0 after a clean stop, 1 on a runtime failure, 2 on a configuration or
 start-up error (nothing was started).
@@ -8,34 +8,71 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from sharedstream.ops.clitools import EXIT_USAGE
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-@click.command("run")
-@click.argument("watchers", metavar="WATCHERS")
-@click.option("--config", "config_path", metavar="PATH", type=click.Path(dir_okay=False),
-              help="sharedstream.toml (default: $SHAREDSTREAM_CONFIG or ./sharedstream.toml).")
-@click.option("--takeover", is_flag=True,
-              help="Record this process's watcher set for its groups even if it differs.")
-@click.option("--upgrade", is_flag=True, help="Migrate an older database schema first.")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def run(watchers: str, config_path: str | None, takeover: bool, upgrade: bool,
-        log_level: str) -> None:
-    """Run the triggerer on WATCHERS (a Python file or module path)."""
+
+def process_options(fn: F) -> F:
+    """``--config`` and ``--log-level``, shared by the long-running commands."""
+    fn = click.option("--log-level", default="INFO", show_default=True,
+                      type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                        case_sensitive=False),
+                      help="Least severity logged (to stderr).")(fn)
+    fn = click.option("--config", "config_path", metavar="PATH",
+                      type=click.Path(dir_okay=False),
+                      help="sharedstream.toml (default: $SHAREDSTREAM_CONFIG or "
+                           "./sharedstream.toml).")(fn)
+    return fn
+
+
+def start(log_level: str, body: Callable[..., int], config_path: str | None) -> None:
+    """Load the config, run ``body(config)`` and exit with its code; a configuration or
+    start-up problem is one ``error:`` line and exit 2."""
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.plan import StartupError
-    from sharedstream.triggerer.process import RunOptions, run_triggerer
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = load_config(config_path)
-        code = run_triggerer(config, watchers, RunOptions(takeover=takeover, upgrade=upgrade))
+        code = body(load_config(config_path))
     except (ConfigError, StartupError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(code)
+
+
+@click.command("run")
+@click.argument("watchers", metavar="WATCHERS")
+@process_options
+@click.option("--takeover", is_flag=True,
+              help="Record this process's watcher set for its groups even if it differs.")
+@click.option("--upgrade", is_flag=True, help="Migrate an older database schema first.")
+@click.option("--no-delivery", "no_delivery", is_flag=True,
+              help="Do not deliver to [destinations] here (run `sharedstream deliver` "
+                   "elsewhere).")
+def run(watchers: str, config_path: str | None, takeover: bool, upgrade: bool,
+        no_delivery: bool, log_level: str) -> None:
+    """Run the triggerer on WATCHERS (a Python file or module path)."""
+    from sharedstream.triggerer.process import RunOptions, run_triggerer
+
+    options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
+    start(log_level, lambda config: run_triggerer(config, watchers, options), config_path)
+
+
+@click.command("deliver")
+@process_options
+def deliver(config_path: str | None, log_level: str) -> None:
+    """Deliver persisted asset events to the [destinations], without ingesting.
+
+    Any number of processes may deliver the same destinations: each destination is
+    delivered by one of them at a time (a lease in the database).
+    """
+    from sharedstream.triggerer.process import run_delivery
+
+    start(log_level, run_delivery, config_path)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.engine import Connection, Engine, Row
 
 from sharedstream.core.message import Coordinates
@@ -61,6 +61,9 @@ class EventRecord:
                 "payload": self.payload}
 
 
+NOTIFY_CHANNEL = "sharedstream_events"
+
+
 def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     """Insert ``asset_event`` rows (without ids) with commit-ordered ids; return how many
     were new (duplicates of the unique key are skipped, leaving unused ids).
@@ -76,6 +79,9 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     last = connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one()
     for number, row in enumerate(rows, start=last - len(rows) + 1):
         row["id"] = number
+    if connection.dialect.name == "postgresql":
+        # Delivered to listeners at the commit (never before): wakes other processes.
+        connection.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
     return insert_ignore_many(connection, asset_event, rows)
 
 
@@ -102,10 +108,28 @@ def events_after(connection: Connection, cursor: int, *, limit: int,
     return [_record(row) for row in connection.execute(query)]
 
 
+def events_by_id(connection: Connection, ids: Collection[int]) -> dict[int, EventRecord]:
+    """The events with these ids (deleted ones are missing from the answer)."""
+    if not ids:
+        return {}
+    query = _events().where(asset_event.c.id.in_(list(ids)))
+    return {record.id: record for record in map(_record, connection.execute(query))}
+
+
 def last_event_id(connection: Connection) -> int:
-    """The highest id allocated so far (0 before the first event)."""
+    """The highest id allocated so far (0 before the first event), committed or not."""
     seq = event_sequence.c
     return int(connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one())
+
+
+def newest_id(connection: Connection) -> int:
+    """The highest COMMITTED event id (0 if none): a cursor at "now".
+
+    Not the sequence's value: ids allocated to a transaction still running are below
+    it, and a cursor there would skip them when they commit.
+    """
+    found = connection.execute(select(func.max(asset_event.c.id))).scalar()
+    return int(found or 0)
 
 
 def list_events(

@@ -136,6 +136,9 @@ class DeliveryCursorRow(Base):
     last_id: Mapped[int] = mapped_column(BigInteger)
     delivered: Mapped[int] = mapped_column(BigInteger, default=0)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The process delivering for the destination, until when (see delivery.cursor).
+    owner: Mapped[str | None] = mapped_column(String(64))
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
 
 class UndeliveredEventRow(Base):

@@ -3,7 +3,8 @@
 Sections: ``[database] url``, ``[triggerer]`` (the shared-stream manager's knobs
 plus the process's own), ``[state_store]``, ``[workers]`` and
 ``[connections.<id>]`` (librdkafka dicts, checked by the Kafka producer room),
-``[airflow.<name>]`` (Airflow instances of the asset bridge, ``sharedstream.airflowbridge``).
+``[airflow.<name>]`` (Airflow instances of the asset bridge, ``sharedstream.airflowbridge``),
+``[destinations.<id>]`` (where asset events are delivered, ``sharedstream.delivery``).
 Every option can be overridden with ``SHAREDSTREAM__<SECTION>__<KEY>``.
 
 Everything is validated before any consumer or database connection exists: an
@@ -22,6 +23,11 @@ from typing import Any
 
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
 from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.delivery.settings import (
+    OPTION_TYPES,
+    CommonOptions,
+    DestinationSettings,
+)
 from sharedstream.statestore.settings import StateStoreSettings
 from sharedstream.triggerer.settings_loader import (
     ConfigError,
@@ -107,9 +113,11 @@ class Config:
     state_store: StateStoreSettings = field(default_factory=StateStoreSettings)
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     airflow: Mapping[str, AirflowInstanceSettings] = field(default_factory=dict)
+    destinations: Mapping[str, DestinationSettings] = field(default_factory=dict)
 
 
-_SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "airflow")
+_SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "airflow",
+             "destinations")
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -135,7 +143,7 @@ def _build(raw: Mapping[str, Any], path: Path | None,
            overrides: Mapping[str, Mapping[str, Any]]) -> Config:
     source = Source(path)
     where = str(path) if path is not None else "built-in defaults"
-    for section in (*raw, *overrides):
+    for section in (*raw, *(s.split(".")[0] for s in overrides)):
         if section not in _SECTIONS:
             raise ConfigError(f"[{section}] in {where}: unknown section "
                               f"(known: {', '.join(_SECTIONS)})")
@@ -167,7 +175,8 @@ def _build(raw: Mapping[str, Any], path: Path | None,
                               'librdkafka options ("bootstrap.servers" = "...")')
     return Config(path=path, database=database, manager=manager, process=process,
                   state_store=state_store, connections=connections,
-                  airflow=_airflow_instances(raw.get("airflow", {}), overrides, source))
+                  airflow=_airflow_instances(raw.get("airflow", {}), overrides, source),
+                  destinations=_destinations(raw.get("destinations", {}), overrides, source))
 
 
 def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
@@ -183,6 +192,37 @@ def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mappin
         instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}", table,
                                         source)
     return instances
+
+
+def _destinations(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
+                  source: Source) -> dict[str, DestinationSettings]:
+    """``[destinations.<id>]`` tables, each key overridable from the environment."""
+    where = str(source.path) if source.path is not None else "built-in defaults"
+    if "destinations" in overrides:
+        raise ConfigError("destination options come from [destinations.<id>] tables or "
+                          "SHAREDSTREAM__DESTINATIONS__<ID>__<KEY>")
+    from_env = {s.split(".", 1)[1]: v for s, v in overrides.items()
+                if s.startswith("destinations.")}
+    destinations = {}
+    for dest_id in sorted({*tables, *from_env}):
+        table = tables.get(dest_id, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"[destinations.{dest_id}] in {where}: expected a table")
+        section = f"destinations.{dest_id}"
+        merged = {**table, **from_env.get(dest_id, {})}
+        env_keys = frozenset(from_env.get(dest_id, {}))
+        common_keys = {f.name for f in dataclasses.fields(CommonOptions)}
+        if "kind" not in merged:
+            raise ConfigError(f"[{section}] in {where}: missing kind "
+                              "(airflow, webhook or kafka)")
+        common = build_section(CommonOptions, section,
+                               {k: v for k, v in merged.items() if k in common_keys},
+                               source, env_keys)
+        options = build_section(OPTION_TYPES[common.kind], section,
+                                {k: v for k, v in merged.items() if k not in common_keys},
+                                source, env_keys)
+        destinations[dest_id] = DestinationSettings(dest_id, common, options)
+    return destinations
 
 
 def _with_source(merged_env: tuple[dict[str, Any], frozenset[str]],

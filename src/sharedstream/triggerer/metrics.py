@@ -9,7 +9,7 @@ between scrapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +21,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from sharedstream.delivery.deliverer import DestinationState
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 if TYPE_CHECKING:
@@ -118,11 +119,32 @@ UOW_FAILURES = MetricSpec("uow_commit_failures", "counter",
 UOW_PERMANENT = MetricSpec("uow_permanent_failures", "counter",
                            "Unit-of-work batches split because the database refused their data.")
 
+DESTINATION = ("destination",)
+DELIVERY_HOLDER = MetricSpec("delivery_holder", "gauge",
+                             "1 while this process holds the destination's lease (delivers it).",
+                             DESTINATION)
+DELIVERY_LAG_EVENTS = MetricSpec("delivery_lag_events", "gauge",
+                                 "Events persisted above the destination's cursor.",
+                                 DESTINATION)
+DELIVERY_LAG_SECONDS = MetricSpec("delivery_lag_seconds", "gauge",
+                                  "Age of the oldest event the destination has not taken yet "
+                                  "(0 when caught up).", DESTINATION)
+EVENTS_DELIVERED = MetricSpec("events_delivered", "counter",
+                              "Events the destination acknowledged.", DESTINATION)
+EVENTS_UNDELIVERABLE = MetricSpec("events_undeliverable", "counter",
+                                  "Events the destination refused for good (listed by "
+                                  "`sharedstream events undelivered`).", DESTINATION)
+DELIVERY_FAILURES = MetricSpec("delivery_failures", "counter",
+                               "Failed deliveries by reason (transient ones are retried).",
+                               ("destination", "reason"))
+
 CATALOG: tuple[MetricSpec, ...] = (
     GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
     BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE,
     OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY, UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
+    DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS, EVENTS_DELIVERED,
+    EVENTS_UNDELIVERABLE, DELIVERY_FAILURES,
 )
 
 
@@ -176,6 +198,24 @@ class TriggererCollector(Collector):
                 add(KAFKA_COUNTERS[counter], [name], float(value))
         yield from families.values()
         yield from _sink_metrics(triggerer.sink)
+        yield from delivery_metrics(triggerer.delivery.states() if triggerer.delivery else [])
+
+
+def delivery_metrics(states: Sequence[DestinationState]) -> Iterator[Metric]:
+    """The destinations this process runs (``sharedstream run`` and ``deliver`` alike)."""
+    families = {spec: spec.family() for spec in (
+        DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS, EVENTS_DELIVERED,
+        EVENTS_UNDELIVERABLE, DELIVERY_FAILURES)}
+    for state in states:
+        labels = [state.id]
+        families[DELIVERY_HOLDER].add_metric(labels, float(state.holder))
+        families[DELIVERY_LAG_EVENTS].add_metric(labels, float(state.lag_events))
+        families[DELIVERY_LAG_SECONDS].add_metric(labels, state.lag_seconds)
+        families[EVENTS_DELIVERED].add_metric(labels, float(state.delivered))
+        families[EVENTS_UNDELIVERABLE].add_metric(labels, float(state.undeliverable))
+        for reason, count in sorted(state.failures.items()):
+            families[DELIVERY_FAILURES].add_metric([state.id, reason], float(count))
+    yield from families.values()
 
 
 def _sink_metrics(sink: DatabaseWorkSink) -> Iterator[Metric]:

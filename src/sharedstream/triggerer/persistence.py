@@ -126,6 +126,8 @@ class DatabaseWorkSink:
         self._idle = asyncio.Event()  # nothing queued, nothing being committed
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        # Called on the loop after each commit (delivery wakes up to read the new events).
+        self.on_commit: list[Callable[[], None]] = []
         self._draining = 0
         self._closing = False
         # readiness
@@ -249,6 +251,8 @@ class DatabaseWorkSink:
             for queued in part:
                 queued.window.confirm()
             self.windows_confirmed += len(part)
+            for callback in self.on_commit:
+                callback()
         if committed:
             self.batch_latency_sum += time.perf_counter() - started
             self.batch_latency_count += 1

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.streamconfig import GroupFailedError
+from sharedstream.delivery.service import DeliveryService
+from sharedstream.kafka.connections import ConnectionConfigError
 from sharedstream.kafka.runtime import configure_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
@@ -66,6 +68,7 @@ EXIT_USAGE = 2
 class RunOptions:
     takeover: bool = False
     upgrade: bool = False
+    deliver: bool = True  # run the [destinations] beside ingestion
 
 
 def open_store(config: Config, *, upgrade: bool) -> StateStore:
@@ -113,8 +116,10 @@ class Triggerer:
     """The running process: manager, units of work, watcher tasks, health."""
 
     def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,
-                 topic_id_resolver: TopicIdResolver | None = None) -> None:
-        """``topic_id_resolver`` only for a cluster without ``describe_topics`` (the demo)."""
+                 topic_id_resolver: TopicIdResolver | None = None,
+                 delivery: DeliveryService | None = None) -> None:
+        """``topic_id_resolver`` only for a cluster without ``describe_topics`` (the demo);
+        ``delivery`` runs the destinations beside ingestion when given."""
         self.plan = plan
         self.topic_id_resolver = topic_id_resolver
         self.config = plan.config
@@ -132,6 +137,8 @@ class Triggerer:
         self.registry = CollectorRegistry()
         self.registry.register(TriggererCollector(self))
         self.health: HealthServer | None = None
+        self.delivery = delivery
+        self._delivery_stop = asyncio.Event()
 
     def readiness(self) -> list[str]:
         """Why the process is not ready (empty = ready): cohort, broker, database."""
@@ -157,6 +164,8 @@ class Triggerer:
                                + (f" ({detail})" if detail else ""))
         if not self.sink.healthy:
             reasons.append(f"database: {self.sink.last_error or 'not answering'}")
+        if self.delivery is not None:
+            reasons += destination_problems(self.delivery)
         reasons += [f"database: watcher {a.watcher!r} waits for a state read ({a.read_failure})"
                     for a in self._state_access if a.read_failure is not None]
         return reasons
@@ -176,6 +185,9 @@ class Triggerer:
             loaded.trigger.asset_state_store = access
             self._state_access.append(access)
         self.sink.start()
+        if self.delivery is not None:
+            self.sink.on_commit.append(self.delivery.wakeup.notify)
+            self._spawn(self.delivery.run(self._delivery_stop))
         process = self.config.process
         if process.health_port >= 0:
             self.health = HealthServer(self.registry, self.readiness, process.health_host,
@@ -226,6 +238,7 @@ class Triggerer:
 
     async def _shutdown(self) -> None:
         self.stopping = True
+        self._delivery_stop.set()  # a round in flight finishes; the lease is given up
         self.manager.pause_all()
         await self.sink.drain()
         await self.manager.stop_all()
@@ -254,13 +267,53 @@ def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
         except CohortMismatchError as exc:
             raise StartupError(str(exc)) from None
         asset_ids = register_assets(store, (w.asset for w in plan.watchers))
+        delivery = None
+        if options.deliver and config.destinations:
+            try:
+                delivery = DeliveryService.from_config(store.engine, config.destinations,
+                                                       config.airflow, config.connections)
+            except (ValueError, ConnectionConfigError) as exc:
+                raise StartupError(str(exc)) from None
         tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
-        return asyncio.run(_main(Triggerer(plan, store, asset_ids)))
+        triggerer = Triggerer(plan, store, asset_ids, delivery=delivery)
+        return asyncio.run(_main(triggerer.run))
     finally:
         store.close()
 
 
-async def _main(triggerer: Triggerer) -> int:
+def run_delivery(config: Config) -> int:
+    """The whole ``sharedstream deliver``: the destinations alone, until a signal."""
+    if not config.destinations:
+        raise StartupError("no [destinations.<id>] configured: nothing to deliver")
+    try:
+        store = open_store(config, upgrade=False)
+    except SQLAlchemyError as exc:
+        log.error("database not reachable: %s", type(exc).__name__)
+        return EXIT_FAILURE
+    try:
+        try:
+            delivery = DeliveryService.from_config(store.engine, config.destinations,
+                                                   config.airflow, config.connections)
+        except (ValueError, ConnectionConfigError) as exc:
+            raise StartupError(str(exc)) from None
+
+        async def deliver(stop: asyncio.Event) -> int:
+            await delivery.run(stop)
+            return EXIT_OK
+
+        return asyncio.run(_main(deliver))
+    finally:
+        store.close()
+
+
+def destination_problems(delivery: DeliveryService) -> list[str]:
+    """Readiness reasons: each destination this process delivers that is failing now."""
+    return [f"destination {state.id}: failing ({state.last_error})"
+            for state in delivery.states() if state.failing_since is not None]
+
+
+async def _main(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:
+    """Run ``run(stop)`` with SIGTERM/SIGINT setting ``stop`` (a second one exits at once)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
@@ -278,4 +331,4 @@ async def _main(triggerer: Triggerer) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    return await triggerer.run(stop)
+    return await run(stop)

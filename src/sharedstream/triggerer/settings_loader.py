@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ENV_PREFIX = "SHAREDSTREAM__"
+# Sections made of named tables whose keys the environment may set one by one.
+TABLE_SECTIONS = frozenset({"destinations"})
 
 T = TypeVar("T")
 
@@ -38,7 +40,8 @@ class Source:
 
     def describe(self, section: str, key: str, *, from_env: bool) -> str:
         if from_env:
-            return f"environment variable {ENV_PREFIX}{section.upper()}__{key.upper()}"
+            name = section.replace(".", "__").upper()
+            return f"environment variable {ENV_PREFIX}{name}__{key.upper()}"
         where = str(self.path) if self.path is not None else "built-in defaults"
         return f"[{section}] {key} in {where}"
 
@@ -55,12 +58,20 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """Collect ``SHAREDSTREAM__<SECTION>__<KEY>`` variables as ``{section: {key: value}}``."""
+    """Collect ``SHAREDSTREAM__<SECTION>__<KEY>`` variables as ``{section: {key: value}}``.
+
+    A section of tables (``[destinations.<id>]``) takes one more level,
+    ``SHAREDSTREAM__<SECTION>__<ID>__<KEY>``, collected as ``{"section.id": {key: value}}``.
+    """
     found: dict[str, dict[str, Any]] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
         parts = name[len(ENV_PREFIX) :].split("__")
+        if len(parts) == 3 and parts[0].lower() in TABLE_SECTIONS and all(parts):
+            section, table, key = (p.lower() for p in parts)
+            found.setdefault(f"{section}.{table}", {})[key] = _parse_env_scalar(raw)
+            continue
         if len(parts) != 2 or not all(parts):
             raise ConfigError(
                 f"environment variable {name}: expected {ENV_PREFIX}<SECTION>__<KEY>"

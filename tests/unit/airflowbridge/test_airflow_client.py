@@ -17,6 +17,7 @@ from sharedstream.airflowbridge.client import (
     AirflowRequestError,
     AirflowUnavailableError,
 )
+from sharedstream.airflowbridge.envelope import MARKER
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
 from sharedstream.core.streamconfig import InfrastructureError
 
@@ -212,6 +213,6 @@ async def test_has_bridged_event_looks_for_the_exact_marker() -> None:
         {"id": 2, "extra": {"sharedstream_bridge": {"source": "team_b", "event_id": 41}}}]
     api = client(FakeAirflow(events_api(events)))
     since = datetime(2026, 1, 1, tzinfo=UTC)
-    assert not await api.has_bridged_event(7, marker, since)
+    assert not await api.has_marked_event(7, MARKER, marker, since)
     events.append({"id": 3, "extra": {"rows": 1, "sharedstream_bridge": marker}})
-    assert await api.has_bridged_event(7, marker, since)
+    assert await api.has_marked_event(7, MARKER, marker, since)

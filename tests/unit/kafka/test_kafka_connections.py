@@ -10,8 +10,8 @@ import pytest
 from sharedstream.kafka.connections import (
     ConnectionConfigError,
     consumer_group_id,
-    dlq_producer_config,
     env_var_name,
+    producer_config,
     redacted,
     resolve_connection,
 )
@@ -83,6 +83,6 @@ def test_consumer_group_is_per_sorted_topic_set() -> None:
 def test_secrets_are_redacted_and_consumer_keys_stay_off_the_producer() -> None:
     assert redacted(BASE)["sasl.password"] == "***"
     assert redacted({"ssl.key.password": "k"})["ssl.key.password"] == "***"
-    out = dlq_producer_config(resolve_connection("c", {"c": BASE}))
+    out = producer_config(resolve_connection("c", {"c": BASE}))
     assert "group.id" not in out and "enable.auto.commit" not in out
     assert out["acks"] == "all" and out["enable.idempotence"] is True

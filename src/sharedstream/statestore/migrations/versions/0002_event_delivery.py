@@ -49,6 +49,8 @@ def upgrade() -> None:
         sa.Column("last_id", sa.BigInteger(), nullable=False),
         sa.Column("delivered", sa.BigInteger(), nullable=False),
         sa.Column("updated_at", TS, nullable=False),
+        sa.Column("owner", sa.String(64), nullable=True),
+        sa.Column("lease_until", TS, nullable=True),
         sa.PrimaryKeyConstraint("destination", name="pk_delivery_cursor"),
     )
     op.create_table(

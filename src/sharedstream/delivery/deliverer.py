@@ -1,0 +1,221 @@
+"""One destination's delivery loop: read by cursor, send, advance only what was taken.
+
+Each round, while this process holds the destination's lease (delivery.cursor):
+
+1. read up to ``batch_size`` events above the cursor, in commit order (every asset:
+   the cursor moves over events the destination does not want, too);
+2. send the wanted ones (the sender answers for a prefix, see delivery.sender);
+3. record the permanently refused ones as undelivered, then store the cursor after the
+   last event that was taken, refused or not wanted: never past a transient failure.
+
+A transient failure holds the cursor and waits a jittered backoff (full jitter, so
+processes that failed together do not retry in lockstep), then sends the same events
+again, as "maybe sent". Nothing here waits on the ingestion side: the loop runs in
+its own task with its own database thread and connections.
+
+Failure windows: a crash between (2) and (3) sends those events again on restart
+(at least once; see each kind for how a repeat is recognised). A crash between
+recording refusals and storing the cursor records them again (one row each, its
+attempt count bumped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Engine
+
+from sharedstream.delivery import cursor as cursors
+from sharedstream.delivery import undelivered
+from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
+from sharedstream.delivery.sender import Sender
+from sharedstream.delivery.settings import DestinationSettings
+from sharedstream.delivery.wakeup import wait
+from sharedstream.statestore.events import EventRecord, events_after, last_event_id
+from sharedstream.statestore.types import utcnow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+POLL_INTERVAL_S = 1.0
+
+
+@dataclass(slots=True)
+class DestinationState:
+    """What ``/metrics``, ``/readyz`` and ``/status`` show of one destination."""
+
+    id: str
+    kind: str
+    holder: bool = False
+    cursor: int | None = None
+    head: int = 0  # the newest event id seen allocated
+    lag_seconds: float = 0.0
+    delivered: int = 0
+    undeliverable: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    failing_since: float | None = None  # monotonic time of the first failure in a row
+    last_error: str | None = None
+
+    @property
+    def lag_events(self) -> int:
+        return max(0, self.head - self.cursor) if self.cursor is not None else 0
+
+
+class Deliverer:
+    """Delivers one destination's events through ``sender`` while holding its lease."""
+
+    def __init__(self, destination: DestinationSettings, sender: Sender, engine: Engine,
+                 executor: ThreadPoolExecutor, wake: asyncio.Event, *,
+                 now: Callable[[], datetime] = utcnow,
+                 rng: random.Random | None = None, owner: str = cursors.OWNER) -> None:
+        self.destination = destination
+        self.sender = sender
+        self.state = DestinationState(destination.id, destination.common.kind)
+        self._engine = engine
+        self._executor = executor
+        self._wake = wake
+        self._now = now
+        self._rng = rng or random.Random()
+        self._lease = timedelta(seconds=destination.common.lease_seconds)
+        self._wanted: dict[str, bool] = {}
+        self._owner = owner
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    def wants(self, asset: str) -> bool:
+        found = self._wanted.get(asset)
+        if found is None:
+            found = self._wanted[asset] = any(
+                fnmatch.fnmatchcase(asset, pattern) for pattern in self.destination.common.assets)
+        return found
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop``; stand by while another process holds the lease."""
+        dest = self.destination
+        try:
+            while not stop.is_set():
+                cursor = await self._db(cursors.claim, self._engine, dest.id,
+                                        start_at_end=dest.common.start == "latest",
+                                        now=self._now(), lease=self._lease, owner=self._owner)
+                self.state.holder = cursor is not None
+                if cursor is None:
+                    await wait(self._wake, dest.common.lease_seconds / 3, stop)
+                    continue
+                self.state.cursor = cursor
+                log.info("destination %s: delivering from event %d", dest.id, cursor)
+                await self._deliver(cursor, stop)
+        finally:
+            if self.state.holder:
+                await self._db(cursors.release, self._engine, dest.id, self._owner)
+
+    async def _deliver(self, cursor: int, stop: asyncio.Event) -> None:
+        """Rounds until ``stop`` or the lease is lost."""
+        common = self.destination.common
+        maybe_sent = True  # whoever held the lease before may have sent past the cursor
+        backoff = common.retry_initial
+        renew_by = time.monotonic() + common.lease_seconds / 3
+        while not stop.is_set():
+            events, head = await self._db(self._read, cursor)
+            self.state.head = head
+            if not events:
+                self.state.lag_seconds = 0.0
+                if time.monotonic() >= renew_by:
+                    if not await self._store(cursor, 0):
+                        return
+                    renew_by = time.monotonic() + common.lease_seconds / 3
+                await wait(self._wake, min(POLL_INTERVAL_S, common.lease_seconds / 3), stop)
+                continue
+            self.state.lag_seconds = max(0.0, (self._now() - events[0].created_at)
+                                         .total_seconds())
+            wanted = [e for e in events if self.wants(e.asset)]
+            results = await self.sender.send(wanted, maybe_sent=maybe_sent) if wanted else []
+            new_cursor, delivered, refused, failure = self._settle(cursor, events, results)
+            if refused:
+                await self._db(undelivered.record, self._engine, self.destination.id,
+                               refused, self._now())
+                self.state.undeliverable += len(refused)
+            if new_cursor > cursor or delivered:
+                if not await self._store(new_cursor, delivered):
+                    return
+                cursor = new_cursor
+                renew_by = time.monotonic() + common.lease_seconds / 3
+            if failure is None:
+                maybe_sent = False
+                backoff = common.retry_initial
+                self._recovered()
+                continue
+            maybe_sent = True
+            self._failed(failure)
+            delay = self._rng.uniform(0, backoff)
+            log.warning("destination %s: %s; retrying in %.2fs", self.destination.id,
+                        failure, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)  # a stop cuts the backoff short
+            backoff = min(backoff * 2, common.retry_max)
+
+    def _read(self, cursor: int) -> tuple[list[EventRecord], int]:
+        with self._engine.connect() as connection:
+            events = events_after(connection, cursor, limit=self.destination.common.batch_size)
+            return events, last_event_id(connection)
+
+    def _settle(self, cursor: int, events: list[EventRecord], results: list[Any]
+                ) -> tuple[int, int, list[tuple[int, str]], TransientDeliveryError | None]:
+        """Walk the round in order: the new cursor, how many were taken, the refusals,
+        and the transient failure that ended it (None if none did)."""
+        answers = iter(results)
+        delivered = 0
+        refused: list[tuple[int, str]] = []
+        for event in events:
+            if self.wants(event.asset):
+                answer = next(answers, _UNTRIED)
+                if answer is _UNTRIED:
+                    break
+                if isinstance(answer, TransientDeliveryError):
+                    return cursor, delivered, refused, answer
+                if isinstance(answer, PermanentDeliveryError):
+                    refused.append((event.id, str(answer)))
+                    self.state.failures[answer.kind] += 1
+                else:
+                    delivered += 1
+            cursor = event.id
+        return cursor, delivered, refused, None
+
+    async def _store(self, cursor: int, delivered: int) -> bool:
+        held = await self._db(cursors.advance, self._engine, self.destination.id, cursor,
+                              delivered, now=self._now(), lease=self._lease, owner=self._owner)
+        if held:
+            self.state.cursor = cursor
+            self.state.delivered += delivered
+        else:
+            self.state.holder = False
+            log.warning("destination %s: lease lost to another process; standing by",
+                        self.destination.id)
+        return held
+
+    def _failed(self, failure: TransientDeliveryError) -> None:
+        self.state.failures[failure.kind] += 1
+        self.state.last_error = str(failure)
+        if self.state.failing_since is None:
+            self.state.failing_since = time.monotonic()
+
+    def _recovered(self) -> None:
+        if self.state.failing_since is not None:
+            log.info("destination %s: delivering again", self.destination.id)
+        self.state.failing_since = None
+        self.state.last_error = None
+
+
+_UNTRIED = object()
