@@ -43,7 +43,9 @@ def until(condition: Callable[[], Any], what: str, timeout: float = 60.0,
 
 
 def toml_value(value: Any) -> str:
-    """The TOML text of a str/bool/int/float (all the config files here need)."""
+    """The TOML text of a str/bool/int/float or a list of them."""
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -53,8 +55,10 @@ def toml_value(value: Any) -> str:
 
 def write_config(path: Path, *, database_url: str, connection: Mapping[str, Any],
                  triggerer: Mapping[str, Any] | None = None,
-                 connection_id: str = "e2e") -> Path:
-    """A ``sharedstream.toml`` with fast test defaults (health on a free port, short backoff)."""
+                 connection_id: str = "e2e",
+                 tables: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
+    """A ``sharedstream.toml`` with fast test defaults (health on a free port, short backoff);
+    ``tables`` adds more, e.g. ``{"destinations.hooks": {"kind": "webhook", ...}}``."""
     options: dict[str, Any] = {"health_port": 0, "retry_backoff_initial": 0.1,
                                "retry_backoff_max": 1.0, "shutdown_timeout": 30.0}
     options.update(triggerer or {})
@@ -62,6 +66,9 @@ def write_config(path: Path, *, database_url: str, connection: Mapping[str, Any]
     lines += [f"{key} = {toml_value(value)}" for key, value in options.items()]
     lines += ["", f"[connections.{connection_id}]"]
     lines += [f"{toml_value(key)} = {toml_value(value)}" for key, value in connection.items()]
+    for name, table in (tables or {}).items():
+        lines += ["", f"[{name}]"]
+        lines += [f"{key} = {toml_value(value)}" for key, value in table.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
 
