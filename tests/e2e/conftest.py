@@ -9,8 +9,7 @@ whatever still runs when the test ends, pass or fail.
 from __future__ import annotations
 
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from db_schemas import postgres_schema_url
-from triggerer import ORDERS, Triggerer
+from triggerer import Triggerers, connection_for
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -38,24 +37,12 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def connection(kafka_bootstrap: str) -> dict[str, Any]:
-    """The test's Kafka connection: its own group.id, short sessions (crash tests)."""
-    return {"bootstrap.servers": kafka_bootstrap, "group.id": f"e2e-{uuid.uuid4().hex[:8]}",
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    return connection_for(kafka_bootstrap, "e2e")
 
 
 @pytest.fixture
-def triggerers(tmp_path: Path) -> Iterator[Callable[..., Triggerer]]:
+def triggerers(tmp_path: Path) -> Iterator[Triggerers]:
     """Factory: ``triggerers(config, env={...})`` -> a not yet started Triggerer."""
-    made: list[Triggerer] = []
-
-    def make(config: Path, *, watchers: Path = ORDERS, env: dict[str, str] | None = None,
-             args: tuple[str, ...] = ()) -> Triggerer:
-        log_dir = tmp_path / f"proc{len(made)}"
-        log_dir.mkdir()
-        made.append(Triggerer(watchers, config, log_dir, env=env, args=args))
-        return made[-1]
-
-    yield make
-    for process in made:
-        process.kill()
-
+    pool = Triggerers(tmp_path)
+    yield pool
+    pool.kill_all()

@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -184,3 +185,30 @@ class Triggerer:
             self.signal(signal.SIGKILL)
         if self.process is not None:
             self.process.wait(30)
+
+
+def connection_for(kafka_bootstrap: str, prefix: str) -> dict[str, Any]:
+    """A test's Kafka connection: its own group.id, and short sessions so a killed member
+    leaves the group in seconds."""
+    return {"bootstrap.servers": kafka_bootstrap, "group.id": f"{prefix}-{uuid.uuid4().hex[:8]}",
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+
+
+class Triggerers:
+    """Factory of not yet started triggerers, each with its own log dir under ``root``;
+    :meth:`kill_all` kills whatever still runs when the test ends, pass or fail."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: list[Triggerer] = []
+
+    def __call__(self, config: Path, watchers: Path = ORDERS, *,
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Triggerer:
+        log_dir = self.root / f"proc{len(self.made)}"
+        log_dir.mkdir()
+        self.made.append(Triggerer(watchers, config, log_dir, env=env, args=args))
+        return self.made[-1]
+
+    def kill_all(self) -> None:
+        for process in self.made:
+            process.kill()

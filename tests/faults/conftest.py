@@ -16,8 +16,7 @@ never a second one: this file only adds a factory that kills leftovers.
 from __future__ import annotations
 
 import sys
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ sys.path.insert(0, str(TESTS / "e2e"))
 
 from db_schemas import postgres_schema_url  # noqa: E402  (importable by path only)
 from faultkit import Figures, Size  # noqa: E402
-from triggerer import Triggerer  # noqa: E402
+from triggerer import Triggerers, connection_for  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -55,25 +54,15 @@ def pg_url(database_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def connection(kafka_bootstrap: str) -> dict[str, Any]:
-    """Own group.id per test; short sessions so a killed member leaves in seconds."""
-    return {"bootstrap.servers": kafka_bootstrap, "group.id": f"faults-{uuid.uuid4().hex[:8]}",
-            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+    return connection_for(kafka_bootstrap, "faults")
 
 
 @pytest.fixture
-def triggerers(tmp_path: Path) -> Iterator[Callable[..., Triggerer]]:
+def triggerers(tmp_path: Path) -> Iterator[Triggerers]:
     """Factory of not yet started triggerers (own log dir each); kills leftovers at the end."""
-    made: list[Triggerer] = []
-
-    def make(config: Path, watchers: Path, *, env: dict[str, str] | None = None) -> Triggerer:
-        log_dir = tmp_path / f"proc{len(made)}"
-        log_dir.mkdir()
-        made.append(Triggerer(watchers, config, log_dir, env=env))
-        return made[-1]
-
-    yield make
-    for process in made:
-        process.kill()
+    pool = Triggerers(tmp_path)
+    yield pool
+    pool.kill_all()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
