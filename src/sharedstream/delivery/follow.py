@@ -44,6 +44,13 @@ class _Follower:
         self.batch_size = batch_size
         self.asset_ids = None if asset is None else [self._asset_id(asset)]
         self._listener: Any = None
+        if engine.dialect.name == "postgresql":
+            # Listen before the first read: a commit between a read and the LISTEN would
+            # otherwise wake nobody (and cost a whole poll interval).
+            raw: Any = engine.raw_connection()
+            raw.driver_connection.autocommit = True
+            raw.driver_connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self._listener = raw
 
     def _asset_id(self, name: str) -> int:
         with self.engine.connect() as connection:
@@ -63,14 +70,9 @@ class _Follower:
 
     def wait(self) -> None:
         """Until a commit notification (PostgreSQL) or ``poll_interval`` passes."""
-        if self.engine.dialect.name != "postgresql":
+        if self._listener is None:
             time.sleep(self.poll_interval)
             return
-        if self._listener is None:
-            raw: Any = self.engine.raw_connection()
-            raw.driver_connection.autocommit = True
-            raw.driver_connection.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            self._listener = raw
         for _ in self._listener.driver_connection.notifies(timeout=self.poll_interval,
                                                            stop_after=1):
             pass
