@@ -25,6 +25,7 @@ from sharedstream.airflowbridge.settings import AirflowInstanceSettings
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.delivery.settings import (
     OPTION_TYPES,
+    AirflowDestination,
     CommonOptions,
     DestinationSettings,
 )
@@ -173,10 +174,12 @@ def _build(raw: Mapping[str, Any], path: Path | None,
         if not isinstance(conn, dict):
             raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
                               'librdkafka options ("bootstrap.servers" = "...")')
+    airflow = _airflow_instances(raw.get("airflow", {}), overrides, source)
     return Config(path=path, database=database, manager=manager, process=process,
                   state_store=state_store, connections=connections,
-                  airflow=_airflow_instances(raw.get("airflow", {}), overrides, source),
-                  destinations=_destinations(raw.get("destinations", {}), overrides, source))
+                  airflow=airflow,
+                  destinations=_destinations(raw.get("destinations", {}), overrides, source,
+                                             airflow))
 
 
 def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
@@ -195,7 +198,8 @@ def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mappin
 
 
 def _destinations(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
-                  source: Source) -> dict[str, DestinationSettings]:
+                  source: Source, airflow: Mapping[str, AirflowInstanceSettings]
+                  ) -> dict[str, DestinationSettings]:
     """``[destinations.<id>]`` tables, each key overridable from the environment."""
     where = str(source.path) if source.path is not None else "built-in defaults"
     if "destinations" in overrides:
@@ -221,6 +225,9 @@ def _destinations(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str
         options = build_section(OPTION_TYPES[common.kind], section,
                                 {k: v for k, v in merged.items() if k not in common_keys},
                                 source, env_keys)
+        if isinstance(options, AirflowDestination) and options.instance not in airflow:
+            raise ConfigError(f"[{section}] in {where}: instance {options.instance!r} has no "
+                              f"[airflow.{options.instance}] section")
         destinations[dest_id] = DestinationSettings(dest_id, common, options)
     return destinations
 
