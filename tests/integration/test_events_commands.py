@@ -119,3 +119,17 @@ def test_clean_in_one_statement_by_default(store: StateStore, run: Run) -> None:
 
 def test_database_without_schema_is_a_runtime_error(db_url: str, run: Run) -> None:
     run("events", "list", code=1)
+
+
+def test_tail_prints_the_newest_in_commit_order_and_resumes_after_a_cursor(
+        store: StateStore, run: Run) -> None:
+    seed(store, {("orders", "w_orders"): [5, 4, 3], ("payments", "w_pay"): [2, 1]})
+    lines = [json.loads(line) for line in run("events", "tail", "-n", "3", "--json").splitlines()]
+    ids = [e["id"] for e in lines]
+    assert ids == sorted(ids) and len(ids) == 3
+    # --since is a cursor: everything after it, then the command ends (no --follow).
+    after = [json.loads(line) for line in
+             run("events", "tail", "--since", str(ids[0]), "--json").splitlines()]
+    assert [e["id"] for e in after] == ids[1:]
+    only = run("events", "tail", "--asset", "payments", "--since", "0").splitlines()
+    assert len(only) == 2 and all("payments" in line for line in only)
