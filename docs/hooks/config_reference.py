@@ -214,20 +214,27 @@ _DESTINATION_PROBES = {
 
 # Valid values of the required options, for the probes that override them.
 _REQUIRED_SAMPLES = {"url": "https://hooks.example", "secret": "s", "instance": "probe",
-                     "topic": "events"}
+                     "topic": "events", "base_url": "http://airflow:8080", "token": "t",
+                     "username": "u", "password": "p"}
+# Keys that only go together: probed on a file that already has their partner.
+_LOGIN_PROBE = ('[airflow.probe]\nbase_url = "http://airflow:8080"\nusername = "u"\n'
+                'password = "p"\n')
+_PROBE_FOR_KEY = {"airflow": {"username": _LOGIN_PROBE, "password": _LOGIN_PROBE}}
 
 
-class DestinationSection(Section):
-    """``[destinations.<id>]``: the common options, or one kind's; overridden per id."""
+class TableSection(Section):
+    """A section of named tables (``[destinations.<id>]``, ``[airflow.<name>]``), each key
+    overridden per table; ``probe`` is a minimal valid file the env probes override."""
 
-    def __init__(self, name: str, classes: list[type], kind: str) -> None:
+    def __init__(self, name: str, classes: list[type], probe: str, table: str = "<ID>") -> None:
         super().__init__(name, classes)
-        self.kind = kind
+        self.probe = probe
+        self.table = table
 
     def env_name(self, key: str) -> str:
         from sharedstream.triggerer.settings_loader import ENV_PREFIX
 
-        return f"{ENV_PREFIX}DESTINATIONS__<ID>__{key.upper()}"
+        return f"{ENV_PREFIX}{self.name.upper()}__{self.table}__{key.upper()}"
 
     def render(self) -> str:
         rows = []
@@ -239,9 +246,9 @@ class DestinationSection(Section):
             rows.append(f"| `{f.name}` | {type_name(hint)} | {shown} | "
                         f"`{self.env_name(f.name)}` | {text} |")
             if f.name != "kind":
-                check_env_override(self.env_name(f.name).replace("<ID>", "PROBE"),
-                                   _REQUIRED_SAMPLES.get(f.name, default),
-                                   _DESTINATION_PROBES[self.kind])
+                probe = _PROBE_FOR_KEY.get(self.name, {}).get(f.name, self.probe)
+                check_env_override(self.env_name(f.name).replace(self.table, "PROBE"),
+                                   _REQUIRED_SAMPLES.get(f.name, default), probe)
         head = ["| option | type | default | environment override | meaning |",
                 "|---|---|---|---|---|"]
         return "\n".join(head + rows)
@@ -289,15 +296,17 @@ def sections() -> dict[str, Section | Callable[[], str]]:
             "payload_backend": "it is `[workers] state_backend`",
             "payload_dir": "it is `[workers] state_dir`"}),
         "workers": Section("workers", [config.WorkersSettings]),
-        "airflow.<name>": Section("airflow", [AirflowInstanceSettings], env=False),
+        "airflow.<name>": TableSection("airflow", [AirflowInstanceSettings],
+                                       _DESTINATION_PROBES["airflow"], table="<NAME>"),
         "connections.<id>": render_connections,
-        "destinations.<id>": DestinationSection("destinations", [CommonOptions], "webhook"),
-        "destinations.<id>.airflow": DestinationSection(
-            "destinations", [AirflowDestination], "airflow"),
-        "destinations.<id>.webhook": DestinationSection(
-            "destinations", [WebhookDestination], "webhook"),
-        "destinations.<id>.kafka": DestinationSection(
-            "destinations", [KafkaDestination], "kafka"),
+        "destinations.<id>": TableSection("destinations", [CommonOptions],
+                                          _DESTINATION_PROBES["webhook"]),
+        "destinations.<id>.airflow": TableSection(
+            "destinations", [AirflowDestination], _DESTINATION_PROBES["airflow"]),
+        "destinations.<id>.webhook": TableSection(
+            "destinations", [WebhookDestination], _DESTINATION_PROBES["webhook"]),
+        "destinations.<id>.kafka": TableSection(
+            "destinations", [KafkaDestination], _DESTINATION_PROBES["kafka"]),
     }
 
 

@@ -1,9 +1,20 @@
 """Kafka connections: where a ``kafka_config_id`` comes from and what it may contain.
 
-A connection is a librdkafka config dict, taken from the config file
-(``[connections.<id>]``) or, when absent there, from the environment variable
-``SHAREDSTREAM_CONN_<ID>`` holding a JSON object. Validation happens here, before
-any consumer exists, so a misconfigured connection never reads a single message:
+A connection is a librdkafka config dict, assembled from these sources, each later
+one winning key by key (the environment always wins over the file):
+
+1. the config file's ``[connections.<id>]`` table;
+2. ``AIRFLOW_CONN_<ID>``, when set: an Airflow connection's JSON
+   (``{"conn_type": "kafka", "extra": {...librdkafka keys...}}``), so a connection an
+   Airflow deployment already injects is reused as it is;
+3. ``SHAREDSTREAM_CONN_<ID>``: a JSON object of librdkafka keys (or the same Airflow
+   shape);
+4. ``SHAREDSTREAM_CONN_<ID>__<KEY>``, one variable per key, the key's dots written as
+   underscores: ``SHAREDSTREAM_CONN_KAFKA_DEFAULT__SASL_PASSWORD`` sets
+   ``sasl.password``. A secret never has to sit in the file or share a variable.
+
+Validation happens here, before any consumer exists, so a misconfigured connection
+never reads a single message:
 
 * ``bootstrap.servers``: the one key a connection must have.
 * ``group.id``: the prefix of every consumer group on the connection: each topic
@@ -40,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 ENV_PREFIX = "SHAREDSTREAM_CONN_"
+AIRFLOW_PREFIX = "AIRFLOW_CONN_"
 DEFAULT_GROUP_ID = "sharedstream"
 
 # Keys whose values are secrets: matched on the dotted name, case-insensitive.
@@ -92,23 +104,35 @@ def resolve_connection(
     connections: Mapping[str, Mapping[str, Any]],
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The validated librdkafka config of ``connection_id``.
+    """The validated librdkafka config of ``connection_id``, from the sources above.
 
-    ``connections`` is the config file's ``[connections]`` table; the file wins
-    over the environment so an operator sees one source of truth per id. A JSON
-    error in the environment variable is reported without echoing its content
+    A JSON error in an environment variable is reported without echoing its content
     (it may hold a password).
     """
-    if connection_id in connections:
-        return validate_connection(connection_id, connections[connection_id])
     env = os.environ if environ is None else environ
     var = env_var_name(connection_id)
-    raw = env.get(var)
-    if raw is None:
+    found = connection_id in connections
+    merged: dict[str, Any] = dict(connections.get(connection_id, {}))
+    for name in (AIRFLOW_PREFIX + var[len(ENV_PREFIX):], var):
+        raw = env.get(name)
+        if raw is not None:
+            merged.update(_json_connection(connection_id, name, raw))
+            found = True
+    prefix = var + "__"
+    for name, value in env.items():
+        if name.startswith(prefix) and len(name) > len(prefix):
+            merged[name[len(prefix):].lower().replace("_", ".")] = value
+            found = True
+    if not found:
         raise ConnectionConfigError(
             f"connection {connection_id!r} is not configured: add [connections.{connection_id}] "
             f"to the config file or set {var}"
         )
+    return validate_connection(connection_id, merged)
+
+
+def _json_connection(connection_id: str, var: str, raw: str) -> dict[str, Any]:
+    """A JSON connection: librdkafka keys, or an Airflow connection whose ``extra`` has them."""
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -118,7 +142,23 @@ def resolve_connection(
         ) from None
     if not isinstance(parsed, dict):
         raise ConnectionConfigError(f"connection {connection_id!r}: {var} must be a JSON object")
-    return validate_connection(connection_id, parsed)
+    if "conn_type" in parsed:
+        if parsed["conn_type"] != "kafka":
+            raise ConnectionConfigError(
+                f"connection {connection_id!r}: {var} is an Airflow connection of type "
+                f"{parsed['conn_type']!r}, not 'kafka'")
+        extra = parsed.get("extra") or {}
+        if isinstance(extra, str):
+            try:
+                extra = json.loads(extra)
+            except json.JSONDecodeError:
+                extra = None
+        if not isinstance(extra, dict):
+            raise ConnectionConfigError(
+                f"connection {connection_id!r}: {var}'s extra must be a JSON object of "
+                "librdkafka settings")
+        return dict(extra)
+    return parsed
 
 
 def consumer_group_id(config: Mapping[str, Any], topics: Sequence[str]) -> str:

@@ -184,17 +184,28 @@ def _build(raw: Mapping[str, Any], path: Path | None,
 
 def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
                        source: Source) -> dict[str, AirflowInstanceSettings]:
-    """``[airflow.<name>]`` tables; errors name the key, never a value (passwords)."""
+    """``[airflow.<name>]`` tables, each key overridable from the environment
+    (``SHAREDSTREAM__AIRFLOW__<NAME>__<KEY>``); errors name the key, never a value."""
     if "airflow" in overrides:
-        raise ConfigError("Airflow instances come from [airflow.<name>] tables, not "
-                          "SHAREDSTREAM__AIRFLOW__*")
+        raise ConfigError("Airflow instances come from [airflow.<name>] tables or "
+                          "SHAREDSTREAM__AIRFLOW__<NAME>__<KEY>, not SHAREDSTREAM__AIRFLOW__*")
+    from_env = _tables_from_env("airflow", overrides)
     instances = {}
-    for name, table in tables.items():
+    for name in sorted({*tables, *from_env}):
+        table = tables.get(name, {})
         if not isinstance(table, dict):
             raise ConfigError(f"[airflow.{name}] in {source.path}: expected a table")
-        instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}", table,
-                                        source)
+        instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}",
+                                        {**table, **from_env.get(name, {})}, source,
+                                        frozenset(from_env.get(name, {})))
     return instances
+
+
+def _tables_from_env(section: str, overrides: Mapping[str, Mapping[str, Any]]
+                     ) -> dict[str, Mapping[str, Any]]:
+    """``{table: {key: value}}`` of the ``SHAREDSTREAM__<SECTION>__<TABLE>__<KEY>`` variables."""
+    return {name.split(".", 1)[1]: values for name, values in overrides.items()
+            if name.startswith(section + ".")}
 
 
 def _destinations(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
@@ -205,8 +216,7 @@ def _destinations(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str
     if "destinations" in overrides:
         raise ConfigError("destination options come from [destinations.<id>] tables or "
                           "SHAREDSTREAM__DESTINATIONS__<ID>__<KEY>")
-    from_env = {s.split(".", 1)[1]: v for s, v in overrides.items()
-                if s.startswith("destinations.")}
+    from_env = _tables_from_env("destinations", overrides)
     destinations = {}
     for dest_id in sorted({*tables, *from_env}):
         table = tables.get(dest_id, {})

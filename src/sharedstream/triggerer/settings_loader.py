@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 ENV_PREFIX = "SHAREDSTREAM__"
 # Sections made of named tables whose keys the environment may set one by one.
-TABLE_SECTIONS = frozenset({"destinations"})
+TABLE_SECTIONS = frozenset({"destinations", "airflow"})
 
 T = TypeVar("T")
 

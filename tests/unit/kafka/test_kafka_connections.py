@@ -86,3 +86,36 @@ def test_secrets_are_redacted_and_consumer_keys_stay_off_the_producer() -> None:
     out = producer_config(resolve_connection("c", {"c": BASE}))
     assert "group.id" not in out and "enable.auto.commit" not in out
     assert out["acks"] == "all" and out["enable.idempotence"] is True
+
+
+def test_the_environment_wins_over_the_file_key_by_key() -> None:
+    file = {"c": {"bootstrap.servers": "file:9092", "sasl.username": "app"}}
+    env = {"SHAREDSTREAM_CONN_C": json.dumps({"bootstrap.servers": "env:9092"}),
+           "SHAREDSTREAM_CONN_C__SASL_PASSWORD": "s3cret",
+           "SHAREDSTREAM_CONN_C__SECURITY_PROTOCOL": "SASL_SSL"}
+    out = resolve_connection("c", file, env)
+    assert out["bootstrap.servers"] == "env:9092" and out["sasl.username"] == "app"
+    assert out["sasl.password"] == "s3cret" and out["security.protocol"] == "SASL_SSL"
+
+
+def test_one_variable_per_key_is_a_whole_connection() -> None:
+    out = resolve_connection("kafka_default", {},
+                             {"SHAREDSTREAM_CONN_KAFKA_DEFAULT__BOOTSTRAP_SERVERS": "k:9092"})
+    assert out["bootstrap.servers"] == "k:9092"
+
+
+def test_an_airflow_connection_is_reused_as_it_is() -> None:
+    airflow = json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "af:9092",
+                                                          "group.id": "af"}})
+    assert resolve_connection("kafka_default", {}, {"AIRFLOW_CONN_KAFKA_DEFAULT": airflow})[
+        "bootstrap.servers"] == "af:9092"
+    # The same shape in our own variable, with extra as a JSON string (as Airflow writes it).
+    shaped = json.dumps({"conn_type": "kafka", "extra": json.dumps({"bootstrap.servers": "x:1"})})
+    assert resolve_connection("c", {}, {"SHAREDSTREAM_CONN_C": shaped})["bootstrap.servers"] \
+        == "x:1"
+
+
+def test_an_airflow_connection_of_another_type_is_refused_by_name() -> None:
+    with pytest.raises(ConnectionConfigError, match=r"'c'.*type 'postgres', not 'kafka'"):
+        resolve_connection("c", {}, {"AIRFLOW_CONN_C": json.dumps(
+            {"conn_type": "postgres", "password": "s3cret"})})
