@@ -1,39 +1,64 @@
 """The ``sharedstream`` command line: the click root, wiring every room's commands.
 
 Exit codes (every command): 0 ok, 1 runtime failure, 2 usage or configuration error.
+
+Commands load when they are used (a ``LazyGroup``), so ``main`` installs its SIGTERM
+handler before anything heavy is imported: a SIGTERM that reaches a process still
+starting (a rolling restart catching a fresh pod) is a clean exit 0, not a kill by the
+signal. ``sharedstream run`` replaces the handler with its own graceful stop.
 """
 
 from __future__ import annotations
 
+import importlib
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
 import click
 
 from sharedstream import __version__
-from sharedstream.demo.command import demo
-from sharedstream.ops.airflow_commands import publish_airflow
-from sharedstream.ops.db_commands import db_group
-from sharedstream.ops.dlq_commands import dlq_group
-from sharedstream.ops.events_commands import events_group
-from sharedstream.ops.offsets_commands import offsets_group
-from sharedstream.ops.run_command import deliver, run
-from sharedstream.ops.state_commands import state_store_group
+
+# Command name -> "module:attribute" of its click command.
+COMMANDS = {
+    "run": "sharedstream.ops.run_command:run",
+    "deliver": "sharedstream.ops.run_command:deliver",
+    "demo": "sharedstream.demo.command:demo",
+    "db": "sharedstream.ops.db_commands:db_group",
+    "state-store": "sharedstream.ops.state_commands:state_store_group",
+    "events": "sharedstream.ops.events_commands:events_group",
+    "offsets": "sharedstream.ops.offsets_commands:offsets_group",
+    "publish-airflow": "sharedstream.ops.airflow_commands:publish_airflow",
+    "dlq": "sharedstream.ops.dlq_commands:dlq_group",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sharedstream")
 def cli() -> None:
     """sharedstream: Kafka event triggers through one shared consumer per topic set."""
 
 
-cli.add_command(run)
-cli.add_command(deliver)
-cli.add_command(demo)
-cli.add_command(db_group)
-cli.add_command(state_store_group)
-cli.add_command(events_group)
-cli.add_command(offsets_group)
-cli.add_command(publish_airflow)
-cli.add_command(dlq_group)
+def _stopped_while_starting(signum: int, frame: FrameType | None) -> Any:
+    sys.exit(0)
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stopped_while_starting)
     cli()

@@ -30,6 +30,12 @@ never reads a single message:
 * ``auto.offset.reset``: absent -> ``earliest``, so a new group starts from the
   beginning instead of silently skipping what was written before it existed.
 
+Every client sharedstream builds from a connection also sets, unless it does:
+
+* ``logger``: librdkafka's log lines go through Python logging, as the logger
+  ``sharedstream.librdkafka`` (repeats held back; see ``sharedstream.kafka.logs``),
+  instead of raw lines on stderr.
+
 The dead-letter producer (:func:`producer_config`) sets, unless the connection does:
 
 * ``enable.idempotence``: true, so librdkafka's own retries never write a record twice.
@@ -49,6 +55,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 
 ENV_PREFIX = "SHAREDSTREAM_CONN_"
 AIRFLOW_PREFIX = "AIRFLOW_CONN_"
@@ -193,8 +201,11 @@ _CONSUMER_ONLY = (
 
 
 def client_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The connection config without consumer-only properties (admin and producer clients)."""
-    return {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
+    """The connection config without consumer-only properties (admin and producer clients),
+    logging through Python logging (see kafka.logs)."""
+    out = {k: v for k, v in config.items() if not k.startswith(_CONSUMER_ONLY)}
+    out.setdefault("logger", LIBRDKAFKA_LOGGER)
+    return out
 
 
 def producer_config(config: Mapping[str, Any]) -> dict[str, Any]:

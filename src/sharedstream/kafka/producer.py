@@ -74,6 +74,7 @@ from sharedstream.kafka.connections import (
     validate_connection,
 )
 from sharedstream.kafka.dead_letters import DeadLetterSender, is_permanent
+from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 from sharedstream.kafka.payload import KafkaPayload, build_payload
 from sharedstream.kafka.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
 from sharedstream.kafka.rejections import RejectedMessage, RejectionRecorder
@@ -496,6 +497,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         cfg = dict(self._config)
         cfg["group.id"] = self.consumer_group
         cfg["enable.partition.eof"] = False
+        cfg.setdefault("logger", LIBRDKAFKA_LOGGER)
         cfg["error_cb"] = self._on_error
         cfg["on_commit"] = self._on_commit
         cfg.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)

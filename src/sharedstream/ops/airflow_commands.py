@@ -9,7 +9,9 @@ import sys
 
 import click
 
-EXIT_RUNTIME, EXIT_USAGE = 1, 2
+from sharedstream.ops.clitools import EXIT_FAILURE as EXIT_RUNTIME
+from sharedstream.ops.clitools import EXIT_USAGE
+from sharedstream.triggerer.extras import missing_module
 
 
 @click.command("publish-airflow")
@@ -31,8 +33,12 @@ def publish_airflow(instance: str, topic: str, config_path: str | None, connecti
     """Publish INSTANCE's asset events to TOPIC; the cursor lives in the asset state store."""
     from confluent_kafka import Producer
 
-    from sharedstream.airflowbridge.client import AirflowClient
-    from sharedstream.airflowbridge.publisher import AirflowPublisher
+    try:
+        from sharedstream.airflowbridge.client import AirflowClient
+        from sharedstream.airflowbridge.publisher import AirflowPublisher
+    except ModuleNotFoundError as exc:
+        click.echo(f"error: publish-airflow needs {missing_module(exc)}", err=True)
+        sys.exit(EXIT_USAGE)
     from sharedstream.kafka.connections import (
         ConnectionConfigError,
         producer_config,

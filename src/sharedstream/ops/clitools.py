@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
-from sharedstream.statestore.engine import describe_error
+from sharedstream.statestore.engine import DatabaseURLError, describe_error
+from sharedstream.statestore.migrate import SchemaRevisionError, head_revision
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.config import Config, ConfigError, load_config
+from sharedstream.triggerer.extras import missing_module
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -34,7 +38,8 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 DEFAULT_KAFKA_CONNECTION = "kafka_default"
 
-console = Console()
+# Piped or redirected output is read by scripts and wide logs: no 80-column wrapping there.
+console = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
 
 
 class CommandError(Exception):
@@ -67,10 +72,13 @@ def handled(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit):
             raise
-        except (ConfigError, ArgumentError, ConnectionConfigError) as exc:
+        except (ConfigError, ArgumentError, ConnectionConfigError, DatabaseURLError,
+                SchemaRevisionError) as exc:
             raise fail(str(exc), EXIT_USAGE) from None
         except SQLAlchemyError as exc:
             raise fail(f"database: {describe_error(exc)}", EXIT_FAILURE) from None
+        except ModuleNotFoundError as exc:
+            raise fail(missing_module(exc), EXIT_USAGE) from None
         except (CommandError, LookupError, ValueError, TypeError, NotImplementedError,
                 OSError) as exc:
             raise fail(str(exc), EXIT_FAILURE) from None
@@ -112,13 +120,28 @@ def command_config(ctx: click.Context) -> Config:
     return load_config(_options(ctx).get("config"))
 
 
-def open_store(ctx: click.Context) -> StateStore:
-    """The state store the command's options name, closed when the command ends."""
+def open_store(ctx: click.Context, *, schema: bool = True) -> StateStore:
+    """The state store the command's options name, closed when the command ends.
+
+    With ``schema`` (every command but ``db``), the database must exist and carry this
+    version's schema: anything else is one error saying to run ``sharedstream db upgrade``
+    (and a mistyped SQLite path is never created as an empty file).
+    """
     options = _options(ctx)
     config = command_config(ctx)
     store = StateStore.from_url(options.get("database_url") or config.database.url,
-                                config.state_store)
+                                config.state_store, must_exist=schema)
     ctx.call_on_close(store.close)
+    if schema:
+        current, head = store.revision(), head_revision()
+        where = make_url(str(store.engine.url)).render_as_string(hide_password=True)
+        if current is None:
+            raise CommandError(f"{where} has no sharedstream schema: run "
+                               "`sharedstream db upgrade` (with the same --config or "
+                               "--database-url)")
+        if current != head:
+            raise CommandError(f"{where} is at schema revision {current}, this version needs "
+                               f"{head}: run `sharedstream db upgrade`")
     return store
 
 

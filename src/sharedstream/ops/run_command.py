@@ -1,7 +1,8 @@
 """``sharedstream run`` and ``sharedstream deliver``: the long-running processes.
 
-Exit codes: 0 after a clean stop, 1 on a runtime failure, 2 on a configuration or
-start-up error (nothing was started).
+Exit codes: 0 after a clean stop, 1 on a runtime failure (a broker or database that
+does not answer: a supervisor may retry), 2 on a configuration or start-up error
+(nothing was started; retrying cannot help).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sharedstream.ops.clitools import EXIT_USAGE
+from sharedstream.ops.clitools import EXIT_FAILURE, EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,7 +36,7 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
     """Load the config, run ``body(config)`` and exit with its code; a configuration or
     start-up problem is one ``error:`` line and exit 2."""
     from sharedstream.triggerer.config import ConfigError, load_config
-    from sharedstream.triggerer.plan import StartupError
+    from sharedstream.triggerer.plan import StartupError, UnavailableError
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -44,6 +45,9 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
     except (ConfigError, StartupError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    except UnavailableError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILURE)
     sys.exit(code)
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import (
+    ArgumentError,
     DataError,
     DBAPIError,
     DisconnectionError,
     IntegrityError,
     InterfaceError,
+    NoSuchModuleError,
     OperationalError,
     StatementError,
 )
@@ -29,8 +32,68 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    parsed = make_url(url)
+class DatabaseURLError(ValueError):
+    """A database URL that cannot work: a wrong scheme, a missing driver, a missing file.
+    The message says what to fix and never shows the password."""
+
+
+# The scheme and extra of sharedstream's driver for each driver a URL may name.
+_OUR_DRIVER = {"psycopg": ("postgresql+psycopg", "postgres"),
+               "psycopg2": ("postgresql+psycopg", "postgres"),
+               "pymysql": ("mysql+pymysql", "mysql"), "mysqldb": ("mysql+pymysql", "mysql")}
+# Schemes other tools accept that SQLAlchemy does not, and what to write instead.
+_SCHEME_FIXES = {"postgres": "postgresql+psycopg", "postgresql": "postgresql+psycopg",
+                 "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
+
+
+def make_engine(url: str, *, must_exist: bool = False, **kwargs: Any) -> Engine:
+    """An engine for ``url``; a :class:`DatabaseURLError` for a URL that cannot work.
+
+    ``must_exist``: a SQLite file must be there already (commands that read must not
+    create an empty database at a mistyped path).
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise DatabaseURLError("the database URL is not a URL: write it as "
+                               "dialect+driver://user:password@host/database") from None
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.drivername in ("postgres", "postgresql", "mysql", "mariadb") and (
+            parsed.drivername == "postgres" or _missing_default_driver(parsed.drivername)):
+        fix = _SCHEME_FIXES[parsed.drivername]
+        raise DatabaseURLError(f"database URL {shown}: write {fix}:// (sharedstream's "
+                               f"driver) instead of {parsed.drivername}://")
+    if parsed.get_backend_name() == "sqlite" and must_exist and parsed.database not in (
+            None, "", ":memory:") and not Path(parsed.database).is_file():
+        raise DatabaseURLError(f"database file not found: {parsed.database} (check [database] "
+                               "url or --database-url; `sharedstream db upgrade` creates it)")
+    try:
+        return _engine(parsed, **kwargs)
+    except NoSuchModuleError:
+        raise DatabaseURLError(f"database URL {shown}: unknown dialect or driver "
+                               f"{parsed.drivername!r}") from None
+    except ModuleNotFoundError as exc:
+        ours = _OUR_DRIVER.get(parsed.get_driver_name())
+        hint = ""
+        if ours is not None:
+            scheme, extra = ours
+            hint = f": pip install 'sharedstream[{extra}]'"
+            if not parsed.drivername.startswith(scheme):
+                hint = f"; write {scheme}:// instead (pip install 'sharedstream[{extra}]')"
+        raise DatabaseURLError(f"database URL {shown} needs the Python module "
+                               f"{exc.name!r}, which is not installed{hint}") from None
+
+
+def _missing_default_driver(drivername: str) -> bool:
+    """A bare ``postgresql://``/``mysql://`` picks a driver sharedstream does not install."""
+    try:
+        make_url(drivername + "://").get_dialect().import_dbapi()
+    except ImportError:
+        return True
+    return False
+
+
+def _engine(parsed: URL, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
             # One in-memory database shared by every thread, instead of one per connection.

@@ -80,10 +80,12 @@ class StateStore:
 
     @classmethod
     def from_url(
-        cls, url: str, settings: StateStoreSettings | None = None, **kwargs: Any
+        cls, url: str, settings: StateStoreSettings | None = None, *, must_exist: bool = False,
+        **kwargs: Any
     ) -> StateStore:
-        """A store on the database at ``url`` (SQLAlchemy URL, e.g. ``sqlite:///x.db``)."""
-        return cls(make_engine(url), settings, **kwargs)
+        """A store on the database at ``url`` (SQLAlchemy URL, e.g. ``sqlite:///x.db``);
+        ``must_exist``: refuse to create a SQLite file (see ``make_engine``)."""
+        return cls(make_engine(url, must_exist=must_exist), settings, **kwargs)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)

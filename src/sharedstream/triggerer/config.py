@@ -69,6 +69,8 @@ class ProcessSettings:
       are served (loopback by default; port 0 picks a free one; -1 disables).
     * ``uow_batch_size`` / ``uow_max_delay``: a unit-of-work transaction is flushed
       when it holds this many windows or its oldest window is this old (seconds).
+    * ``broker_timeout``: how long start-up waits for each connection's brokers to
+      answer (seconds); then it exits 1 naming them, so a supervisor retries.
     """
 
     shutdown_timeout: float = 30.0
@@ -76,8 +78,11 @@ class ProcessSettings:
     health_port: int = 8794
     uow_batch_size: int = 500
     uow_max_delay: float = 0.05
+    broker_timeout: float = 15.0
 
     def __post_init__(self) -> None:
+        if not self.broker_timeout > 0:
+            raise ValueError("broker_timeout must be > 0")
         if not self.shutdown_timeout > 0:
             raise ValueError("shutdown_timeout must be > 0")
         if not -1 <= self.health_port <= 65535:

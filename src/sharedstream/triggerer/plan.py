@@ -27,6 +27,11 @@ class StartupError(RuntimeError):
     """The triggerer cannot start as configured; the CLI prints it and exits with code 2."""
 
 
+class UnavailableError(RuntimeError):
+    """A service the process needs (broker, database) does not answer; the CLI prints it
+    and exits 1, a runtime failure a supervisor may retry (unlike a configuration error)."""
+
+
 @dataclass(frozen=True, slots=True)
 class GroupPlan:
     """One shared-stream group: its key, members, consumer group and Kafka needs."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
@@ -40,14 +41,22 @@ from sharedstream.kafka.runtime import configure_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
+from sharedstream.statestore.engine import DatabaseURLError, describe_error
 from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, load_config
+from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.plan import GroupPlan, Plan, StartupError, make_plan
+from sharedstream.triggerer.plan import (
+    GroupPlan,
+    Plan,
+    StartupError,
+    UnavailableError,
+    make_plan,
+)
 from sharedstream.triggerer.registration import (
     CohortMismatchError,
     register_assets,
@@ -97,16 +106,32 @@ def open_store(config: Config, *, upgrade: bool) -> StateStore:
     return store
 
 
-def check_topics(groups: Sequence[GroupPlan]) -> None:
+def connect(config: Config, *, upgrade: bool) -> StateStore:
+    """:func:`open_store`, its failures as the CLI's two kinds: a URL that cannot work is
+    a StartupError (exit 2), a database that does not answer an UnavailableError (exit 1)."""
+    try:
+        return open_store(config, upgrade=upgrade)
+    except DatabaseURLError as exc:
+        raise StartupError(str(exc)) from None
+    except SQLAlchemyError as exc:
+        where = make_url(config.database.url).render_as_string(hide_password=True)
+        raise UnavailableError(f"database {where} not reachable: {describe_error(exc)}"
+                               ) from None
+
+
+def check_topics(groups: Sequence[GroupPlan], timeout: float = 15.0) -> None:
     """Refuse to start while any watched or dead-letter topic is missing."""
     missing: list[str] = []
     for group in groups:
         if group.connection_id is None:
             continue
         try:
-            missing += missing_topics(group.connection_id, group.connection, group.topics)
-        except BrokerUnreachableError as exc:
+            missing += missing_topics(group.connection_id, group.connection, group.topics,
+                                      timeout)
+        except ConnectionConfigError as exc:
             raise StartupError(str(exc)) from None
+        except BrokerUnreachableError as exc:
+            raise UnavailableError(str(exc)) from None
     if missing:
         raise StartupError(f"missing topics: {', '.join(sorted(set(missing)))} "
                            "(create them first; sharedstream never auto-creates topics)")
@@ -253,12 +278,8 @@ class Triggerer:
 def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
     """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
     plan = make_plan(config, target)
-    check_topics(plan.groups)
-    try:
-        store = open_store(config, upgrade=options.upgrade)
-    except SQLAlchemyError as exc:
-        log.error("database not reachable: %s", type(exc).__name__)
-        return EXIT_FAILURE
+    check_topics(plan.groups, config.process.broker_timeout)
+    store = connect(config, upgrade=options.upgrade)
     try:
         # Groups first: a refused start (another watcher set) must change nothing.
         try:
@@ -274,6 +295,8 @@ def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
                                                        config.airflow, config.connections)
             except (ValueError, ConnectionConfigError) as exc:
                 raise StartupError(str(exc)) from None
+            except ModuleNotFoundError as exc:
+                raise StartupError(f"destinations: {missing_module(exc)}") from None
         tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
         triggerer = Triggerer(plan, store, asset_ids, delivery=delivery)
         return asyncio.run(_main(triggerer.run))
@@ -285,17 +308,15 @@ def run_delivery(config: Config) -> int:
     """The whole ``sharedstream deliver``: the destinations alone, until a signal."""
     if not config.destinations:
         raise StartupError("no [destinations.<id>] configured: nothing to deliver")
-    try:
-        store = open_store(config, upgrade=False)
-    except SQLAlchemyError as exc:
-        log.error("database not reachable: %s", type(exc).__name__)
-        return EXIT_FAILURE
+    store = connect(config, upgrade=False)
     try:
         try:
             delivery = DeliveryService.from_config(store.engine, config.destinations,
                                                    config.airflow, config.connections)
         except (ValueError, ConnectionConfigError) as exc:
             raise StartupError(str(exc)) from None
+        except ModuleNotFoundError as exc:
+            raise StartupError(f"destinations: {missing_module(exc)}") from None
 
         async def deliver(stop: asyncio.Event) -> int:
             await delivery.run(stop)
