@@ -24,7 +24,9 @@ from sharedstream import __version__
 COMMANDS = {
     "run": "sharedstream.ops.run_command:run",
     "deliver": "sharedstream.ops.run_command:deliver",
+    "check": "sharedstream.ops.run_command:check",
     "demo": "sharedstream.demo.command:demo",
+    "config": "sharedstream.ops.config_commands:config_group",
     "db": "sharedstream.ops.db_commands:db_group",
     "state-store": "sharedstream.ops.state_commands:state_store_group",
     "events": "sharedstream.ops.events_commands:events_group",

@@ -225,3 +225,28 @@ def test_second_sigterm_during_a_slow_shutdown_exits_at_once(
         assert process.wait(60) == 1
     finally:
         lock.close()
+
+
+def test_check_reads_a_folder_of_modules_and_changes_nothing(
+        tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str]) -> None:
+    topic = create_topic("orders")
+    folder = tmp_path / "watchers"
+    (folder / "more").mkdir(parents=True)
+    for name, sub in (("one", folder), ("two", folder / "more")):
+        (sub / f"{name}.py").write_text(
+            "from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger\n"
+            f"{name} = Asset({name!r}, watchers=[AssetWatcher({name!r}, "
+            f"KafkaSharedStreamTrigger(topics=[{topic!r}], kafka_config_id='e2e'))])\n")
+    (folder / "_helpers.py").write_text("raise RuntimeError('never imported')\n")
+    database = tmp_path / "state.db"
+    config = write_config(tmp_path / "sharedstream.toml", database_url=f"sqlite:///{database}",
+                          connection=connection)
+    checked = run_cli(["check", str(folder), "--config", str(config)], cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert f"ok: group {connection['group.id']}.{topic}: one, two" in checked.stdout
+    assert not database.exists()  # nothing created
+    (folder / "more" / "two.py").write_text(
+        (folder / "more" / "two.py").read_text().replace(topic, "e2e-no-such-topic"))
+    refused(run_cli(["check", str(folder), "--config", str(config)], cwd=tmp_path),
+            "missing topics", "e2e-no-such-topic")

@@ -70,6 +70,11 @@ class DeliveryService:
         return cls(engine, {dest_id: (dest, make_sender(dest, airflow, connections))
                             for dest_id, dest in destinations.items()})
 
+    async def close(self) -> None:
+        """Close the senders without running (after ``sharedstream check`` built them)."""
+        for _dest, sender in self._senders.values():
+            await sender.aclose()
+
     def states(self) -> list[DestinationState]:
         return [d.state for d in self.deliverers]
 

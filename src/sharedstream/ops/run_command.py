@@ -40,6 +40,8 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level.upper() != "DEBUG":
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # its context lines
     try:
         code = body(load_config(config_path))
     except (ConfigError, StartupError) as exc:
@@ -52,7 +54,7 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
 
 
 @click.command("run")
-@click.argument("watchers", metavar="WATCHERS")
+@click.argument("watchers", metavar="WATCHERS...", nargs=-1, required=True)
 @process_options
 @click.option("--takeover", is_flag=True,
               help="Record this process's watcher set for its groups even if it differs.")
@@ -60,9 +62,9 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
 @click.option("--no-delivery", "no_delivery", is_flag=True,
               help="Do not deliver to [destinations] here (run `sharedstream deliver` "
                    "elsewhere).")
-def run(watchers: str, config_path: str | None, takeover: bool, upgrade: bool,
+def run(watchers: tuple[str, ...], config_path: str | None, takeover: bool, upgrade: bool,
         no_delivery: bool, log_level: str) -> None:
-    """Run the triggerer on WATCHERS (a Python file or module path)."""
+    """Run the triggerer on WATCHERS: Python files, module paths or folders of modules."""
     from sharedstream.triggerer.process import RunOptions, run_triggerer
 
     options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
@@ -80,3 +82,26 @@ def deliver(config_path: str | None, log_level: str) -> None:
     from sharedstream.triggerer.process import run_delivery
 
     start(log_level, run_delivery, config_path)
+
+
+@click.command("check")
+@click.argument("watchers", metavar="WATCHERS...", nargs=-1, required=True)
+@process_options
+@click.option("--takeover", is_flag=True,
+              help="Check as `run --takeover` would (a changed watcher set is accepted).")
+def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
+          log_level: str) -> None:
+    """Check everything `run WATCHERS` checks before it reads a message, then exit.
+
+    The config, the watcher modules, the connections and their topics, the database and
+    its schema, the recorded watcher sets and the destinations; nothing is changed.
+    Exits 0 when `run` would start, else as `run` would fail.
+    """
+    from sharedstream.triggerer.process import check_startup
+
+    def body(config: Any) -> int:
+        for line in check_startup(config, watchers, takeover=takeover):
+            click.echo(f"ok: {line}")
+        return 0
+
+    start(log_level, body, config_path)

@@ -15,7 +15,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -63,14 +63,43 @@ class WatcherModule:
 
 def load_watcher_module(target: str) -> WatcherModule:
     """Import ``target`` (a ``.py`` file or a dotted module path) and collect its assets."""
-    module = _import(target)
-    assets = tuple(_collect_assets(module))
+    return load_watchers([target])
+
+
+def load_watchers(targets: Sequence[str]) -> WatcherModule:
+    """Import every target and collect their assets, checked together.
+
+    A target is a ``.py`` file, a dotted module path, or a folder: every ``.py`` file
+    below it (sorted, recursively, skipping names that start with ``_`` or ``.``), the
+    way Airflow reads a DAGs folder. Watcher names must be unique across all of them.
+    """
+    files = [file for target in targets for file in _expand(target)]
+    source = ", ".join(targets)
+    seen: set[int] = set()
+    assets: list[Asset] = []
+    for file in files:
+        found = [a for a in _collect_assets(_import(file)) if id(a) not in seen]
+        if not found and file in targets:
+            raise WatcherLoadError(
+                f"{file}: no Asset found at module level (or in module-level lists/dicts)")
+        seen.update(id(a) for a in found)
+        assets += found
     if not assets:
-        raise WatcherLoadError(
-            f"{target}: no Asset found at module level (or in module-level lists/dicts)")
-    _check(target, assets)
-    _check_groups(target, assets)
-    return WatcherModule(source=target, assets=assets)
+        raise WatcherLoadError(f"{source}: no Asset found in any watcher module")
+    _check(source, tuple(assets))
+    _check_groups(source, tuple(assets))
+    return WatcherModule(source=source, assets=tuple(assets))
+
+
+def _expand(target: str) -> list[str]:
+    path = Path(target)
+    if not path.is_dir():
+        return [target]
+    files = sorted(str(f) for f in path.rglob("*.py")
+                   if not any(part.startswith(("_", ".")) for part in f.relative_to(path).parts))
+    if not files:
+        raise WatcherLoadError(f"{target}: a folder without watcher modules (*.py)")
+    return files
 
 
 def _import(target: str) -> ModuleType:

@@ -8,7 +8,7 @@ connection (auto-commit refused, defaults applied). Any problem here is a
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from sharedstream.kafka.connections import (
     resolve_connection,
 )
 from sharedstream.triggerer.config import Config
-from sharedstream.triggerer.loading import LoadedWatcher, WatcherLoadError, load_watcher_module
+from sharedstream.triggerer.loading import LoadedWatcher, WatcherLoadError, load_watchers
 from sharedstream.triggerer.registration import GroupDeclaration
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -62,10 +62,13 @@ class Plan:
     standalone: tuple[LoadedWatcher, ...]
 
 
-def make_plan(config: Config, target: str) -> Plan:
-    """Load ``target`` and check it against ``config``; raise StartupError on any problem."""
+def make_plan(config: Config, targets: str | Sequence[str]) -> Plan:
+    """Load the watcher modules (files, module paths, folders) and check them against
+    ``config``; raise StartupError on any problem."""
+    if isinstance(targets, str):
+        targets = [targets]
     try:
-        module = load_watcher_module(target)
+        module = load_watchers(targets)
     except WatcherLoadError as exc:
         raise StartupError(str(exc)) from None
     watchers = tuple(module.watchers())
@@ -78,7 +81,7 @@ def make_plan(config: Config, target: str) -> Plan:
         else:
             by_key.setdefault(key, []).append(loaded)
     groups = tuple(_group_plan(config, key, members) for key, members in by_key.items())
-    return Plan(config=config, source=target, watchers=watchers, groups=groups,
+    return Plan(config=config, source=module.source, watchers=watchers, groups=groups,
                 standalone=tuple(standalone))
 
 

@@ -26,6 +26,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -80,25 +81,35 @@ class RunOptions:
     deliver: bool = True  # run the [destinations] beside ingestion
 
 
+def schema_problem(current: str | None, *, upgrade: bool) -> str | None:
+    """Why the process cannot use a database at schema revision ``current`` (None: empty,
+    which start-up migrates), or None."""
+    head = head_revision()
+    if current is None or current == head:
+        return None
+    if not is_known_revision(current):
+        return (f"the database is at schema revision {current}, unknown to this version "
+                f"(which needs {head}): it was migrated by a newer sharedstream; run that "
+                "version, or restore a database at a known revision")
+    if not upgrade:
+        return (f"the database is at schema revision {current}, this version needs {head}: "
+                "run `sharedstream db upgrade` or start with --upgrade")
+    return None
+
+
 def open_store(config: Config, *, upgrade: bool) -> StateStore:
     """The state store on ``[database] url``, migrated if empty, refused if behind."""
     store = StateStore.from_url(config.database.url, config.state_store)
     try:
-        current, head = store.revision(), head_revision()
+        current = store.revision()
+        problem = schema_problem(current, upgrade=upgrade)
+        if problem is not None:
+            raise StartupError(problem)
         if current is None:
-            log.info("empty database: creating the schema (revision %s)", head)
+            log.info("empty database: creating the schema (revision %s)", head_revision())
             store.upgrade()
-        elif not is_known_revision(current):
-            raise StartupError(
-                f"the database is at schema revision {current}, unknown to this version "
-                f"(which needs {head}): it was migrated by a newer sharedstream; run that "
-                "version, or restore a database at a known revision")
-        elif current != head:
-            if not upgrade:
-                raise StartupError(
-                    f"the database is at schema revision {current}, this version needs {head}: "
-                    "run `sharedstream db upgrade` or start with --upgrade")
-            log.info("upgrading the database schema %s -> %s", current, head)
+        elif current != head_revision():
+            log.info("upgrading the database schema %s -> %s", current, head_revision())
             store.upgrade()
     except BaseException:
         store.close()
@@ -275,7 +286,60 @@ class Triggerer:
             self.health.stop()
 
 
-def run_triggerer(config: Config, target: str, options: RunOptions) -> int:
+def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
+                  ) -> list[str]:
+    """Everything ``run`` checks before it reads a message, changing nothing: what was
+    found, as lines. Problems raise as they do for ``run`` (StartupError, exit 2;
+    UnavailableError, exit 1)."""
+    plan = make_plan(config, targets)
+    found = [f"watchers: {len(plan.watchers)} in {plan.source}"]
+    found += [f"group {g.consumer_group}: {', '.join(sorted(g.watchers))}"
+              for g in plan.groups]
+    check_topics(plan.groups, config.process.broker_timeout)
+    found.append("topics: all present")
+    url = make_url(config.database.url)
+    where = url.render_as_string(hide_password=True)
+    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
+        found.append(f"database {where}: no file yet (run creates it)")
+        return found
+    try:
+        store = StateStore.from_url(config.database.url, config.state_store)
+    except DatabaseURLError as exc:
+        raise StartupError(str(exc)) from None
+    try:
+        try:
+            current = store.revision()
+        except SQLAlchemyError as exc:
+            raise UnavailableError(f"database {where} not reachable: {describe_error(exc)}"
+                                   ) from None
+        problem = schema_problem(current, upgrade=False)
+        if problem is not None:
+            raise StartupError(problem)
+        if current is None:
+            found.append(f"database {where}: empty (run creates the schema)")
+        else:
+            found.append(f"database {where}: schema {current}")
+            try:
+                register_groups(store, [g.declaration() for g in plan.groups],
+                                takeover=takeover, dry_run=True)
+            except CohortMismatchError as exc:
+                raise StartupError(str(exc)) from None
+        if config.destinations:
+            try:
+                service = DeliveryService.from_config(store.engine, config.destinations,
+                                                      config.airflow, config.connections)
+            except (ValueError, ConnectionConfigError) as exc:
+                raise StartupError(str(exc)) from None
+            except ModuleNotFoundError as exc:
+                raise StartupError(f"destinations: {missing_module(exc)}") from None
+            asyncio.run(service.close())
+            found.append(f"destinations: {', '.join(sorted(config.destinations))}")
+    finally:
+        store.close()
+    return found
+
+
+def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptions) -> int:
     """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
     plan = make_plan(config, target)
     check_topics(plan.groups, config.process.broker_timeout)

@@ -69,10 +69,11 @@ def register_assets(store: StateStore, assets: Iterable[Asset]) -> dict[str, int
 
 
 def register_groups(store: StateStore, groups: Iterable[GroupDeclaration], *,
-                    takeover: bool) -> None:
+                    takeover: bool, dry_run: bool = False) -> None:
     """Record each group's watcher set; refuse a different recorded set unless ``takeover``.
 
-    All groups are compared before any is written, so a refused start changes nothing.
+    All groups are compared before any is written, so a refused start changes nothing;
+    ``dry_run`` compares and writes nothing (``sharedstream check``).
     """
     declared = list(groups)
     with store.engine.begin() as connection:
@@ -87,6 +88,8 @@ def register_groups(store: StateStore, groups: Iterable[GroupDeclaration], *,
             raise CohortMismatchError(
                 "; ".join(problems) + ". Another triggerer may still run the old watcher set; "
                 "stop it, or start this one with --takeover to record the new set")
+        if dry_run:
+            return
         now = utcnow()
         for g in declared:
             upsert(connection, stream_group, [{

@@ -82,3 +82,11 @@ def test_orphans_with_config(run, tmp_path: Path) -> None:  # type: ignore[no-un
     data = json.loads(run("state-store", "orphans", "--min-age", "0s", "--json",
                           "--config", str(config)))
     assert data == {"orphans": [], "deleted": 0}
+
+
+def test_db_current_says_whether_the_schema_is_this_versions(tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(run("db", "current", "--json"))
+    assert data["current"] == data["head"] == "0002" and data["up_to_date"] is True
+    empty = CliRunner().invoke(cli, ["db", "current", "--database-url",
+                                     f"sqlite:///{tmp_path / 'empty.db'}"])
+    assert empty.exit_code == 1 and "sharedstream db upgrade" in empty.stdout
