@@ -25,9 +25,11 @@ from sharedstream.demo.watchers import PaidOrders, ValidOrders
 TOPICS = ["orders"]
 DLQ = "orders.dlq"
 
-valid_orders = Asset("valid_orders", uri="kafka://orders", watchers=[
+URI = "kafka://localhost:9092/orders"  # Airflow's Kafka form: bootstrap, then topic
+
+valid_orders = Asset("valid_orders", uri=URI, watchers=[
     AssetWatcher("valid_orders", ValidOrders(topics=TOPICS, dlq_topic=DLQ))])
-paid_orders = Asset("paid_orders", uri="kafka://orders?status=paid", watchers=[
+paid_orders = Asset("paid_orders", uri=URI, watchers=[
     AssetWatcher("paid_orders", PaidOrders(topics=TOPICS, dlq_topic=DLQ))])
-orders_audit = Asset("orders_audit", uri="kafka://orders?view=audit", watchers=[
+orders_audit = Asset("orders_audit", uri=URI, watchers=[
     AssetWatcher("orders_audit", KafkaSharedStreamTrigger(topics=TOPICS, dlq_topic=DLQ))])

@@ -20,6 +20,7 @@ _PUBLIC = {
     "BaseEventTrigger": "sharedstream.triggers",
     "KafkaMessage": "sharedstream.triggers",
     "KafkaSharedStreamTrigger": "sharedstream.triggers",
+    "KafkaMessageTrigger": "sharedstream.triggers",
     "TriggerEvent": "sharedstream.triggers",
     "reject_shared_stream_event": "sharedstream.triggers",
 }
@@ -30,6 +31,7 @@ __all__ = [
     "AssetWatcher",
     "BaseEventTrigger",
     "KafkaMessage",
+    "KafkaMessageTrigger",
     "KafkaSharedStreamTrigger",
     "TriggerEvent",
     "__version__",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from sharedstream.triggers import AssetWatcher as AssetWatcher
     from sharedstream.triggers import BaseEventTrigger as BaseEventTrigger
     from sharedstream.triggers import KafkaMessage as KafkaMessage
+    from sharedstream.triggers import KafkaMessageTrigger as KafkaMessageTrigger
     from sharedstream.triggers import KafkaSharedStreamTrigger as KafkaSharedStreamTrigger
     from sharedstream.triggers import TriggerEvent as TriggerEvent
     from sharedstream.triggers import reject_shared_stream_event as reject_shared_stream_event

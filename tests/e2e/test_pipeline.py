@@ -36,6 +36,7 @@ from streams import (
     state_value,
     watermark_mismatches,
 )
+from triggerer import WATCHERS as MODULES
 from triggerer import Triggerer, until, write_config
 
 PARTITIONS = 6
@@ -299,3 +300,17 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
         assert handed == produced - covered, (watcher, sorted(produced - covered - handed)[:10])
     for watcher in watchers:
         assert event_ids(events(sqlite_url), watcher) == dict.fromkeys(range(count), 1)
+
+
+def test_an_airflow_style_module_runs_unchanged_but_for_its_imports(
+        tmp_path: Path, sqlite_url: str, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
+    topic = create_topic("orders")
+    config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
+                          connection=connection)
+    process = triggerers(config, MODULES / "airflow_style.py", env={"E2E_TOPIC": topic}).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(30), 1)
+    until(lambda: event_count(sqlite_url, "paid_orders") == 10, "the paid orders' events")
+    assert sorted(event_ids(events(sqlite_url), "paid_orders")) == list(range(10, 30, 2))
+    assert "is not Airflow's Kafka form" not in process.log()  # the uri is Airflow's form

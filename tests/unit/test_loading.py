@@ -28,7 +28,7 @@ def test_collects_module_level_assets_and_lists(tmp_path: Path) -> None:
     target = write(tmp_path, '''
         a = Asset("a", watchers=[AssetWatcher("wa", T())])
         more = [Asset("b", watchers=[AssetWatcher("wb", T("b"))]), a]
-        registry = {"c": Asset("c", uri="kafka://c", watchers=[AssetWatcher("wc", T())])}
+        registry = {"c": Asset("c", uri="s3://bucket/c", watchers=[AssetWatcher("wc", T())])}
     ''')
     module = load_watcher_module(target)
     assert [a.name for a in module.assets] == ["a", "b", "c"]

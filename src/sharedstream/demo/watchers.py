@@ -95,7 +95,8 @@ def _trigger(cls: type[KafkaSharedStreamTrigger]) -> KafkaSharedStreamTrigger:
                poll_timeout=0.1)
 
 
-valid_orders = Asset("valid_orders", uri=f"kafka://{TOPIC}",
+URI = f"kafka://localhost:9092/{TOPIC}"  # Airflow's Kafka form: bootstrap, then topic
+valid_orders = Asset("valid_orders", uri=URI,
                      watchers=[AssetWatcher("valid_orders", _trigger(ValidOrders))])
-paid_orders = Asset("paid_orders", uri=f"kafka://{TOPIC}?status=paid",
+paid_orders = Asset("paid_orders", uri=URI,
                     watchers=[AssetWatcher("paid_orders", _trigger(PaidOrders))])

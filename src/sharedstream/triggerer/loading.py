@@ -74,6 +74,12 @@ def load_watchers(targets: Sequence[str]) -> WatcherModule:
     way Airflow reads a DAGs folder. Watcher names must be unique across all of them.
     """
     files = [file for target in targets for file in _expand(target)]
+    for target in targets:
+        # As Airflow puts its DAGs folder on sys.path: a watcher module's helpers (an
+        # apply_function's "module.function") import by their plain names.
+        folder = Path(target) if Path(target).is_dir() else Path(target).parent
+        if target.endswith(".py") or Path(target).is_dir():
+            _on_path(folder)
     source = ", ".join(targets)
     seen: set[int] = set()
     assets: list[Asset] = []
@@ -89,6 +95,12 @@ def load_watchers(targets: Sequence[str]) -> WatcherModule:
     _check(source, tuple(assets))
     _check_groups(source, tuple(assets))
     return WatcherModule(source=source, assets=tuple(assets))
+
+
+def _on_path(folder: Path) -> None:
+    entry = str(folder.resolve())
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
 
 
 def _expand(target: str) -> list[str]:

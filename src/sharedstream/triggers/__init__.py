@@ -3,13 +3,14 @@
 from sharedstream.core.message import KafkaMessage
 from sharedstream.triggers.assets import Asset, AssetWatcher
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent, reject_shared_stream_event
-from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.triggers.kafka import KafkaMessageTrigger, KafkaSharedStreamTrigger
 
 __all__ = [
     "Asset",
     "AssetWatcher",
     "BaseEventTrigger",
     "KafkaMessage",
+    "KafkaMessageTrigger",
     "KafkaSharedStreamTrigger",
     "TriggerEvent",
     "reject_shared_stream_event",

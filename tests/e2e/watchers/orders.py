@@ -168,7 +168,7 @@ def watcher(name: str) -> KafkaSharedStreamTrigger:
 
 
 assets = [
-    Asset(name, uri=f"kafka://{TOPIC}?watcher={name}",
+    Asset(name, uri=f"kafka://127.0.0.1:9092/{TOPIC}",
           watchers=[AssetWatcher(name, watcher(name))])
     for name in SELECTED
 ]

@@ -22,7 +22,8 @@ def test_public_names_are_exported() -> None:
 
 
 def test_asset_and_watcher_validate_names() -> None:
-    asset = Asset("orders", uri="kafka://orders", watchers=[AssetWatcher("w1", Plain())])
+    asset = Asset("orders", uri="kafka://broker:9092/orders",
+                  watchers=[AssetWatcher("w1", Plain())])
     assert asset.watchers[0].name == "w1"
     with pytest.raises(ValueError, match="invalid watcher name"):
         AssetWatcher("bad name", Plain())
