@@ -27,7 +27,8 @@ from sharedstream.triggerer.extras import missing_module
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(min=1),
               help="Most events per pass.")
 @click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Least severity logged (to stderr).")
 def publish_airflow(instance: str, topic: str, config_path: str | None, connection_id: str,
                     once: bool, interval: float, batch_size: int, log_level: str) -> None:
     """Publish INSTANCE's asset events to TOPIC; the cursor lives in the asset state store."""

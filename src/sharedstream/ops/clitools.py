@@ -100,6 +100,19 @@ def database_options(fn: Callable[P, R]) -> Callable[P, R]:
     return fn
 
 
+class RenamedOption(click.Option):
+    """An option whose first name is its name and whose other names are old spellings,
+    still accepted but left out of ``--help`` (renamed options keep scripts working)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        names, text = record
+        current = self.opts[0]
+        return names.replace(", ".join(self.opts), current, 1), text
+
+
 def store_command(*, json_help: str = "Print JSON.") -> Callable[[Callable[..., R]],
                                                                 Callable[..., R]]:
     """The decorators every database command shares, in one place.

@@ -15,7 +15,8 @@ def db_group() -> None:
 
 
 @db_group.command("upgrade")
-@click.option("--revision", default="head", show_default=True)
+@click.option("--revision", default="head", show_default=True,
+              help="The schema revision to migrate to (see `sharedstream db current`).")
 @store_command()
 def db_upgrade(ctx: click.Context, /, config: str | None, database_url: str | None,
                revision: str, as_json: bool) -> None:

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from sharedstream.ops.clitools import (
     CommandError,
+    RenamedOption,
     console,
     emit_json,
     handled,
@@ -311,12 +312,15 @@ def summary_table(summary: ReplaySummary) -> Table:
 @dlq_group.command("replay")
 @click.argument("topic")
 @_common
-@click.option("--to", "to", default=ORIGINAL, show_default=True, metavar="ORIGINAL|TOPIC",
+@click.option("--to-topic", "--to", "to", cls=RenamedOption, default=ORIGINAL,
+              show_default=True, metavar="ORIGINAL|TOPIC",
               help="Each record's original topic (from its headers), or this topic. "
                    "Records without sharedstream headers are replayed only with a topic.")
-@click.option("--filter-watcher", "filter_watchers", multiple=True, metavar="W",
+@click.option("--watcher", "--filter-watcher", "filter_watchers", cls=RenamedOption,
+              multiple=True, metavar="W",
               help="Only records rejected by watcher W (repeatable: any of them).")
-@click.option("--filter-reason", "filter_reasons", multiple=True, metavar="R",
+@click.option("--reason", "--filter-reason", "filter_reasons", cls=RenamedOption,
+              multiple=True, metavar="R",
               help="Only records with a rejection reason containing R (repeatable).")
 @click.option("--since", metavar="TIME", help="Only records stamped at or after TIME.")
 @click.option("--until", metavar="TIME", help="Only records stamped before TIME.")

@@ -68,7 +68,8 @@ def events_group() -> None:
 @click.option("--since", metavar="TIME",
               help="Only events created at or after TIME: ISO-8601 (naive = UTC) or a "
                    "duration ago (10m, 2h, 7d).")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="At most this many events.")
 @store_command(json_help="Print JSON (full payloads).")
 def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | None,
                 since: str | None, limit: int, as_json: bool, **_: Any) -> None:
@@ -172,7 +173,8 @@ def events_tail(ctx: click.Context, /, asset_name: str | None, lines: int, since
 @click.option("--destination", metavar="ID", help="Only those of this destination.")
 @click.option("--retry", is_flag=True,
               help="Send them again; each one the destination takes is no longer listed.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="At most this many events.")
 @store_command()
 def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bool, limit: int,
                        as_json: bool, **_: Any) -> None:

@@ -34,10 +34,11 @@ R = TypeVar("R")
 def _scope_options(fn: Callable[P, R]) -> Callable[P, R]:
     for decorator in reversed([
         click.option("--asset", "asset_name", metavar="NAME", help="Asset state of NAME."),
-        click.option("--dag-id", metavar="ID"),
-        click.option("--run-id", metavar="ID"),
-        click.option("--task-id", metavar="ID"),
-        click.option("--map-index", type=int, default=-1, show_default=True),
+        click.option("--dag-id", metavar="ID", help="Task state: the DAG's id."),
+        click.option("--run-id", metavar="ID", help="Task state: the DAG run's id."),
+        click.option("--task-id", metavar="ID", help="Task state: the task's id."),
+        click.option("--map-index", type=int, default=-1, show_default=True,
+                     help="Task state: the mapped task's index (-1: not mapped)."),
     ]):
         fn = decorator(fn)
     return fn
@@ -227,7 +228,7 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
 @state_store_group.command("sweep")
 @click.option("--inactive-for", required=True, metavar="DURATION",
               help="Remove state of assets inactive at least this long (e.g. 30d).")
-@click.option("--dry-run", is_flag=True)
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; remove nothing.")
 @store_command()
 def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: bool,
              **_: Any) -> None:
