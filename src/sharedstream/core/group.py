@@ -27,6 +27,7 @@ import logging
 from collections.abc import Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import (
     LaneRewound,
     LanesEnded,
@@ -388,7 +389,7 @@ class Group:
         """Hand a held entry out again after the backoff of its delivery round."""
         if self.stopping or self.failure is not None:
             return
-        delay = max(self.settings.backoff(entry.rounds), MIN_RETRY_S)
+        delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
         handle: TimerHandle
 
         def due() -> None:

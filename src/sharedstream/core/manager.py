@@ -16,6 +16,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
@@ -243,7 +244,7 @@ class SharedStreamManager:
                 return
             # Consecutive crashes without progress back off further; progress resets.
             crashes = 1 if stream._seq - progress_mark > 1 else crashes + 1
-            delay = self.settings.backoff(crashes)
+            delay = jittered(self.settings.backoff(crashes))
             log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
                         stream.name, delay, why, crashes)
             await self.clock.sleep(delay)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sharedstream.core.backoff import exponential
+
 # Why a watcher is failed for a message it was never handed.
 ABSENT = "absent"
 QUEUE_FULL = "queue full"
@@ -61,9 +63,9 @@ class ManagerSettings:
             raise ValueError("retry_backoff_max must be >= retry_backoff_initial")
 
     def backoff(self, attempt: int) -> float:
-        """Delay before retry number ``attempt`` (1-based): doubling, capped."""
-        return min(self.retry_backoff_max,
-                   self.retry_backoff_initial * 2.0 ** min(max(attempt, 1) - 1, 64))
+        """The nominal delay before retry number ``attempt`` (1-based): doubling, capped;
+        the retry itself waits a :func:`~sharedstream.core.backoff.jittered` share of it."""
+        return exponential(attempt, self.retry_backoff_initial, self.retry_backoff_max)
 
 
 class TimerHandle(Protocol):

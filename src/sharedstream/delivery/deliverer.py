@@ -8,7 +8,7 @@ Each round, while this process holds the destination's lease (delivery.cursor):
 3. record the permanently refused ones as undelivered, then store the cursor after the
    last event that was taken, refused or not wanted: never past a transient failure.
 
-A transient failure holds the cursor and waits a jittered backoff (full jitter, so
+A transient failure holds the cursor and waits a jittered backoff (core.backoff, so
 processes that failed together do not retry in lockstep), then sends the same events
 again, as "maybe sent". Nothing here waits on the ingestion side: the loop runs in
 its own task with its own database thread and connections.
@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 
+from sharedstream.core.backoff import Backoff
 from sharedstream.delivery import cursor as cursors
 from sharedstream.delivery import undelivered
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
@@ -125,7 +126,7 @@ class Deliverer:
         """Rounds until ``stop`` or the lease is lost."""
         common = self.destination.common
         maybe_sent = True  # whoever held the lease before may have sent past the cursor
-        backoff = common.retry_initial
+        backoff = Backoff(common.retry_initial, common.retry_max, self._rng)
         renew_by = time.monotonic() + common.lease_seconds / 3
         while not stop.is_set():
             events, head = await self._db(self._read, cursor)
@@ -154,17 +155,16 @@ class Deliverer:
                 renew_by = time.monotonic() + common.lease_seconds / 3
             if failure is None:
                 maybe_sent = False
-                backoff = common.retry_initial
+                backoff.reset()
                 self._recovered()
                 continue
             maybe_sent = True
             self._failed(failure)
-            delay = self._rng.uniform(0, backoff)
+            delay = backoff.next()
             log.warning("destination %s: %s; retrying in %.2fs", self.destination.id,
                         failure, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)  # a stop cuts the backoff short
-            backoff = min(backoff * 2, common.retry_max)
 
     def _read(self, cursor: int) -> tuple[list[EventRecord], int]:
         with self._engine.connect() as connection:

@@ -11,7 +11,7 @@ Common options:
 * ``start``: where a destination seen for the first time begins: ``latest`` (only
   events persisted from then on, the default) or ``earliest`` (every stored event).
 * ``batch_size``: events read and sent per round.
-* ``retry_initial`` / ``retry_max``: the backoff (seconds, with full jitter) while the
+* ``retry_initial`` / ``retry_max``: the backoff (seconds, jittered) while the
   destination fails transiently; its cursor holds meanwhile.
 * ``lease_seconds``: how long one process may deliver for the destination without
   renewing its lease; other processes take over after that.

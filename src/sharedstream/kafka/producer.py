@@ -58,6 +58,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from sharedstream.core.backoff import Backoff, exponential, jittered
 from sharedstream.core.contract import (
     LaneRewound,
     LanesEnded,
@@ -333,7 +334,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 attempt[0] += 1
                 self.dead_letter_failures += 1
                 self._note_error(f"dead-letter delivery failed: {error.str()}")
-                delay = min(MAX_DLQ_BACKOFF_S, 0.1 * 2 ** attempt[0])
+                delay = jittered(exponential(attempt[0], 0.2, MAX_DLQ_BACKOFF_S))
                 loop.call_soon_threadsafe(self._schedule, loop, delay, resend)
 
         def resend() -> None:
@@ -461,7 +462,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
 
     async def _recorder_loop(self) -> None:
         """Write rejections in batches; a failing recorder holds them and retries with backoff."""
-        backoff = 0.1
+        backoff = Backoff(0.1, MAX_DLQ_BACKOFF_S)
         while True:
             await self._record_wakeup.wait()
             self._record_wakeup.clear()
@@ -474,10 +475,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 except Exception as exc:
                     self._note_error(f"rejection recorder failed: {type(exc).__name__}")
                     log.exception("%s: rejection recorder failed", self.consumer_group)
-                    await asyncio.sleep(backoff)
-                    backoff = min(MAX_DLQ_BACKOFF_S, backoff * 2)
+                    await asyncio.sleep(backoff.next())
                     continue
-                backoff = 0.1
+                backoff.reset()
                 self.rejections_recorded += len(batch)
                 del self._to_record[: len(batch)]
                 for done, _ in batch:

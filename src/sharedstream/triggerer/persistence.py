@@ -61,6 +61,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from sharedstream.core.backoff import Backoff
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
 from sharedstream.statestore.events import insert_events
@@ -216,7 +217,7 @@ class DatabaseWorkSink:
         """
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        backoff = self._retry_initial
+        backoff = Backoff(self._retry_initial, self._retry_cap)
         parts = [batch]
         committed = False
         while parts:
@@ -236,9 +237,8 @@ class DatabaseWorkSink:
                 self.healthy = False
                 self.last_error = describe_error(exc)
                 log.warning("unit of work: commit of %d windows failed (%s); retrying in "
-                            "%.2fs", len(part), self.last_error, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._retry_cap)
+                            "%.2fs", len(part), self.last_error, delay := backoff.next())
+                await asyncio.sleep(delay)
                 continue
             parts.pop(0)
             committed = True

@@ -34,6 +34,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
+from sharedstream.core.backoff import jittered
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
@@ -270,7 +271,7 @@ class Triggerer:
                 self._fatal = self._fatal or exc
                 self._stop.set()
                 return
-            await asyncio.sleep(self.config.manager.backoff(max(failures, 1)))
+            await asyncio.sleep(jittered(self.config.manager.backoff(max(failures, 1))))
 
     async def _shutdown(self) -> None:
         self.stopping = True

@@ -18,6 +18,7 @@ import logging
 import uuid
 from typing import Any
 
+from sharedstream.core.backoff import jittered
 from sharedstream.core.message import Coordinates
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore import StateStore
@@ -58,7 +59,7 @@ async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int
             crashes += 1
             log.warning("watcher %r: run() raised %r; restarting (crash %d)", loaded.name,
                         exc, crashes, exc_info=exc)
-        await asyncio.sleep(settings.backoff(max(crashes, 1)))
+        await asyncio.sleep(jittered(settings.backoff(max(crashes, 1))))
 
 
 def _insert(store: StateStore, rows: list[dict[str, Any]]) -> None:

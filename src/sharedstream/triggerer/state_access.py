@@ -49,6 +49,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
+from sharedstream.core.backoff import Backoff
 from sharedstream.core.streamconfig import InfrastructureError
 from sharedstream.core.window import Window, current_window
 from sharedstream.statestore.accessors import AssetState
@@ -217,7 +218,7 @@ class WatcherStateAccess(AssetState):
             return await self._aread_retrying(key)
 
     async def _aread_retrying(self, key: str) -> Any:
-        backoff = READ_RETRY_INITIAL
+        backoff = Backoff(READ_RETRY_INITIAL, READ_RETRY_CAP)
         while True:
             try:
                 value = await self._store.run_async(self._store.backend.asset_get, self.scope,
@@ -226,10 +227,10 @@ class WatcherStateAccess(AssetState):
                 if self._window() is None or not is_transient_error(exc):
                     raise
                 self.read_failure = f"{type(exc).__name__} reading {key!r}"
+                delay = backoff.next()
                 log.warning("watcher %r: state read of %r failed (%s); retrying in %.1fs",
-                            self.watcher, key, type(exc).__name__, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, READ_RETRY_CAP)
+                            self.watcher, key, type(exc).__name__, delay)
+                await asyncio.sleep(delay)
             else:
                 self.read_failure = None
                 self._remember(key, value)

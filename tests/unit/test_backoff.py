@@ -1,0 +1,27 @@
+"""Retry delays double up to their cap, and each is spread between half and all of it."""
+
+from __future__ import annotations
+
+import random
+
+from sharedstream.core.backoff import Backoff, exponential, jittered
+
+
+def test_exponential_doubles_up_to_the_cap() -> None:
+    assert [exponential(n, 0.5, 5.0) for n in (1, 2, 3, 4, 5, 100)] == [
+        0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_jitter_spreads_between_half_and_all_of_the_delay() -> None:
+    rng = random.Random(7)
+    delays = [jittered(4.0, rng) for _ in range(2000)]
+    assert 2.0 <= min(delays) < 2.1 and 3.9 < max(delays) <= 4.0
+    assert len({round(d, 3) for d in delays}) > 1000  # not one value: processes spread out
+
+
+def test_backoff_grows_and_resets() -> None:
+    backoff = Backoff(1.0, 8.0, random.Random(1))
+    first, second, third = backoff.next(), backoff.next(), backoff.next()
+    assert 0.5 <= first <= 1.0 and 1.0 <= second <= 2.0 and 2.0 <= third <= 4.0
+    backoff.reset()
+    assert 0.5 <= backoff.next() <= 1.0
