@@ -7,6 +7,7 @@ the real broker with SQLite (the database is not their subject).
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import sqlite3
@@ -250,3 +251,27 @@ def test_check_reads_a_folder_of_modules_and_changes_nothing(
         (folder / "more" / "two.py").read_text().replace(topic, "e2e-no-such-topic"))
     refused(run_cli(["check", str(folder), "--config", str(config)], cwd=tmp_path),
             "missing topics", "e2e-no-such-topic")
+
+
+def test_json_logs_and_the_database_url_option(
+        tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
+    """``--log-format json``: every line one JSON object, the group named where known;
+    ``--database-url`` wins over the file's ``[database] url``."""
+    topic = create_topic("orders")
+    database = tmp_path / "from-option.db"
+    config = write_config(tmp_path / "sharedstream.toml",
+                          database_url=f"sqlite:///{tmp_path / 'from-file.db'}",
+                          connection=connection)
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything"},
+                         args=("--log-format", "json", "--database-url",
+                               f"sqlite:///{database}")).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(3), 1)
+    until(lambda: database.exists() and "assigned" in process.log(), "the group assigned")
+    process.signal(signal.SIGTERM)
+    assert process.wait() == 0
+    entries = [json.loads(line) for line in process.log().splitlines() if line.strip()]
+    assigned = [e for e in entries if "assigned" in e["message"]]
+    assert assigned and assigned[0]["group"] == f"{connection['group.id']}.{topic}"
+    assert not (tmp_path / "from-file.db").exists()

@@ -234,7 +234,8 @@ class SharedStreamManager:
                 stream.fail_open(exc)
                 why = repr(exc)
                 log.warning("watcher %r: filter raised %r", stream.name, exc,
-                            exc_info=(type(exc), exc, exc.__traceback__))
+                            exc_info=(type(exc), exc, exc.__traceback__),
+                            extra={"watcher": stream.name})
             else:
                 stream.moved_past()
                 return
@@ -246,7 +247,7 @@ class SharedStreamManager:
             crashes = 1 if stream._seq - progress_mark > 1 else crashes + 1
             delay = jittered(self.settings.backoff(crashes))
             log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
-                        stream.name, delay, why, crashes)
+                        stream.name, delay, why, crashes, extra={"watcher": stream.name})
             await self.clock.sleep(delay)
             if stream._closed:
                 return

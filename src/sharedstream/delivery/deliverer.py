@@ -91,6 +91,7 @@ class Deliverer:
         self._lease = timedelta(seconds=destination.common.lease_seconds)
         self._wanted: dict[str, bool] = {}
         self._owner = owner
+        self._log = logging.LoggerAdapter(log, {"destination": destination.id})
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -116,7 +117,7 @@ class Deliverer:
                     await wait(self._wake, dest.common.lease_seconds / 3, stop)
                     continue
                 self.state.cursor = cursor
-                log.info("destination %s: delivering from event %d", dest.id, cursor)
+                self._log.info("destination %s: delivering from event %d", dest.id, cursor)
                 await self._deliver(cursor, stop)
         finally:
             if self.state.holder:
@@ -161,7 +162,7 @@ class Deliverer:
             maybe_sent = True
             self._failed(failure)
             delay = backoff.next()
-            log.warning("destination %s: %s; retrying in %.2fs", self.destination.id,
+            self._log.warning("destination %s: %s; retrying in %.2fs", self.destination.id,
                         failure, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)  # a stop cuts the backoff short
@@ -201,7 +202,7 @@ class Deliverer:
             self.state.delivered += delivered
         else:
             self.state.holder = False
-            log.warning("destination %s: lease lost to another process; standing by",
+            self._log.warning("destination %s: lease lost to another process; standing by",
                         self.destination.id)
         return held
 
@@ -213,7 +214,7 @@ class Deliverer:
 
     def _recovered(self) -> None:
         if self.state.failing_since is not None:
-            log.info("destination %s: delivering again", self.destination.id)
+            self._log.info("destination %s: delivering again", self.destination.id)
         self.state.failing_since = None
         self.state.last_error = None
 

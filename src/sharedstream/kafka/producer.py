@@ -156,6 +156,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self.connection_id = connection_id
         self._config = validate_connection(connection_id, config)
         self.consumer_group = consumer_group_id(self._config, self.topics)
+        # Every line names the group; --log-format json carries it as a field too.
+        self._log = logging.LoggerAdapter(log, {"group": self.consumer_group})
         self.dlq_topic = dlq_topic
         self._recorder = recorder
         self._consume_timeout = max(0.001, min(poll_timeout, commit_interval))
@@ -262,7 +264,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             target=self._thread_main, name=f"sharedstream:{self.consumer_group}", daemon=True
         )
         self._thread.start()
-        log.info("shared stream %s: consumer group %s", self.connection_id, self.consumer_group)
+        self._log.info("shared stream %s: consumer group %s", self.connection_id,
+                       self.consumer_group)
         while True:
             yield await self._next_item()
 
@@ -309,7 +312,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         done = threading.Event()
         loop.call_soon_threadsafe(self._publish_and_signal, done)
         if not done.wait(timeout):
-            log.warning("%s: the event loop did not publish within %.1fs; committing what "
+            self._log.warning("%s: the event loop did not publish within %.1fs; committing what "
                         "it published before", self.consumer_group, timeout)
 
     def dead_letter(self, payload: KafkaPayload, rejections: dict[str, str],
@@ -367,7 +370,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             try:
                 await asyncio.wait_for(self._drain_recorder(), self._revoke_timeout)
             except TimeoutError:
-                log.warning("%s: rejections still unrecorded at close", self.consumer_group)
+                self._log.warning("%s: rejections still unrecorded at close", self.consumer_group)
             self._recorder_task.cancel()
             await asyncio.gather(self._recorder_task, return_exceptions=True)
         if self._thread is not None:
@@ -474,7 +477,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                     await self._recorder.record([row for _, row in batch])
                 except Exception as exc:
                     self._note_error(f"rejection recorder failed: {type(exc).__name__}")
-                    log.exception("%s: rejection recorder failed", self.consumer_group)
+                    self._log.exception("%s: rejection recorder failed", self.consumer_group)
                     await asyncio.sleep(backoff.next())
                     continue
                 backoff.reset()
@@ -544,7 +547,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             id_pool.shutdown(wait=False, cancel_futures=True)
             self._shutdown(consumer)
         except BaseException as exc:
-            log.exception("%s: consumer thread failed", self.consumer_group)
+            self._log.exception("%s: consumer thread failed", self.consumer_group)
             self._fail(exc)
             if consumer is not None:
                 self._close_quietly(consumer)
@@ -656,7 +659,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             try:
                 consumer.seek(TopicPartition(key[0], key[1], seek_to))
             except KafkaException as exc:
-                log.warning("%s: %s[%d]: seek to %d before resuming failed (retrying): %s",
+                self._log.warning("%s: %s[%d]: seek to %d before resuming failed (retrying): %s",
                             self.consumer_group, key[0], key[1], seek_to, exc)
                 with self._lock:
                     self._lane_requests.setdefault(key, (generation, seek_to))
@@ -714,7 +717,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """
         if not lane.below_base_reported:
             lane.below_base_reported = True
-            log.warning("%s: %s[%d]: skipping offset %d below the committed position %d "
+            self._log.warning("%s: %s[%d]: skipping offset %d below the committed position %d "
                         "(checking whether the topic was recreated)", self.consumer_group,
                         lane.topic, lane.partition, offset, lane.base)
         self._next_id_check = 0.0
@@ -752,7 +755,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         try:
             ids = future.result()
         except Exception as exc:  # deleted and not back yet, or the broker is away
-            log.debug("%s: topic ids not checked: %s", self.consumer_group, exc)
+            self._log.debug("%s: topic ids not checked: %s", self.consumer_group, exc)
             return
         changed = {t: (self._topic_ids[t], i) for t, i in ids.items()
                    if self._topic_ids.get(t) not in (None, i)}
@@ -764,7 +767,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             again = dlq.reincarnate(
                 self._dlq_producer_factory(producer_config(self._config)),
                 self._revoke_timeout)
-            log.warning("%s: dead-letter topic %s was deleted and recreated (topic id %s -> "
+            self._log.warning("%s: dead-letter topic %s was deleted and recreated (topic id %s -> "
                         "%s): %d records acknowledged since the last check sent again",
                         self.consumer_group, dlq.topic, old, new, again)
         elif dlq is not None:
@@ -786,7 +789,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._forget_commits(key)
         for topic, (old, new) in sorted(changed.items()):
             self.topics_recreated += 1
-            log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
+            self._log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
                         "continuing from its first offset as a new stream", self.consumer_group,
                         topic, old, new)
         if not restart:
@@ -873,7 +876,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self.commit_failures += 1
         if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
             self._metadata_max_chars //= 2
-            log.warning(
+            self._log.warning(
                 "%s: broker refused commit metadata; remembering at most %d chars",
                 self.consumer_group,
                 self._metadata_max_chars,
@@ -881,10 +884,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         elif error.code() in _REBALANCE_ERRORS:
             # The group moved to a new generation under this request; the lanes still
             # owned afterwards are recommitted on the next tick. Not a failure.
-            log.info("%s: commit deferred by a rebalance: %s", self.consumer_group, error.str())
+            self._log.info("%s: commit deferred by a rebalance: %s", self.consumer_group,
+                           error.str())
         else:
             self._note_error(f"commit failed: {error.str()}")
-            log.warning("%s: commit failed: %s", self.consumer_group, error.str())
+            self._log.warning("%s: commit failed: %s", self.consumer_group, error.str())
         for tp in partitions:
             key = (tp.topic, tp.partition)
             if key in self._owned:
@@ -896,7 +900,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._fail(KafkaException(error))
             return
         self._note_error(error.str())
-        log.warning("%s: broker error: %s", self.consumer_group, error.str())
+        self._log.warning("%s: broker error: %s", self.consumer_group, error.str())
 
     def _probe(self, consumer: Any) -> None:
         try:
@@ -947,7 +951,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             consumer.assign(start)
         if self._applied_pause:
             consumer.pause(start)
-        log.info("%s: assigned %s", self.consumer_group, _names(start))
+        self._log.info("%s: assigned %s", self.consumer_group, _names(start))
 
     def _committed(self, consumer: Any, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Committed offsets with metadata; on failure start from the stored offset, forgetful."""
@@ -957,26 +961,26 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             )
             return result
         except KafkaException as exc:
-            log.warning("%s: committed offsets unavailable: %s", self.consumer_group, exc)
+            self._log.warning("%s: committed offsets unavailable: %s", self.consumer_group, exc)
             return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Deliver pending dead letters, commit the revoked resolved prefix, drop the lanes."""
         if self._dlq is not None and self._dlq.flush(self._revoke_timeout):
-            log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
+            self._log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
         self._sync_with_loop(self._revoke_timeout)
         revoked = frozenset((tp.topic, tp.partition) for tp in partitions)
         try:
             self._commit_published(consumer, asynchronous=False, only=revoked)
         except KafkaException as exc:
-            log.warning("%s: commit at revoke failed: %s", self.consumer_group, exc)
+            self._log.warning("%s: commit at revoke failed: %s", self.consumer_group, exc)
         self._drop(partitions)
-        log.info("%s: revoked %s", self.consumer_group, _names(partitions))
+        self._log.info("%s: revoked %s", self.consumer_group, _names(partitions))
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Another member may own these already: commit nothing, forget everything."""
         self._drop(partitions)
-        log.warning("%s: lost %s", self.consumer_group, _names(partitions))
+        self._log.warning("%s: lost %s", self.consumer_group, _names(partitions))
 
     def _drop(self, partitions: list[TopicPartition]) -> None:
         """Forget the partitions here and have the loop end their lanes (the manager
@@ -1015,7 +1019,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             except KafkaException as exc:
                 remaining = deadline - time.monotonic()
                 if exc.args[0].code() not in _REBALANCE_ERRORS or remaining <= 0:
-                    log.warning("%s: final commit failed: %s", self.consumer_group, exc)
+                    self._log.warning("%s: final commit failed: %s", self.consumer_group, exc)
                     return
             self._set_paused(consumer, True)
             # Nothing fetched now would be handled: the next owner reads it again.
@@ -1026,7 +1030,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         try:
             consumer.close()
         except (KafkaException, RuntimeError) as exc:
-            log.warning("%s: close failed: %s", self.consumer_group, exc)
+            self._log.warning("%s: close failed: %s", self.consumer_group, exc)
 
 
 def _names(partitions: Sequence[TopicPartition]) -> str:

@@ -64,6 +64,7 @@ _EXPIRED, _NOT_YET_VALID = 10, 9
 _UNTRUSTED = frozenset({2, 18, 19, 20, 21})  # no issuer found, self-signed, unknown CA
 _NAME_MISMATCH = frozenset({62, 64})         # hostname, IP address
 _BROKER_NAME = re.compile(r"\b(?:sasl_)?ssl://(\[[^\]]+\]|[^/:\s]+):(\d+)/", re.I)
+_PREFIX = re.compile(r"^\s*\w+://\S+?:\s+")  # sasl_ssl://127.0.0.1:9093/bootstrap:
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)")
 
 
@@ -95,7 +96,7 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
             f"connection {connection_id!r}: {exc.args[0].str() if exc.args else exc} "
             f"(fix it in [connections.{connection_id}] or the environment)") from None
     deadline = time.monotonic() + timeout
-    wait = 0.25  # short requests at first, so a refusal is seen within a fraction of a second
+    wait = 0.1  # short requests at first, so a refusal is seen within a fraction of a second
     while True:
         try:
             existing = admin.list_topics(timeout=max(min(wait, deadline - time.monotonic()),
@@ -158,53 +159,52 @@ def refusal(connection_id: str, config: Mapping[str, Any], error: KafkaError
 
 def _reason(text: str) -> str:
     """librdkafka's message without its ``sasl_ssl://host:port/id:`` prefix."""
-    return _BROKER_NAME.sub("", text, count=1).lstrip(": ").strip() or text
+    return _PREFIX.sub("", text, count=1).strip() or text
 
 
-def _ca_source(config: Mapping[str, Any]) -> str:
+def _ca_source(config: Mapping[str, Any]) -> tuple[str, str]:
+    """What the client trusts: (a name for it, where it is)."""
     if config.get("ssl.ca.pem"):
-        return "ssl.ca.pem's CA"
+        return "ssl.ca.pem's CA", "ssl.ca.pem is set"
     location = config.get("ssl.ca.location")
     if location and location != "probe":
-        return f"ssl.ca.location's CA ({location})"
-    return "any CA this host trusts (ssl.ca.location is not set)"
+        return "ssl.ca.location's CA", f"ssl.ca.location is {location}"
+    return "a CA this host trusts", "ssl.ca.location is not set"
 
 
 def _verify_failure(connection_id: str, config: Mapping[str, Any], text: str) -> Exception:
     """librdkafka says only "certificate verify failed"; OpenSSL, asked again, says why."""
-    where = f"connection {connection_id!r}"
+    where = f"connection {connection_id!r}: TLS:"
     address = _address(config, text)
-    host, port = address or ("the broker", 0)
+    host, port = address or ("", 0)
     result = _verify_result(config, host, port) if address else None
-    broker = f"{host}:{port}" if address else host
-    if result is not None:
-        code, message = result
-        if code == _EXPIRED:
-            return BrokerCertificateExpiredError(
-                f"{where}: TLS: the broker's certificate has expired ({broker}; OpenSSL: "
-                f"{message}): the broker's certificate must be renewed (or this host's "
-                "clock is wrong)")
-        if code == _NOT_YET_VALID:
-            return BrokerCertificateExpiredError(
-                f"{where}: TLS: the broker's certificate is not valid yet ({broker}; "
-                f"OpenSSL: {message}): check this host's and the broker's clocks")
-        if code in _NAME_MISMATCH:
-            return BrokerAuthenticationError(
-                f"{where}: TLS: the broker's certificate does not name {host} "
-                f"(OpenSSL: {message}): use the name it was issued for in "
-                "bootstrap.servers")
-        if code in _UNTRUSTED:
-            return BrokerAuthenticationError(
-                f"{where}: TLS: the broker's certificate ({broker}) is not signed by "
-                f"{_ca_source(config)} (OpenSSL: {message}): set ssl.ca.location to the CA "
-                "that signed it")
+    broker = f"broker {host}:{port}" if address else "broker"
+    trusted, detail = _ca_source(config)
+    if result is None:
         return BrokerAuthenticationError(
-            f"{where}: TLS: the broker's certificate ({broker}) was refused (OpenSSL: "
-            f"{message}): check ssl.ca.location")
+            f"{where} the broker's certificate could not be verified with {trusted} "
+            f"({broker}; {detail}): check ssl.ca.location, and that the certificate is "
+            "current")
+    code, message = result[0], result[1].rstrip(".")
+    if code == _EXPIRED:
+        return BrokerCertificateExpiredError(
+            f"{where} the broker's certificate has expired ({broker}; OpenSSL: {message}): "
+            "the broker's certificate must be renewed (or this host's clock is wrong)")
+    if code == _NOT_YET_VALID:
+        return BrokerCertificateExpiredError(
+            f"{where} the broker's certificate is not valid yet ({broker}; OpenSSL: "
+            f"{message}): check this host's and the broker's clocks")
+    if code in _NAME_MISMATCH:
+        return BrokerAuthenticationError(
+            f"{where} the broker's certificate does not name {host} ({broker}; OpenSSL: "
+            f"{message}): use a name it was issued for in bootstrap.servers")
+    if code in _UNTRUSTED:
+        return BrokerAuthenticationError(
+            f"{where} the broker's certificate is not signed by {trusted} ({broker}; "
+            f"{detail}; OpenSSL: {message}): set ssl.ca.location to the CA that signed it")
     return BrokerAuthenticationError(
-        f"{where}: TLS: the broker's certificate ({broker}) could not be verified with "
-        f"{_ca_source(config)}: check ssl.ca.location, and that the certificate is "
-        "current")
+        f"{where} the broker's certificate was refused ({broker}; {detail}; OpenSSL: "
+        f"{message}): check ssl.ca.location")
 
 
 def _address(config: Mapping[str, Any], text: str) -> tuple[str, int] | None:

@@ -7,7 +7,7 @@ does not answer: a supervisor may retry), 2 on a configuration or start-up error
 
 from __future__ import annotations
 
-import logging
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,7 +20,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def process_options(fn: F) -> F:
-    """``--config`` and ``--log-level``, shared by the long-running commands."""
+    """``--config``, ``--log-level`` and ``--log-format``, shared by the long-running
+    commands."""
+    fn = click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+                      show_default=True,
+                      help="json: one JSON object per line, with watcher, group, topic, "
+                           "partition and offset where known.")(fn)
     fn = click.option("--log-level", default="INFO", show_default=True,
                       type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                         case_sensitive=False),
@@ -32,16 +37,15 @@ def process_options(fn: F) -> F:
     return fn
 
 
-def start(log_level: str, body: Callable[..., int], config_path: str | None) -> None:
+def start(log_level: str, log_format: str, body: Callable[..., int],
+          config_path: str | None) -> None:
     """Load the config, run ``body(config)`` and exit with its code; a configuration or
     start-up problem is one ``error:`` line and exit 2."""
     from sharedstream.triggerer.config import ConfigError, load_config
+    from sharedstream.triggerer.logs import configure_logging
     from sharedstream.triggerer.plan import StartupError, UnavailableError
 
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if log_level.upper() != "DEBUG":
-        logging.getLogger("alembic").setLevel(logging.WARNING)  # its context lines
+    configure_logging(log_level, log_format)
     try:
         code = body(load_config(config_path))
     except (ConfigError, StartupError) as exc:
@@ -53,27 +57,39 @@ def start(log_level: str, body: Callable[..., int], config_path: str | None) -> 
     sys.exit(code)
 
 
+def with_database(config: Any, database_url: str | None) -> Any:
+    """``config`` with ``--database-url`` in place of ``[database] url`` when given."""
+    if database_url is None:
+        return config
+    return dataclasses.replace(config, database=dataclasses.replace(config.database,
+                                                                     url=database_url))
+
+
 @click.command("run")
 @click.argument("watchers", metavar="WATCHERS...", nargs=-1, required=True)
 @process_options
 @click.option("--takeover", is_flag=True,
               help="Record this process's watcher set for its groups even if it differs.")
 @click.option("--upgrade", is_flag=True, help="Migrate an older database schema first.")
+@click.option("--database-url", metavar="URL",
+              help="SQLAlchemy URL; overrides [database] url.")
 @click.option("--no-delivery", "no_delivery", is_flag=True,
               help="Do not deliver to [destinations] here (run `sharedstream deliver` "
                    "elsewhere).")
 def run(watchers: tuple[str, ...], config_path: str | None, takeover: bool, upgrade: bool,
-        no_delivery: bool, log_level: str) -> None:
+        no_delivery: bool, database_url: str | None, log_level: str, log_format: str) -> None:
     """Run the triggerer on WATCHERS: Python files, module paths or folders of modules."""
     from sharedstream.triggerer.process import RunOptions, run_triggerer
 
     options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
-    start(log_level, lambda config: run_triggerer(config, watchers, options), config_path)
+    start(log_level, log_format,
+          lambda config: run_triggerer(with_database(config, database_url), watchers, options),
+          config_path)
 
 
 @click.command("deliver")
 @process_options
-def deliver(config_path: str | None, log_level: str) -> None:
+def deliver(config_path: str | None, log_level: str, log_format: str) -> None:
     """Deliver persisted asset events to the [destinations], without ingesting.
 
     Any number of processes may deliver the same destinations: each destination is
@@ -81,7 +97,7 @@ def deliver(config_path: str | None, log_level: str) -> None:
     """
     from sharedstream.triggerer.process import run_delivery
 
-    start(log_level, run_delivery, config_path)
+    start(log_level, log_format, run_delivery, config_path)
 
 
 @click.command("check")
@@ -90,7 +106,7 @@ def deliver(config_path: str | None, log_level: str) -> None:
 @click.option("--takeover", is_flag=True,
               help="Check as `run --takeover` would (a changed watcher set is accepted).")
 def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
-          log_level: str) -> None:
+          log_level: str, log_format: str) -> None:
     """Check everything `run WATCHERS` checks before it reads a message, then exit.
 
     The config, the watcher modules, the connections and their topics, the database and
@@ -104,4 +120,4 @@ def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
             click.echo(f"ok: {line}")
         return 0
 
-    start(log_level, body, config_path)
+    start(log_level, log_format, body, config_path)
