@@ -378,6 +378,13 @@ def render_connections() -> str:
         else:
             rows.append((key, f"absent → {toml_value(resolved[key])}; a value you set is kept"))
 
+    probe = c.validate_connection("kafka_default",
+                                  {**_SAMPLE, "oauth_cb": "os.path.basename"})["oauth_cb"]
+    if not callable(probe):
+        raise ReferenceDrift("validate_connection no longer resolves oauth_cb by dotted path")
+    rows.append(("oauth_cb", "a dotted path (`\"pkg.module.function\"`) is imported and "
+                             "handed to librdkafka as the callable"))
+
     producer = c.producer_config(resolved)
     for key in sorted(set(producer) - set(resolved)):
         mine = c.producer_config({**resolved, key: "yours"})[key] == "yours"

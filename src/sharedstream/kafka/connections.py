@@ -29,6 +29,9 @@ never reads a single message:
   explicit commits of the resolved prefix.
 * ``auto.offset.reset``: absent -> ``earliest``, so a new group starts from the
   beginning instead of silently skipping what was written before it existed.
+* ``oauth_cb``: the dotted path of a function (``"mycompany.kafka.msk_iam_token"``),
+  imported here and handed to librdkafka as its OAUTHBEARER token callback (MSK IAM,
+  OIDC): a function cannot be written in TOML or an environment variable.
 
 Every client sharedstream builds from a connection also sets, unless it does:
 
@@ -50,10 +53,11 @@ Secrets (passwords, tokens, key material) never appear in errors or logs; use
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
@@ -101,10 +105,31 @@ def validate_connection(connection_id: str, config: Mapping[str, Any]) -> dict[s
             f"connection {connection_id!r}: 'enable.auto.offset.store' must be false or absent"
         )
     resolved = dict(config)
+    if isinstance(resolved.get("oauth_cb"), str):
+        try:
+            resolved["oauth_cb"] = resolve_callable(resolved["oauth_cb"])
+        except ValueError as exc:
+            raise ConnectionConfigError(f"connection {connection_id!r}: oauth_cb: {exc}") \
+                from None
     resolved["enable.auto.commit"] = False
     resolved["enable.auto.offset.store"] = False
     resolved.setdefault("auto.offset.reset", "earliest")
     return resolved
+
+
+def resolve_callable(path: str) -> Callable[..., Any]:
+    """The callable at dotted ``path`` (``package.module.function``); a ValueError naming
+    what is missing otherwise."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"{path!r}: write the dotted path, module.function")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{path!r} cannot be imported: {exc}") from None
+    if not callable(found):
+        raise ValueError(f"{path!r} is not callable")
+    return found  # type: ignore[no-any-return]
 
 
 def resolve_connection(

@@ -10,14 +10,13 @@ letters to another watcher's topic. Subclasses may add filter-only kwargs freely
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
 from sharedstream.core.message import KafkaMessage
-from sharedstream.kafka.connections import resolve_connection
+from sharedstream.kafka.connections import resolve_callable, resolve_connection
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.runtime import kafka_runtime
 from sharedstream.kafka.topic_ids import describe_topic_ids
@@ -176,7 +175,10 @@ class KafkaMessageTrigger(KafkaSharedStreamTrigger):
         self.apply_function = apply_function
         self.apply_function_args = list(apply_function_args or [])
         self.apply_function_kwargs = dict(apply_function_kwargs or {})
-        self._function = resolve_function(apply_function)
+        try:
+            self._function = resolve_callable(apply_function)
+        except ValueError as exc:
+            raise ValueError(f"apply_function {exc}") from None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         classpath_, kwargs = super().serialize()
@@ -193,17 +195,3 @@ class KafkaMessageTrigger(KafkaSharedStreamTrigger):
                 result = await result
             if result is not None:
                 yield TriggerEvent(result)
-
-
-def resolve_function(path: str) -> Callable[..., Any]:
-    """The callable at dotted ``path``; a ValueError naming what is missing."""
-    module_name, _, attribute = path.rpartition(".")
-    if not module_name:
-        raise ValueError(f"apply_function {path!r}: write the dotted path, module.function")
-    try:
-        function = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"apply_function {path!r} cannot be imported: {exc}") from None
-    if not callable(function):
-        raise ValueError(f"apply_function {path!r} is not callable")
-    return function  # type: ignore[no-any-return]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -119,3 +120,10 @@ def test_an_airflow_connection_of_another_type_is_refused_by_name() -> None:
     with pytest.raises(ConnectionConfigError, match=r"'c'.*type 'postgres', not 'kafka'"):
         resolve_connection("c", {}, {"AIRFLOW_CONN_C": json.dumps(
             {"conn_type": "postgres", "password": "s3cret"})})
+
+
+def test_oauth_cb_is_a_dotted_path_to_a_function() -> None:
+    out = resolve_connection("c", {"c": {**BASE, "oauth_cb": "os.path.basename"}})
+    assert out["oauth_cb"] is os.path.basename
+    with pytest.raises(ConnectionConfigError, match=r"'c': oauth_cb: 'nope.fn' cannot be"):
+        resolve_connection("c", {"c": {**BASE, "oauth_cb": "nope.fn"}})
