@@ -275,3 +275,44 @@ def test_json_logs_and_the_database_url_option(
     assigned = [e for e in entries if "assigned" in e["message"]]
     assert assigned and assigned[0]["group"] == f"{connection['group.id']}.{topic}"
     assert not (tmp_path / "from-file.db").exists()
+
+
+def test_status_shows_partitions_and_held_messages_and_the_heartbeat_row(
+        tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
+    topic = create_topic("orders")
+    flag = tmp_path / "flaky.flag"
+    flag.touch()
+    database = tmp_path / "state.db"
+    config = write_config(tmp_path / "sharedstream.toml", database_url=f"sqlite:///{database}",
+                          connection=connection,
+                          triggerer={"retry_backoff_initial": 30.0, "retry_backoff_max": 30.0})
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything,flaky",
+                                      "E2E_FLAKY_FLAG": str(flag)}).start()
+    process.wait_ready()
+    produce(kafka_bootstrap, topic, range(60), 1)
+
+    def status() -> dict[str, Any]:
+        code, body = process.get("/status")
+        assert code == 200, body
+        document: dict[str, Any] = json.loads(body)
+        return document
+
+    until(lambda: status()["groups"][0]["held"], "a held message in /status")
+    [group] = status()["groups"]
+    assert group["consumer_group"] == f"{connection['group.id']}.{topic}"
+    assert group["cohort"] == ["everything", "flaky"]
+    held = group["held"]  # ids 0 and 50 fail while the flag exists (one partition)
+    assert {h["offset"] for h in held} <= {0, 50}
+    assert all("flaky watcher fails" in h["reasons"]["flaky"] for h in held)
+    assert all(0 < h["retry_in"] <= 30.0 for h in held)
+    [partition] = group["partitions"]
+    assert partition["floor"] == min(h["offset"] for h in held) == 0
+    assert partition["held"] == len(held)
+    with sqlite3.connect(database) as db:
+        [(pid, status_url)] = db.execute("SELECT pid, status_url FROM triggerer_process")
+    assert pid == process.pid and status_url.endswith(f":{process.port}/status")
+    process.signal(signal.SIGTERM)
+    assert process.wait() == 0
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT COUNT(*) FROM triggerer_process").fetchone() == (0,)

@@ -15,8 +15,10 @@ def test_partition_stats_reads_assigned_partitions_only() -> None:
         "-1": {"fetch_state": "none"},
     }}}})
     assert partition_stats(blob) == {
-        ("orders", 0): PartitionStats(lag=60, commit_lag=30, paused=False),
-        ("orders", 1): PartitionStats(lag=5, commit_lag=0, paused=True),
+        ("orders", 0): PartitionStats(lag=60, commit_lag=30, paused=False, committed=40,
+                                      position=70, end=100),
+        ("orders", 1): PartitionStats(lag=5, commit_lag=0, paused=True, committed=-1,
+                                      position=5, end=10),
     }
 
 

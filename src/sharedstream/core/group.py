@@ -37,6 +37,7 @@ from sharedstream.core.contract import (
 )
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     ABSENT,
@@ -97,6 +98,8 @@ class Group:
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._redeliveries: set[TimerHandle] = set()
+        # When each held entry is handed out again (clock time), for /status.
+        self._held_due: dict[Entry, float] = {}
         self._publish_handle: asyncio.TimerHandle | None = None
         self._pump: asyncio.Task[None] | None = None
         self._grace: TimerHandle | None = self.clock.call_at(
@@ -394,10 +397,38 @@ class Group:
 
         def due() -> None:
             self._redeliveries.discard(handle)
+            self._held_due.pop(entry, None)
             self._redeliver(entry)
 
-        handle = self.clock.call_at(self.clock.now() + delay, due)
+        when = self.clock.now() + delay
+        handle = self.clock.call_at(when, due)
         self._redeliveries.add(handle)
+        self._held_due[entry] = when
+
+    def snapshot(self) -> GroupSnapshot:
+        """Partitions and held messages now (on the loop; for ``/status``)."""
+        now = self.clock.now()
+        partitions, held = [], []
+        for ledger in self.ledger.partitions.values():
+            open_offsets = [o for o, e in ledger.entries.items() if e.state is not State.TERMINAL]
+            last = next(reversed(ledger.entries), None)
+            position = last + 1 if last is not None else ledger.base
+            partitions.append(PartitionView(
+                ledger.topic, ledger.partition, ledger.base,
+                open_offsets[0] if open_offsets else position, position,
+                len(ledger.remembered), ledger.held_count, ledger.open_bytes,
+                ledger.fetch.name.lower()))
+            if not ledger.held_count:
+                continue
+            for offset in open_offsets:
+                entry = ledger.entries[offset]
+                if entry.state is State.HELD:
+                    due = self._held_due.get(entry)
+                    held.append(HeldView(ledger.topic, ledger.partition, offset,
+                                         dict(entry.failed or {}), dict(entry.attempts or {}),
+                                         entry.rounds,
+                                         None if due is None else max(0.0, due - now)))
+        return GroupSnapshot(partitions, held)
 
     def _dead_lettered(self, entry: Entry) -> None:
         if self.ledger.delivered(entry):
@@ -481,6 +512,7 @@ class Group:
         for handle in self._redeliveries:
             handle.cancel()
         self._redeliveries.clear()
+        self._held_due.clear()
         if self._publish_handle is not None:
             self._publish_handle.cancel()
             self._publish_handle = None

@@ -21,6 +21,7 @@ from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.group import Group
+from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     Clock,
@@ -178,6 +179,10 @@ class SharedStreamManager:
                             queued=sum(len(s._queue) for s in g.streams.values()),
                             counters=g.counters)
                 for g in self._groups.values()]
+
+    def snapshots(self) -> list[tuple[GroupStatus, GroupSnapshot]]:
+        """Each running group's status with its partitions and held messages (on the loop)."""
+        return [(status, self._groups[status.key].snapshot()) for status in self.status()]
 
     def pause_all(self) -> None:
         """Stop fetching in every group for good (shutdown): in-flight work still resolves."""

@@ -22,6 +22,9 @@ class PartitionStats(NamedTuple):
     lag: int
     commit_lag: int
     paused: bool
+    committed: int = -1  # the committed offset (-1: none yet)
+    position: int = -1  # the next offset handed to the application (-1: unknown)
+    end: int = -1  # the log end offset (-1: unknown)
 
 
 def partition_stats(text: str) -> dict[tuple[str, int], PartitionStats]:
@@ -41,6 +44,6 @@ def partition_stats(text: str) -> dict[tuple[str, int], PartitionStats]:
             base = committed if committed >= 0 else app
             lag = max(hi - base, 0) if hi >= 0 and base >= 0 else 0
             commit_lag = max(app - committed, 0) if app >= 0 and committed >= 0 else 0
-            found[(topic, partition)] = PartitionStats(lag, commit_lag,
-                                                       p.get("fetch_state") == "paused")
+            found[(topic, partition)] = PartitionStats(
+                lag, commit_lag, p.get("fetch_state") == "paused", committed, app, hi)
     return found

@@ -158,6 +158,22 @@ class UndeliveredEventRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class TriggererProcessRow(Base):
+    """One running ``sharedstream run`` process: its heartbeat (see triggerer.heartbeat)."""
+
+    __tablename__ = "triggerer_process"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    pid: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(64))
+    watchers: Mapped[str] = mapped_column(JsonText)  # the watcher module sources
+    groups: Mapped[str] = mapped_column(JsonText)  # its consumer groups
+    status_url: Mapped[str | None] = mapped_column(Text)  # its /status, if served
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 class RejectedMessageRow(Base):
     __tablename__ = "rejected_message"
     __table_args__ = (UniqueConstraint("watcher", "topic_id", "partition", "offset"),)
@@ -195,3 +211,4 @@ stream_group = tables["stream_group"]
 event_sequence = tables["event_sequence"]
 delivery_cursor = tables["delivery_cursor"]
 undelivered_event = tables["undelivered_event"]
+triggerer_process = tables["triggerer_process"]

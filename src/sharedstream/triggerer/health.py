@@ -1,4 +1,4 @@
-"""``/livez``, ``/readyz`` and ``/metrics`` on a loopback port.
+"""``/livez``, ``/readyz``, ``/metrics`` and ``/status`` on a loopback port.
 
 The server runs on its own daemon thread (standard library ``ThreadingHTTPServer``)
 so a scrape never waits on the event loop and a busy loop never makes the
@@ -9,14 +9,17 @@ not ready (empty list = ready), which ``/readyz`` prints so an operator sees why
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 ReadinessCheck = Callable[[], Sequence[str]]
+StatusDocument = Callable[[], Mapping[str, Any]]
 
 
 class HealthServer:
@@ -28,9 +31,11 @@ class HealthServer:
         readiness: ReadinessCheck,
         host: str = "127.0.0.1",
         port: int = 0,
+        status: StatusDocument | None = None,
     ) -> None:
         self._registry = registry
         self._readiness = readiness
+        self._status = status
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -52,6 +57,7 @@ class HealthServer:
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         registry = self._registry
         readiness = self._readiness
+        status = self._status
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -70,6 +76,15 @@ class HealthServer:
                         self._reply(HTTPStatus.OK, b"ready\n", "text/plain; charset=utf-8")
                 elif path == "/metrics":
                     self._reply(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+                elif path == "/status" and status is not None:
+                    try:
+                        body = json.dumps(status(), default=str).encode()
+                    except Exception as exc:  # a busy loop, or the process stopping
+                        self._reply(HTTPStatus.SERVICE_UNAVAILABLE,
+                                    f"status unavailable: {type(exc).__name__}\n".encode(),
+                                    "text/plain")
+                    else:
+                        self._reply(HTTPStatus.OK, body, "application/json")
                 else:
                     self._reply(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
 

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
 from sharedstream.core.manager import SharedStreamManager
@@ -49,6 +51,8 @@ from sharedstream.triggerer.config import Config, load_config
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.health import HealthServer
+from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
+from sharedstream.triggerer.heartbeat import Heartbeat
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
@@ -67,6 +71,7 @@ from sharedstream.triggerer.registration import (
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.standalone import run_standalone
 from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.triggerer.status import status_from_thread
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +181,7 @@ class Triggerer:
         self.health: HealthServer | None = None
         self.delivery = delivery
         self._delivery_stop = asyncio.Event()
+        self.heartbeat: Heartbeat | None = None
 
     def readiness(self) -> list[str]:
         """Why the process is not ready (empty = ready): cohort, broker, database."""
@@ -226,12 +232,24 @@ class Triggerer:
             self.sink.on_commit.append(self.delivery.wakeup.notify)
             self._spawn(self.delivery.run(self._delivery_stop))
         process = self.config.process
+        loop = asyncio.get_running_loop()
+        status_url = None
         if process.health_port >= 0:
             self.health = HealthServer(self.registry, self.readiness, process.health_host,
-                                       process.health_port)
+                                       process.health_port,
+                                       status=lambda: status_from_thread(loop, self))
             self.health.start()
-            log.info("health and metrics on http://%s:%d/ (livez, readyz, metrics)",
+            log.info("health and metrics on http://%s:%d/ (livez, readyz, metrics, status)",
                      process.health_host, self.health.port)
+            host = process.health_host
+            if host in ("0.0.0.0", "::", ""):
+                host = socket.gethostname()
+            status_url = f"http://{host}:{self.health.port}/status"
+        self.heartbeat = Heartbeat(self.store, version=__version__,
+                                   watchers=self.plan.source.split(", "),
+                                   groups=[g.consumer_group for g in self.plan.groups],
+                                   status_url=status_url)
+        self._spawn(self._beat(self.heartbeat))
         for group in self.plan.groups:
             for member in group.members:
                 self._spawn(self._supervise_shared(member))
@@ -250,6 +268,16 @@ class Triggerer:
                       "are read again by the next process)", process.shutdown_timeout)
             code = EXIT_FAILURE
         return code
+
+    async def _beat(self, heartbeat: Heartbeat) -> None:
+        """Keep this process's row alive; a database outage only delays a beat."""
+        while True:
+            try:
+                await self.store.run_async(
+                    heartbeat.beat if heartbeat.registered else heartbeat.register)
+            except Exception as exc:
+                log.debug("heartbeat not written: %s", describe_error(exc))
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
@@ -283,6 +311,11 @@ class Triggerer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.sink.aclose()
+        if self.heartbeat is not None:
+            try:
+                await self.store.run_async(self.heartbeat.unregister)
+            except Exception as exc:
+                log.warning("heartbeat row not removed: %s", describe_error(exc))
         if self.health is not None:
             self.health.stop()
 

@@ -1,0 +1,61 @@
+"""The process's row in ``triggerer_process``: who runs, where, since when, still alive.
+
+``sharedstream web`` lists the triggerers from these rows and reads each one's
+``/status``. The row is written at start, its ``last_seen`` moved every
+:data:`INTERVAL_S`, and deleted at a clean stop. A killed process leaves its row: a
+reader treats a row not seen for :data:`STALE_AFTER_S` as gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import delete, update
+
+from sharedstream.statestore.models import triggerer_process
+from sharedstream.statestore.sql import upsert
+from sharedstream.statestore.store import StateStore
+from sharedstream.statestore.types import utcnow
+
+INTERVAL_S = 5.0
+STALE_AFTER_S = 30.0
+
+
+class Heartbeat:
+    def __init__(self, store: StateStore, *, version: str, watchers: Sequence[str],
+                 groups: Sequence[str], status_url: str | None) -> None:
+        self.store = store
+        self.id = uuid.uuid4().hex
+        self.row = {"id": self.id, "host": socket.gethostname(), "pid": os.getpid(),
+                    "version": version, "watchers": json.dumps(list(watchers)),
+                    "groups": json.dumps(sorted(groups)), "status_url": status_url}
+        self.registered = False
+
+    def register(self) -> None:
+        now = utcnow()
+        with self.store.engine.begin() as connection:
+            upsert(connection, triggerer_process,
+                   [{**self.row, "started_at": now, "last_seen": now}], conflict=("id",),
+                   update=("last_seen",))
+            # Rows of processes long gone (killed) would otherwise stay forever.
+            connection.execute(delete(triggerer_process).where(
+                triggerer_process.c.last_seen < now - timedelta(hours=1)))
+        self.registered = True
+
+    def beat(self) -> None:
+        with self.store.engine.begin() as connection:
+            found = connection.execute(update(triggerer_process)
+                                       .where(triggerer_process.c.id == self.id)
+                                       .values(last_seen=utcnow())).rowcount
+        if not found:  # deleted by an operator or a cleanup: write it again
+            self.register()
+
+    def unregister(self) -> None:
+        with self.store.engine.begin() as connection:
+            connection.execute(delete(triggerer_process)
+                               .where(triggerer_process.c.id == self.id))

@@ -1,0 +1,77 @@
+"""``GET /status``: what this triggerer is doing, as JSON, for ``sharedstream web``.
+
+The document is built on the event loop (the ledgers are the loop's), asked for from
+the health server's thread with a timeout: a busy loop answers late, never wrongly.
+Per group: its cohort and counts; per assigned partition, the committed offset, the
+ledger's floor and position, the log end and the true lag (end minus floor: what is
+left to resolve, counting progress remembered above the commit), and whether it is
+paused; every held message with who failed it, why, and when it goes again. Per
+destination: its cursor and lag. Values come from the process's own state; no secret
+is in any of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from sharedstream import __version__
+from sharedstream.kafka.producer import KafkaSharedStreamProducer
+
+if TYPE_CHECKING:
+    from sharedstream.triggerer.process import Triggerer
+
+ANSWER_WITHIN_S = 5.0
+
+
+def status_document(triggerer: Triggerer) -> dict[str, Any]:
+    """The document; call it on the event loop."""
+    names = {g.key: g.consumer_group for g in triggerer.plan.groups}
+    groups = []
+    for status, snapshot in triggerer.manager.snapshots():
+        stats = (status.producer.partition_stats
+                 if isinstance(status.producer, KafkaSharedStreamProducer) else {})
+        partitions = []
+        for view in snapshot.partitions:
+            stat = stats.get((view.topic, view.partition))
+            end = stat.end if stat is not None and stat.end >= 0 else None
+            partitions.append({
+                **asdict(view),
+                "committed": stat.committed if stat is not None and stat.committed >= 0
+                else None,
+                "end": end,
+                "lag": max(0, end - view.floor) if end is not None and view.floor is not None
+                else None,
+                "paused": stat.paused if stat is not None else False})
+        groups.append({
+            "consumer_group": names.get(status.key, repr(status.key)),
+            "cohort": sorted(status.cohort), "present": sorted(status.present),
+            "polling": status.polling, "paused": status.paused,
+            "in_flight": status.in_flight, "queued": status.queued,
+            "received": status.counters.received, "redelivered": status.counters.redelivered,
+            "partitions": partitions, "held": [asdict(h) for h in snapshot.held]})
+    destinations = []
+    if triggerer.delivery is not None:
+        for state in triggerer.delivery.states():
+            destinations.append({
+                "id": state.id, "kind": state.kind, "holder": state.holder,
+                "cursor": state.cursor, "lag_events": state.lag_events,
+                "lag_seconds": state.lag_seconds, "delivered": state.delivered,
+                "undeliverable": state.undeliverable, "failing": state.failing_since is not None,
+                "last_error": state.last_error, "failures": dict(state.failures)})
+    heartbeat = triggerer.heartbeat
+    return {"version": __version__,
+            "process": None if heartbeat is None else heartbeat.row | {"id": heartbeat.id},
+            "ready": not triggerer.readiness(), "not_ready": triggerer.readiness(),
+            "groups": groups, "destinations": destinations}
+
+
+def status_from_thread(loop: asyncio.AbstractEventLoop, triggerer: Triggerer
+                       ) -> dict[str, Any]:
+    """:func:`status_document`, from another thread (the health server's)."""
+
+    async def build() -> dict[str, Any]:
+        return status_document(triggerer)
+
+    return asyncio.run_coroutine_threadsafe(build(), loop).result(ANSWER_WITHIN_S)
