@@ -10,12 +10,20 @@ overrides the cache root.
 The broker is combined broker+controller on two free loopback ports, formatted
 once per log dir. ``restart()`` keeps the ports and the log dir, so fault tests
 can take the broker away mid-stream and bring the same cluster back.
+
+Secured brokers: ``sasl_ssl=[SaslSslListener("SASL_SSL", keystore), ...]`` adds one
+SASL_SSL listener per entry (SCRAM-SHA-512 logins over TLS with that PEM keystore, see
+``localservices.tls``) on its own free port, beside the PLAINTEXT one (which stays the
+inter-broker listener and what ``answers()`` probes); ``scram_users`` are the SCRAM
+credentials, written into the cluster's metadata by ``kafka-storage format --add-scram``.
+Several listeners may carry different certificates (a good one, an expired one).
 """
 
 from __future__ import annotations
 
 import base64
 import fcntl
+import functools
 import json
 import os
 import re
@@ -26,7 +34,8 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -143,6 +152,24 @@ def find_java() -> str:
     return java
 
 
+@dataclass(frozen=True)
+class SaslSslListener:
+    """An extra listener: SASL_SSL with SCRAM-SHA-512, TLS from ``keystore``.
+
+    ``name`` is the listener's name (``SASL_SSL``, ``EXPIRED``: letters, digits and
+    underscores); ``keystore`` a PEM file with the unencrypted PKCS#8 private key
+    followed by the certificate chain (``tls.ServerCertificate.keystore``).
+    """
+
+    name: str
+    keystore: Path
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+_SIMPLE = re.compile(r"[A-Za-z0-9_.\-]+")
+_LISTENER_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
 def _kafka_uuid() -> str:
     """A cluster id in Kafka's own format: URL-safe base64 of 16 random bytes."""
     while True:
@@ -161,13 +188,17 @@ class KafkaBroker:
     None, nobody when 0 (a detached broker, stopped through its state file).
     ``settings`` adds or overrides ``server.properties`` entries (a test broker
     with a static option changed, e.g. ``offset.metadata.max.bytes``).
+    ``sasl_ssl`` and ``scram_users`` (username -> password) add secured listeners
+    (see the module doc); ``bootstrap_of(name)`` is the address of one.
     """
 
     def __init__(self, workdir: Path | None = None, *, port: int | None = None,
                  controller_port: int | None = None, heap: str = HEAP,
                  owner_pid: int | None = None, cleanup: bool | None = None,
                  state_file: Path | None = None,
-                 settings: Mapping[str, str] | None = None) -> None:
+                 settings: Mapping[str, str] | None = None,
+                 sasl_ssl: Sequence[SaslSslListener] = (),
+                 scram_users: Mapping[str, str] | None = None) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="sharedstream-kafka-")) if workdir is None \
             else workdir
@@ -184,6 +215,19 @@ class KafkaBroker:
         )
         self.state_file = state_file
         self.settings = dict(settings or {})
+        self.sasl_ssl = list(sasl_ssl)
+        self.scram_users = dict(scram_users or {})
+        for listener in self.sasl_ssl:
+            if not _LISTENER_NAME.fullmatch(listener.name) or listener.name in (
+                    "PLAINTEXT", "CONTROLLER"):
+                raise ValueError(f"listener name {listener.name!r}: upper-case letters, "
+                                 "digits and _, not PLAINTEXT or CONTROLLER")
+        for user, password in self.scram_users.items():
+            # kafka-storage's --add-scram syntax has no escaping worth relying on.
+            if not (_SIMPLE.fullmatch(user) and _SIMPLE.fullmatch(password)):
+                raise ValueError(f"SCRAM user {user!r}: names and passwords of letters, "
+                                 "digits, '.', '_' and '-' only")
+        self.listener_ports = {listener.name: free_port() for listener in self.sasl_ssl}
         self.start_seconds: float | None = None
 
     @classmethod
@@ -217,6 +261,10 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """The address of the SASL_SSL listener named ``listener``."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
 
     @property
     def log_path(self) -> Path:
@@ -252,10 +300,36 @@ class KafkaBroker:
             "group.min.session.timeout.ms": "1000",
             "group.consumer.min.session.timeout.ms": "1000",
             "group.consumer.min.heartbeat.interval.ms": "500",
+            **self._secured_settings(),
             **self.settings,
         }
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (self.workdir / "log4j2.properties").write_text(_LOG4J2)
+
+    def _secured_settings(self) -> dict[str, str]:
+        """The extra listeners' entries: appended to the PLAINTEXT ones, each with its own
+        SCRAM login module and PEM keystore (per-listener ``listener.name.<name>.*``)."""
+        if not self.sasl_ssl:
+            return {}
+        extra = "".join(f",{name}://127.0.0.1:{port}"
+                        for name, port in self.listener_ports.items())
+        out = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+                         f"CONTROLLER://127.0.0.1:{self.controller_port}{extra}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{extra}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                                              + "".join(f",{name}:SASL_SSL"
+                                                        for name in self.listener_ports),
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        }
+        for listener in self.sasl_ssl:
+            prefix = f"listener.name.{listener.name.lower()}."
+            out[prefix + "sasl.enabled.mechanisms"] = SCRAM_MECHANISM
+            out[prefix + f"{SCRAM_MECHANISM.lower()}.sasl.jaas.config"] = \
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            out[prefix + "ssl.keystore.type"] = "PEM"
+            out[prefix + "ssl.keystore.location"] = str(listener.keystore)
+        return out
 
     def _java(self, main: str, *args: str) -> list[str]:
         return [
@@ -269,8 +343,11 @@ class KafkaBroker:
     def _format(self) -> None:
         if (self.log_dir / "meta.properties").exists():
             return
+        scram = [arg for user, password in sorted(self.scram_users.items())
+                 for arg in ("--add-scram",
+                             f"{SCRAM_MECHANISM}=[name={user},password={password}]")]
         run_checked(self._java("kafka.tools.StorageTool", "format", "--ignore-formatted",
-                               "-t", _kafka_uuid(), "-c", str(self.config_path)))
+                               "-t", _kafka_uuid(), "-c", str(self.config_path), *scram))
 
     def start(self, timeout: float = 90.0) -> None:
         """Format (first time only), launch, and wait until metadata answers."""
@@ -282,14 +359,24 @@ class KafkaBroker:
         self._save_state()
         wait_until(self.answers, timeout=timeout, what=f"Kafka at {self.bootstrap}",
                    alive=self.process.running, log_path=self.log_path)
+        for name, port in self.listener_ports.items():
+            wait_until(functools.partial(self._accepts, port), timeout=timeout,
+                       what=f"Kafka's {name} listener at {self.bootstrap_of(name)}",
+                       alive=self.process.running, log_path=self.log_path)
         self.start_seconds = time.monotonic() - began
+
+    @staticmethod
+    def _accepts(port: int) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+        except OSError:
+            return False
+        return True
 
     def answers(self) -> bool:
         """True when the broker returns cluster metadata with itself in it."""
         # A plain TCP probe first: librdkafka would log every refused connection.
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-        except OSError:
+        if not self._accepts(self.port):
             return False
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 1000,
                              "log_level": 0})
