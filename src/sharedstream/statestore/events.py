@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, text, update
+from sqlalchemy import Select, func, select, update
 from sqlalchemy.engine import Connection, Engine, Row
 
 from sharedstream.core.message import Coordinates
@@ -74,14 +74,21 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
     seq = event_sequence.c
-    connection.execute(update(event_sequence).where(seq.id == 1)
-                       .values(last_id=seq.last_id + len(rows)))
-    last = connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one()
+    allocate = update(event_sequence).where(seq.id == 1).values(
+        last_id=seq.last_id + len(rows))
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        # One round trip: take the ids and notify listeners (delivered at the commit,
+        # never before), in the statement that locks the sequence.
+        last = connection.execute(allocate.returning(
+            seq.last_id, func.pg_notify(NOTIFY_CHANNEL, ""))).one()[0]
+    elif dialect == "sqlite":
+        last = connection.execute(allocate.returning(seq.last_id)).scalar_one()
+    else:  # MySQL/MariaDB: no UPDATE ... RETURNING; the row is locked by the UPDATE
+        connection.execute(allocate)
+        last = connection.execute(select(seq.last_id).where(seq.id == 1)).scalar_one()
     for number, row in enumerate(rows, start=last - len(rows) + 1):
         row["id"] = number
-    if connection.dialect.name == "postgresql":
-        # Delivered to listeners at the commit (never before): wakes other processes.
-        connection.execute(text(f"NOTIFY {NOTIFY_CHANNEL}"))
     return insert_ignore_many(connection, asset_event, rows)
 
 
