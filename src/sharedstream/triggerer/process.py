@@ -359,18 +359,23 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
             except CohortMismatchError as exc:
                 raise StartupError(str(exc)) from None
         if config.destinations:
-            try:
-                service = DeliveryService.from_config(store.engine, config.destinations,
-                                                      config.airflow, config.connections)
-            except (ValueError, ConnectionConfigError) as exc:
-                raise StartupError(str(exc)) from None
-            except ModuleNotFoundError as exc:
-                raise StartupError(f"destinations: {missing_module(exc)}") from None
+            service = delivery_service(store, config)
             asyncio.run(service.close())
             found.append(f"destinations: {', '.join(sorted(config.destinations))}")
     finally:
         store.close()
     return found
+
+
+def delivery_service(store: StateStore, config: Config) -> DeliveryService:
+    """The configured destinations' service; what keeps one from starting, a StartupError."""
+    try:
+        return DeliveryService.from_config(store.engine, config.destinations, config.airflow,
+                                           config.connections)
+    except (ValueError, ConnectionConfigError) as exc:
+        raise StartupError(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        raise StartupError(f"destinations: {missing_module(exc)}") from None
 
 
 def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptions) -> int:
@@ -388,13 +393,7 @@ def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptio
         asset_ids = register_assets(store, (w.asset for w in plan.watchers))
         delivery = None
         if options.deliver and config.destinations:
-            try:
-                delivery = DeliveryService.from_config(store.engine, config.destinations,
-                                                       config.airflow, config.connections)
-            except (ValueError, ConnectionConfigError) as exc:
-                raise StartupError(str(exc)) from None
-            except ModuleNotFoundError as exc:
-                raise StartupError(f"destinations: {missing_module(exc)}") from None
+            delivery = delivery_service(store, config)
         tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
         triggerer = Triggerer(plan, store, asset_ids, delivery=delivery)
         return asyncio.run(_main(triggerer.run))
@@ -408,13 +407,7 @@ def run_delivery(config: Config) -> int:
         raise StartupError("no [destinations.<id>] configured: nothing to deliver")
     store = connect(config, upgrade=False)
     try:
-        try:
-            delivery = DeliveryService.from_config(store.engine, config.destinations,
-                                                   config.airflow, config.connections)
-        except (ValueError, ConnectionConfigError) as exc:
-            raise StartupError(str(exc)) from None
-        except ModuleNotFoundError as exc:
-            raise StartupError(f"destinations: {missing_module(exc)}") from None
+        delivery = delivery_service(store, config)
 
         async def deliver(stop: asyncio.Event) -> int:
             await delivery.run(stop)
