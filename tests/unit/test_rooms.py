@@ -25,6 +25,7 @@ RANKS: dict[str, float] = {
     "delivery": 3.5,  # uses the bridge's Airflow client
     "triggerer": 4,
     "ops": 5,
+    "web": 5.5,  # the console: over ops' offsets and dead-letter reading
     "dlq": 6,  # the public module over ops' dead-letter reader
     "demo": 7,
     "cli": 8,

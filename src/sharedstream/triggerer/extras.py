@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # Module (top-level name) -> the extra of ``pip install 'sharedstream[<extra>]'``.
 EXTRAS = {"httpx": "airflow", "pymysql": "mysql", "psycopg": "postgres",
-          "psycopg2": "postgres"}
+          "psycopg2": "postgres", "fastapi": "web", "uvicorn": "web", "jinja2": "web"}
 
 
 def missing_module(exc: ModuleNotFoundError) -> str:

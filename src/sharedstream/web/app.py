@@ -1,0 +1,200 @@
+"""The console's ASGI app: the API, the pages, the static files, and the guard before them.
+
+:class:`Guard` sits in front of everything (the OpenAPI document and static files
+included). With a token it answers 401 to any request without it; without a token
+(loopback only, see ``settings.py``) it refuses a ``Host`` that is not loopback. It
+also stamps every answer with headers that keep a page from running anything but the
+console's own script: a strict Content-Security-Policy (no inline script, no inline
+style), ``nosniff``, no framing, no referrer, no caching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import html
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sharedstream import __version__
+from sharedstream.statestore.engine import describe_error
+from sharedstream.statestore.store import StateStore
+from sharedstream.web.api import build_router
+from sharedstream.web.pages import build_pages
+from sharedstream.web.settings import WebSettings, is_loopback
+from sharedstream.web.sources import Sources
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+API = "/api/v1"
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+            "frame-ancestors 'none'")
+# FastAPI's Swagger UI page loads its script and style from jsDelivr and starts with an
+# inline script; it shows only the OpenAPI document.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "img-src 'self' data: https://fastapi.tiangolo.com; object-src 'none'; "
+            "base-uri 'none'; frame-ancestors 'none'")
+REALM = 'Basic realm="sharedstream console", charset="UTF-8"'
+
+
+def token_matches(header: str | None, token: str) -> bool:
+    """``Bearer <token>``, or basic auth whose password is the token (any user)."""
+    if not header:
+        return False
+    scheme, _, value = header.partition(" ")
+    value = value.strip()
+    given: str | None = None
+    if scheme.lower() == "bearer":
+        given = value
+    elif scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        given = decoded.partition(":")[2]
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
+def host_name(host_header: str) -> str:
+    """The name of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    if host_header.startswith("["):
+        return host_header[1:].partition("]")[0]
+    return host_header.rpartition(":")[0] if host_header.count(":") == 1 else host_header
+
+
+class Guard:
+    """Authentication (or the loopback ``Host`` check) and the security headers."""
+
+    def __init__(self, app: ASGIApp, settings: WebSettings) -> None:
+        self.app = app
+        self.token = settings.token
+        self.trusted = {h.lower() for h in settings.trusted_hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        path = str(scope.get("path", ""))
+        csp = DOCS_CSP if path == f"{API}/docs" else PAGE_CSP
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                extra = [(b"content-security-policy", csp.encode()),
+                         (b"x-content-type-options", b"nosniff"),
+                         (b"x-frame-options", b"DENY"),
+                         (b"referrer-policy", b"no-referrer"),
+                         (b"cache-control", b"no-store")]
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        if self.token is not None:
+            if not token_matches(headers.get("authorization"), self.token):
+                await self._refuse(401, "authentication required: the console's token, as "
+                                        "a bearer token or the basic-auth password",
+                                   path, stamped, challenge=True)
+                return
+        else:
+            name = host_name(headers.get("host", "")).lower()
+            if not (is_loopback(name) or name in self.trusted):
+                await self._refuse(400, "this console (no token) answers only to loopback "
+                                        "host names", path, stamped)
+                return
+        await self.app(scope, receive, stamped)
+
+    @staticmethod
+    async def _refuse(status: int, detail: str, path: str, send: Send, *,
+                      challenge: bool = False) -> None:
+        if path.startswith(API):
+            body = json.dumps({"detail": detail}).encode()
+            content_type = b"application/json"
+        else:
+            body = f"<!doctype html><title>{status}</title><p>{html.escape(detail)}</p>".encode()
+            content_type = b"text/html; charset=utf-8"
+        headers = [(b"content-type", content_type),
+                   (b"content-length", str(len(body)).encode())]
+        if challenge:
+            headers.append((b"www-authenticate", REALM.encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def sample_forever(sources: Sources, interval: float) -> None:
+    """Fetch the triggerers' status every ``interval`` seconds: the lag history goes on
+    while nobody polls."""
+    while True:
+        try:
+            await sources.snapshot(max_age=interval / 2)
+        except Exception as exc:  # a sample missed; the next one may work
+            log.debug("lag sample failed: %r", exc)
+        await asyncio.sleep(interval)
+
+
+def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True) -> FastAPI:
+    """The console over ``store``'s database; ``sampler`` runs the background lag sampler."""
+    sources = Sources(settings, store)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = (asyncio.create_task(sample_forever(sources, settings.sample_interval))
+                if sampler else None)
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+
+    app = FastAPI(title="sharedstream console", version=__version__,
+                  description="Read-only view of the sharedstream triggerers: processes, "
+                              "groups, lag, held messages, assets, events, state, "
+                              "rejections, dead letters and destinations.",
+                  openapi_url=f"{API}/openapi.json", docs_url=f"{API}/docs", redoc_url=None,
+                  lifespan=lifespan)
+    app.state.sources = sources
+    app.include_router(build_router(sources), prefix=API)
+    app.include_router(build_pages(sources, settings))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_down(request: Request, exc: SQLAlchemyError) -> Response:
+        detail = f"database: {describe_error(exc)}"
+        if request.url.path.startswith(API):
+            return JSONResponse({"detail": detail}, status_code=503)
+        return HTMLResponse(f"<!doctype html><title>503</title><p>{html.escape(detail)}</p>",
+                            status_code=503)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            if settings.token is not None:
+                schema.setdefault("components", {})["securitySchemes"] = {
+                    "bearer": {"type": "http", "scheme": "bearer"},
+                    "basic": {"type": "http", "scheme": "basic",
+                              "description": "Any user name; the token as password."}}
+                schema["security"] = [{"bearer": []}, {"basic": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.add_middleware(Guard, settings=settings)
+    return app

@@ -1,0 +1,330 @@
+"""The REST API's answers (``/api/v1``), as pydantic models: the OpenAPI schema.
+
+Values that come from messages or state (event payloads, state values) are any JSON;
+message bytes (dead letters) are ``{"text": UTF-8 or null, "base64": exact bytes}``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+TriggererHealth = Literal["ok", "not_ready", "unreachable", "no_status", "stale"]
+GroupHealth = Literal["ok", "held", "not_polling", "no_triggerer"]
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list: ``items[offset:offset+limit]`` of ``total``."""
+
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+class Triggerer(BaseModel):
+    id: str
+    host: str
+    pid: int
+    version: str
+    modules: list[str] = Field(description="The watcher modules it runs.")
+    groups: list[str] = Field(description="Its consumer groups.")
+    status_url: str | None
+    started_at: datetime
+    last_seen: datetime
+    seen_ago_s: float
+    alive: bool = Field(description="Seen within the last 30 s (else the process is gone).")
+    ready: bool | None
+    not_ready: list[str]
+    status_error: str | None
+    health: TriggererHealth
+
+
+class TriggererDetail(Triggerer):
+    status: dict[str, Any] | None = Field(description="Its GET /status document, as is.")
+
+
+class GroupSummary(BaseModel):
+    consumer_group: str
+    topics: list[str]
+    connection: str | None = Field(description="The connection id (never its settings).")
+    watchers: list[str]
+    recorded_at: datetime | None
+    triggerers: list[str] = Field(description="Ids of the live triggerers in the group.")
+    partition_count: int
+    lag: int | None = Field(description="Sum of the live partitions' lag (end - floor).")
+    held: int
+    polling: bool
+    health: GroupHealth
+
+
+class Member(BaseModel):
+    triggerer: str
+    cohort: list[str]
+    present: list[str]
+    polling: bool
+    paused: bool
+    in_flight: int
+    queued: int
+    received: int
+    redelivered: int
+
+
+class PartitionState(BaseModel):
+    topic: str
+    partition: int
+    owner: str | None = Field(description="The triggerer the partition is assigned to.")
+    lag: int | None = Field(description="End minus the owner's floor (what is left to "
+                                        "resolve); without an owner, the committed lag.")
+    lag_source: Literal["triggerer", "kafka"] | None
+    committed: int | None
+    remembered: int | None = Field(description="Offsets above the commit already handled "
+                                               "(commit metadata).")
+    log_start: int | None
+    log_end: int | None
+    committed_lag: int | None = Field(description="`sharedstream offsets show`'s lag.")
+    base: int | None
+    floor: int | None
+    position: int | None
+    held: int | None
+    open_bytes: int | None
+    fetch: str | None
+    paused: bool | None
+
+
+class HeldMessage(BaseModel):
+    consumer_group: str
+    triggerer: str
+    topic: str
+    partition: int
+    offset: int
+    watchers: list[str]
+    reasons: dict[str, str] = Field(description="Why each watcher failed it this round.")
+    attempts: dict[str, int]
+    rounds: int
+    retry_in: float | None
+
+
+class KafkaGroup(BaseModel):
+    state: str | None
+    live_members: int | None
+    error: str | None
+
+
+class GroupDetail(GroupSummary):
+    members: list[Member]
+    partitions: list[PartitionState]
+    held_messages: list[HeldMessage]
+    kafka: KafkaGroup
+
+
+class LagSeries(BaseModel):
+    topic: str
+    partition: int
+    samples: list[tuple[float, int]] = Field(description="[unix time, lag], oldest first.")
+
+
+class GroupLag(BaseModel):
+    consumer_group: str
+    window_s: float
+    now: float
+    series: list[LagSeries]
+
+
+class Watcher(BaseModel):
+    name: str
+    consumer_group: str
+    topics: list[str]
+    present: bool = Field(description="Subscribed in a live triggerer.")
+    held: int
+    rejected: int = Field(description="Rows in rejected_message.")
+
+
+class StateEntry(BaseModel):
+    key: str
+    value: Any
+    size: int
+    updated_at: datetime
+    expires_at: datetime | None
+    writer_kind: str | None
+    writer_id: str | None
+    payload_ref: str | None
+
+
+class Asset(BaseModel):
+    id: int
+    name: str
+    uri: str | None
+    active: bool
+    deactivated_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    last_event_id: int | None
+    last_event_at: datetime | None
+
+
+class AssetDetail(Asset):
+    state: list[StateEntry]
+
+
+class Event(BaseModel):
+    id: int
+    asset: str
+    asset_uri: str | None
+    watcher: str
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    event_index: int
+    created_at: datetime
+    payload: Any
+
+
+class EventPage(BaseModel):
+    items: list[Event]
+    limit: int
+    next_before: int | None = Field(description="Pass as `before` for the next (older) page.")
+
+
+class TaskScope(BaseModel):
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    keys: int
+    updated_at: datetime | None
+
+
+class Rejected(BaseModel):
+    id: int
+    watcher: str
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    reason: str
+    value_preview: str | None
+    created_at: datetime
+
+
+class Count(BaseModel):
+    name: str
+    count: int
+
+
+class WatcherReasonCount(BaseModel):
+    watcher: str
+    reason: str
+    count: int
+
+
+class RejectedStats(BaseModel):
+    total: int
+    by_watcher: list[Count]
+    by_reason: list[Count]
+    by_watcher_reason: list[WatcherReasonCount]
+
+
+class Binary(BaseModel):
+    text: str | None
+    base64: str
+
+
+class DlqPlace(BaseModel):
+    partition: int
+    offset: int
+
+
+class Original(BaseModel):
+    topic: str
+    topic_id: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class DeadLetter(BaseModel):
+    copies: int
+    dlq: list[DlqPlace]
+    foreign: bool
+    problem: str | None
+    identity: str | None
+    original: Original | None
+    consumer_group: str | None
+    rejections: dict[str, str]
+    replay_count: int
+    timestamp: int
+    key: Binary | None
+    value: Binary | None
+    headers: list[tuple[str, Binary | None]]
+
+
+class DeadLetterStats(BaseModel):
+    """As ``dlq inspect --stats`` (distinct dead letters; foreign ones as ``<foreign>``),
+    and the count of each (watcher, reason) pair."""
+
+    reasons: dict[str, int]
+    watchers: dict[str, int]
+    by_watcher_reason: list[WatcherReasonCount]
+
+
+class DeadLetterPage(Page[DeadLetter]):
+    topic: str
+    read: int = Field(description="Records read from the topic.")
+    distinct: int = Field(description="Distinct dead letters (copies of one identity: one).")
+    foreign: int
+    truncated: bool = Field(description="Older records were left out (the newest are read).")
+    error: str | None
+    stats: DeadLetterStats
+
+
+class Destination(BaseModel):
+    id: str
+    kind: str | None
+    configured: bool
+    cursor: int | None
+    delivered: int | None
+    updated_at: datetime | None
+    holder: str | None
+    lease_until: datetime | None
+    newest_event: int | None
+    lag_events: int | None
+    lag_seconds: float | None
+    failing: bool
+    last_error: str | None
+    undeliverable: int
+    reported_by: str | None
+    health: Literal["ok", "failing", "idle"]
+
+
+class Undelivered(BaseModel):
+    destination: str
+    event: Event
+    reason: str
+    attempts: int
+    created_at: datetime
+
+
+class Counts(BaseModel):
+    alive: int
+    stale: int
+    groups: int
+    held: int
+    failing_destinations: int
+
+
+class Overview(BaseModel):
+    database_error: str | None
+    triggerers: list[Triggerer]
+    groups: list[GroupSummary]
+    destinations: list[Destination]
+    counts: Counts

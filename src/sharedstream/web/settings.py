@@ -1,0 +1,99 @@
+"""What the console runs with, and the one rule of its security: no token, no network.
+
+The console binds ``127.0.0.1`` by default. Bound to any other address it refuses to
+start without a token; with a token every request (API, pages, static files, the
+OpenAPI document) must carry it, as ``Authorization: Bearer <token>`` or as the
+password of HTTP basic auth (any user name; browsers ask for it). Without a token, on
+loopback, a request whose ``Host`` is not a loopback name is refused: a web page
+cannot reach the console through DNS rebinding.
+
+The token comes from ``--token``, else ``SHAREDSTREAM__WEB__TOKEN``, else a ``[web]``
+section's ``token`` once the config loader knows that section. The environment
+variable is read and removed before the configuration is loaded (the loader refuses
+sections it does not know, and child processes need not inherit it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TOKEN_ENV = "SHAREDSTREAM__WEB__TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8795
+MIN_TOKEN_LENGTH = 16
+
+
+class WebSettingsError(ValueError):
+    """A console setting that cannot work (one line, never the token itself)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a bind address or a ``Host`` header's name) is loopback only."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def take_env_token(environ: MutableMapping[str, str] | None = None) -> str | None:
+    """``$SHAREDSTREAM__WEB__TOKEN``, removed from the environment (see the module doc)."""
+    env = os.environ if environ is None else environ
+    value = env.pop(TOKEN_ENV, None)
+    return value or None
+
+
+def config_token(config: Any) -> str | None:
+    """``[web] token`` when the loaded configuration has such a section, else None."""
+    section = getattr(config, "web", None)
+    token = getattr(section, "token", None)
+    return token if isinstance(token, str) and token else None
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    """The console's options (``sharedstream web``), validated on construction.
+
+    ``connections`` are the config's ``[connections.<id>]`` tables: used to reach Kafka,
+    never rendered. ``connection`` is the one for dead-letter topics and for groups
+    whose connection is not recorded. ``trusted_hosts`` adds ``Host`` names accepted
+    without a token besides loopback ones (tests use ``testserver``).
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    token: str | None = field(default=None, repr=False)
+    connection: str = "kafka_default"
+    connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    dlq_topics: tuple[str, ...] = ()
+    destinations: Mapping[str, str] = field(default_factory=dict)  # id -> kind
+    sample_interval: float = 5.0
+    history_seconds: float = 3600.0
+    status_timeout: float = 3.0
+    kafka_timeout: float = 5.0
+    dlq_max_records: int = 5000
+    refresh_ms: int = 2000
+    trusted_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise WebSettingsError("--port must be 0 (any free port) to 65535")
+        if self.token is not None and len(self.token) < MIN_TOKEN_LENGTH:
+            raise WebSettingsError(f"the console token must have at least "
+                                   f"{MIN_TOKEN_LENGTH} characters")
+        if self.token is None and not is_loopback(self.host):
+            raise WebSettingsError(
+                f"refusing to serve on {self.host} without a token: set "
+                f"{TOKEN_ENV} (or --token), or bind 127.0.0.1")
+        if not self.sample_interval > 0:
+            raise WebSettingsError("--sample-interval must be > 0")
+
+    @property
+    def needs_token(self) -> bool:
+        return self.token is not None

@@ -1,0 +1,216 @@
+"""Fixtures of the console tests (``sharedstream web``).
+
+* ``seeded``: a PostgreSQL schema (the session's real server) holding one of every
+  thing the console shows, written through the product's own functions: assets
+  (one named with markup), events, asset and task state, a recorded group, a live
+  triggerer row whose ``/status`` is a small canned server (a held message whose
+  reason is markup) and a stale one, recorded rejections, a destination's cursor and
+  an undelivered event; plus a real dead-letter topic with a sharedstream record and a
+  foreign one.
+* ``console_app``: the ASGI app over it (no background sampler), no token, loopback.
+
+The browser tests (``test_console_browser.py``) build their own stack: two real
+``sharedstream run`` processes, a broker, the console as a subprocess and Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+from sqlalchemy import insert, update
+
+TESTS = Path(__file__).resolve().parents[1]
+for helper_dir in (TESTS / "e2e", TESTS / "integration"):
+    if str(helper_dir) not in sys.path:
+        sys.path.insert(0, str(helper_dir))
+
+from db_schemas import postgres_schema_url  # noqa: E402
+
+from sharedstream.core.message import Coordinates  # noqa: E402
+from sharedstream.delivery import cursor, undelivered  # noqa: E402
+from sharedstream.kafka.dlq_headers import build_dlq_headers  # noqa: E402
+from sharedstream.statestore.events import insert_events  # noqa: E402
+from sharedstream.statestore.models import rejected_message, triggerer_process  # noqa: E402
+from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer  # noqa: E402
+from sharedstream.statestore.store import StateStore  # noqa: E402
+from sharedstream.statestore.types import utcnow  # noqa: E402
+from sharedstream.triggerer.heartbeat import Heartbeat  # noqa: E402
+from sharedstream.triggerer.registration import GroupDeclaration, register_groups  # noqa: E402
+
+GROUP = "sharedstream.orders"
+MARKUP = "<script>document.title='pwned'</script>"
+
+
+def status_document(process_id: str) -> dict[str, Any]:
+    """What a triggerer's ``/status`` answers (see triggerer/status.py), canned."""
+    partitions = [{"topic": "orders", "partition": p, "base": 0, "floor": 10 + p,
+                   "position": 20, "remembered": 0, "held": 1 if p == 0 else 0,
+                   "open_bytes": 100, "fetch": "open", "committed": 10 + p, "end": 25,
+                   "lag": 15 - p, "paused": False} for p in range(2)]
+    return {
+        "version": "0.1.0", "process": {"id": process_id}, "ready": False,
+        "not_ready": ["group sharedstream.orders: a watcher is not subscribed"],
+        "groups": [{"consumer_group": GROUP, "cohort": ["audit", "paid"],
+                    "present": ["audit", "paid"], "polling": True, "paused": False,
+                    "in_flight": 3, "queued": 0, "received": 40, "redelivered": 2,
+                    "partitions": partitions,
+                    "held": [{"topic": "orders", "partition": 0, "offset": 10,
+                              "reasons": {"paid": f"ValueError: {MARKUP}"},
+                              "attempts": {"paid": 2}, "rounds": 2, "retry_in": 0.5}]}],
+        "destinations": [{"id": "hooks", "kind": "webhook", "holder": True, "cursor": 1,
+                          "lag_events": 4, "lag_seconds": 1.5, "delivered": 1,
+                          "undeliverable": 1, "failing": True,
+                          "last_error": "HTTP 503 from the receiver", "failures": {}}]}
+
+
+class StatusServer:
+    """A canned ``GET /status`` on a free loopback port."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        body = json.dumps(document).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200 if self.path == "/status" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/status"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Starlette's TestClient (schemathesis uses it too) nags about httpx: nothing to act on.
+    config.addinivalue_line("filterwarnings",
+                            "ignore:Using `httpx` with `starlette.testclient`")
+
+
+@dataclass
+class Seeded:
+    url: str
+    store: StateStore
+    live_id: str
+    stale_id: str
+    dlq_topic: str
+    bootstrap: str
+    event_ids: list[int]
+
+
+def _dlq_records(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    origin = Coordinates("orders", "tid-1", 1, 7, int(time.time() * 1000))
+    headers = build_dlq_headers(original_headers=[("trace", b"abc")], origin=origin,
+                                consumer_group=GROUP,
+                                rejections={"paid": "missing amount", "audit": MARKUP},
+                                replay_count=0)
+    for _ in range(2):  # two copies of one rejection: shown once, copies 2
+        producer.produce(topic, value=f'{{"id": 7, "note": "{MARKUP}"}}'.encode(), key=b"7",
+                         headers=headers)
+    producer.produce(topic, value=b"\xff\xfe not utf-8", key=None)  # foreign
+    assert producer.flush(30) == 0
+
+
+def seed(store: StateStore, status_url: str) -> tuple[str, str, list[int]]:
+    now = utcnow()
+    orders = store.register_asset("orders", "kafka://broker/orders")
+    marked = store.register_asset("<b>bold</b>&co", None)
+    store.register_asset("old")
+    store.deactivate_asset("old")
+    rows = []
+    for n in range(30):
+        rows.append({"asset_id": orders if n % 3 else marked,
+                     "watcher": "paid" if n % 2 else "audit",
+                     "payload": json.dumps({"id": n, "html": MARKUP}), "topic": "orders",
+                     "topic_id": "tid-1", "partition": n % 2, "offset": n, "event_index": 0,
+                     "created_at": now - timedelta(minutes=30 - n)})
+    with store.engine.begin() as connection:
+        insert_events(connection, rows)
+    event_ids = [r["id"] for r in rows]
+    store.asset(AssetScope(name="orders"), writer=Writer.api("test")).set("watermark", 29)
+    store.asset(AssetScope(name="orders"), writer=Writer.api("test")).set("note", MARKUP)
+    store.task(TaskScope("daily", "manual__2024-05-01T00:00:00+00:00", "load")).set(
+        "progress", {"rows": 12, "html": MARKUP})
+    store.task(TaskScope("daily", "scheduled/2", "load", 3)).set("k", [1, 2])
+    register_groups(store, [GroupDeclaration(("kafka", ("orders",), "kafka_default"), GROUP,
+                                             frozenset({"audit", "paid"}))], takeover=True)
+    live = Heartbeat(store, version="0.1.0", watchers=["dags/orders.py"], groups=[GROUP],
+                     status_url=status_url)
+    live.register()
+    stale = Heartbeat(store, version="0.1.0", watchers=["dags/orders.py"], groups=[GROUP],
+                      status_url="http://127.0.0.1:9/status")
+    stale.register()
+    with store.engine.begin() as connection:
+        connection.execute(update(triggerer_process)
+                           .where(triggerer_process.c.id == stale.id)
+                           .values(last_seen=now - timedelta(minutes=5)))
+        connection.execute(insert(rejected_message), [
+            {"watcher": "paid", "topic": "orders", "topic_id": "tid-1", "partition": 0,
+             "offset": 100 + n, "reason": "missing amount" if n < 3 else MARKUP,
+             "value_preview": MARKUP, "created_at": now} for n in range(5)])
+    lease = timedelta(seconds=30)
+    cursor.claim(store.engine, "hooks", start_at_end=False, now=now, lease=lease)
+    cursor.advance(store.engine, "hooks", event_ids[4], 5, now=now, lease=lease)
+    undelivered.record(store.engine, "hooks", [(event_ids[2], f"HTTP 400: {MARKUP}")], now)
+    return live.id, stale.id, event_ids
+
+
+@pytest.fixture(scope="module")
+def seeded(database_url: str, kafka_bootstrap: str) -> Iterator[Seeded]:
+    status = StatusServer({})
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    dlq = f"web-dlq-{int(time.time() * 1000)}"
+    admin.create_topics([NewTopic(dlq, num_partitions=1, replication_factor=1)]
+                        )[dlq].result(30)
+    for url in postgres_schema_url(database_url):
+        store = StateStore.from_url(url)
+        store.upgrade()
+        live_id, stale_id, event_ids = seed(store, status.url)
+        status.stop()
+        status = StatusServer(status_document(live_id))
+        with store.engine.begin() as connection:
+            connection.execute(update(triggerer_process)
+                               .where(triggerer_process.c.id == live_id)
+                               .values(status_url=status.url))
+        _dlq_records(kafka_bootstrap, dlq)
+        try:
+            yield Seeded(url, store, live_id, stale_id, dlq, kafka_bootstrap, event_ids)
+        finally:
+            store.close()
+            status.stop()
+            admin.delete_topics([dlq], operation_timeout=10)
+
+
+@pytest.fixture(scope="module")
+def console_app(seeded: Seeded) -> Any:
+    """The console's ASGI app over ``seeded`` (no token: loopback, ``testserver`` trusted)."""
+    from sharedstream.web.app import create_app
+    from sharedstream.web.settings import WebSettings
+
+    settings = WebSettings(
+        connections={"kafka_default": {"bootstrap.servers": seeded.bootstrap}},
+        dlq_topics=(seeded.dlq_topic,), destinations={"hooks": "webhook"},
+        trusted_hosts=("testserver",), kafka_timeout=10.0)
+    return create_app(settings, seeded.store, sampler=False)
