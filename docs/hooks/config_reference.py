@@ -296,6 +296,7 @@ def sections() -> dict[str, Section | Callable[[], str]]:
             "payload_backend": "it is `[workers] state_backend`",
             "payload_dir": "it is `[workers] state_dir`"}),
         "workers": Section("workers", [config.WorkersSettings]),
+        "web": Section("web", [config.WebSettings]),
         "airflow.<name>": TableSection("airflow", [AirflowInstanceSettings],
                                        _DESTINATION_PROBES["airflow"], table="<NAME>"),
         "connections.<id>": render_connections,

@@ -30,6 +30,7 @@ COMMANDS = {
     "db": "sharedstream.ops.db_commands:db_group",
     "state-store": "sharedstream.ops.state_commands:state_store_group",
     "events": "sharedstream.ops.events_commands:events_group",
+    "web": "sharedstream.web.command:web",
     "offsets": "sharedstream.ops.offsets_commands:offsets_group",
     "publish-airflow": "sharedstream.ops.airflow_commands:publish_airflow",
     "dlq": "sharedstream.ops.dlq_commands:dlq_group",

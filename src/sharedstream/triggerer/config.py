@@ -109,6 +109,18 @@ class WorkersSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSettings:
+    """``[web]``: the console (``sharedstream web``).
+
+    * ``token``: the bearer token (or basic-auth password) the console requires; it must
+      be set when the console binds anything but loopback. Prefer the environment,
+      ``SHAREDSTREAM__WEB__TOKEN``, to the file.
+    """
+
+    token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The loaded configuration. ``path`` is None when only defaults/env were used."""
 
@@ -120,10 +132,11 @@ class Config:
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     airflow: Mapping[str, AirflowInstanceSettings] = field(default_factory=dict)
     destinations: Mapping[str, DestinationSettings] = field(default_factory=dict)
+    web: WebSettings = field(default_factory=WebSettings)
 
 
 _SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "airflow",
-             "destinations")
+             "destinations", "web")
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -180,7 +193,8 @@ def _build(raw: Mapping[str, Any], path: Path | None,
             raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
                               'librdkafka options ("bootstrap.servers" = "...")')
     airflow = _airflow_instances(raw.get("airflow", {}), overrides, source)
-    return Config(path=path, database=database, manager=manager, process=process,
+    web = build_section(WebSettings, "web", *_with_source(values("web"), source))
+    return Config(path=path, database=database, manager=manager, process=process, web=web,
                   state_store=state_store, connections=connections,
                   airflow=airflow,
                   destinations=_destinations(raw.get("destinations", {}), overrides, source,

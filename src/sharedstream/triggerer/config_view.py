@@ -68,7 +68,8 @@ def _settings(config: Config, raw: Mapping[str, Any], file: str | None,
         return file if file is not None and key in table else "default"
 
     plain: list[tuple[str, Any]] = [("database", config.database), ("triggerer", config.manager),
-             ("triggerer", config.process), ("state_store", config.state_store)]
+             ("triggerer", config.process), ("state_store", config.state_store),
+             ("web", config.web)]
     for section, settings in plain:
         table = raw.get(section, {})
         for f in dataclasses.fields(settings):

@@ -7,10 +7,9 @@ password of HTTP basic auth (any user name; browsers ask for it). Without a toke
 loopback, a request whose ``Host`` is not a loopback name is refused: a web page
 cannot reach the console through DNS rebinding.
 
-The token comes from ``--token``, else ``SHAREDSTREAM__WEB__TOKEN``, else a ``[web]``
-section's ``token`` once the config loader knows that section. The environment
-variable is read and removed before the configuration is loaded (the loader refuses
-sections it does not know, and child processes need not inherit it).
+The token comes from ``--token``, else ``SHAREDSTREAM__WEB__TOKEN``, else the config's
+``[web] token``. The environment variable is read and removed from the environment
+(child processes need not inherit it).
 """
 
 from __future__ import annotations
@@ -19,7 +18,10 @@ import ipaddress
 import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sharedstream.triggerer.config import Config
 
 TOKEN_ENV = "SHAREDSTREAM__WEB__TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -49,11 +51,9 @@ def take_env_token(environ: MutableMapping[str, str] | None = None) -> str | Non
     return value or None
 
 
-def config_token(config: Any) -> str | None:
-    """``[web] token`` when the loaded configuration has such a section, else None."""
-    section = getattr(config, "web", None)
-    token = getattr(section, "token", None)
-    return token if isinstance(token, str) and token else None
+def config_token(config: Config) -> str | None:
+    """The configuration's ``[web] token`` (None when unset or empty)."""
+    return config.web.token or None
 
 
 @dataclass(frozen=True, slots=True)
