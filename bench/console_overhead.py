@@ -23,7 +23,6 @@ ratio of at least 0.95 (within 5%).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -37,35 +36,11 @@ import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from bench.process_runs import COMMAND, WATCHERS, empty_database, fill
 
 from sharedstream.statestore.store import StateStore
 
-WATCHERS = '''
-import os
-from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
-orders = Asset("orders", watchers=[AssetWatcher("orders", KafkaSharedStreamTrigger(
-    topics=[os.environ["BENCH_TOPIC"]], kafka_config_id="bench", poll_timeout=0.2))])
-'''
-COMMAND = [sys.executable, "-c", "from sharedstream.cli import main; main()"]
 WEB = [sys.executable, "-c", "from sharedstream.web.command import web; web()"]
-TABLES = ("undelivered_event", "delivery_cursor", "asset_event", "asset_state_store",
-          "stream_group", "asset", "event_sequence", "rejected_message", "task_state_store",
-          "triggerer_process", "alembic_version")
-
-
-def fill(bootstrap: str, count: int) -> str:
-    topic = f"console-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for n in range(count):
-        producer.produce(topic, json.dumps({"id": n}).encode(), partition=n % 3)
-        if n % 10000 == 0:
-            producer.flush()
-    producer.flush()
-    return topic
 
 
 class Poller:
@@ -122,7 +97,7 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int, consol
             poll_interval: float) -> tuple[float, int]:
     """Events/s of one process from its first persisted event to its last, and how many
     console requests were answered meanwhile."""
-    topic = fill(bootstrap, count)
+    topic = fill(bootstrap, count, "console")
     group_id = f"bench-{uuid.uuid4().hex[:8]}"
     config = workdir / "sharedstream.toml"
     config.write_text("\n".join([
@@ -166,9 +141,7 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int, consol
             if running is not None:
                 running.terminate()
                 running.wait(60)
-        with engine.begin() as connection:
-            for table in TABLES:
-                connection.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        empty_database(engine)
         engine.dispose()
 
 

@@ -26,7 +26,6 @@ import os
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,15 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import sqlalchemy as sa
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-
-WATCHERS = '''
-import os
-from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
-orders = Asset("orders", watchers=[AssetWatcher("orders", KafkaSharedStreamTrigger(
-    topics=[os.environ["BENCH_TOPIC"]], kafka_config_id="bench", poll_timeout=0.2))])
-'''
+from bench.process_runs import COMMAND, WATCHERS, empty_database, fill
 
 
 class Accept(BaseHTTPRequestHandler):
@@ -63,23 +54,10 @@ def closed_port() -> int:
         return int(s.getsockname()[1])  # closed again: connections are refused
 
 
-def fill(bootstrap: str, count: int) -> str:
-    topic = f"iso-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for n in range(count):
-        producer.produce(topic, json.dumps({"id": n}).encode(), partition=n % 3)
-        if n % 10000 == 0:
-            producer.flush()
-    producer.flush()
-    return topic
-
-
 def one_run(workdir: Path, bootstrap: str, database_url: str, count: int,
             destination: dict[str, object] | None) -> float:
     """Events/s of one process from its first persisted event to its last."""
-    topic = fill(bootstrap, count)
+    topic = fill(bootstrap, count, "iso")
     lines = ["[database]", f'url = "{database_url}"', "[triggerer]", "health_port = -1",
              "[connections.bench]", f'"bootstrap.servers" = "{bootstrap}"',
              f'"group.id" = "bench-{uuid.uuid4().hex[:8]}"']
@@ -90,7 +68,7 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int,
     config.write_text("\n".join(lines) + "\n")
     engine = sa.create_engine(database_url)
     env = {**os.environ, "BENCH_TOPIC": topic}
-    command = [sys.executable, "-c", "from sharedstream.cli import main; main()"]
+    command = COMMAND
     process = subprocess.Popen([*command, "run", str(workdir / "watchers.py"),
                                 "--config", str(config), "--log-level", "WARNING"],
                                env=env, cwd=workdir)
@@ -112,11 +90,7 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int,
     finally:
         process.terminate()
         process.wait(60)
-        with engine.begin() as connection:
-            for table in ("undelivered_event", "delivery_cursor", "asset_event",
-                          "asset_state_store", "stream_group", "asset", "event_sequence",
-                          "rejected_message", "task_state_store", "alembic_version"):
-                connection.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+        empty_database(engine)
         engine.dispose()
 
 
