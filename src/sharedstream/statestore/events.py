@@ -92,14 +92,15 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     return insert_ignore_many(connection, asset_event, rows)
 
 
-def _events() -> Select[Any]:
+def event_query() -> Select[Any]:
+    """Events joined with their asset, the columns :func:`event_record` reads."""
     e, a = asset_event.c, asset.c
     return (select(e.id, a.name, a.uri, e.watcher, e.topic, e.topic_id, e.partition, e.offset,
                    e.event_index, e.created_at, e.payload)
             .join_from(asset_event, asset, e.asset_id == a.id))
 
 
-def _record(row: Row[Any]) -> EventRecord:
+def event_record(row: Row[Any]) -> EventRecord:
     return EventRecord(row.id, row.name, row.uri, row.watcher,
                        Coordinates(row.topic, row.topic_id, row.partition, row.offset),
                        row.event_index, row.created_at, json.loads(row.payload))
@@ -109,18 +110,18 @@ def events_after(connection: Connection, cursor: int, *, limit: int,
                  asset_ids: Collection[int] | None = None) -> list[EventRecord]:
     """The first ``limit`` events with an id above ``cursor``, in id (= commit) order;
     only those of ``asset_ids`` when given."""
-    query = _events().where(asset_event.c.id > cursor).order_by(asset_event.c.id).limit(limit)
+    query = event_query().where(asset_event.c.id > cursor).order_by(asset_event.c.id).limit(limit)
     if asset_ids is not None:
         query = query.where(asset_event.c.asset_id.in_(list(asset_ids)))
-    return [_record(row) for row in connection.execute(query)]
+    return [event_record(row) for row in connection.execute(query)]
 
 
 def events_by_id(connection: Connection, ids: Collection[int]) -> dict[int, EventRecord]:
     """The events with these ids (deleted ones are missing from the answer)."""
     if not ids:
         return {}
-    query = _events().where(asset_event.c.id.in_(list(ids)))
-    return {record.id: record for record in map(_record, connection.execute(query))}
+    query = event_query().where(asset_event.c.id.in_(list(ids)))
+    return {record.id: record for record in map(event_record, connection.execute(query))}
 
 
 def last_event_id(connection: Connection) -> int:
@@ -149,7 +150,7 @@ def list_events(
 ) -> list[EventRecord]:
     """Events matching every given filter, newest first (ties: last inserted first)."""
     e, a = asset_event.c, asset.c
-    query = _events().order_by(e.created_at.desc(), e.id.desc())
+    query = event_query().order_by(e.created_at.desc(), e.id.desc())
     if asset_name is not None:
         query = query.where(a.name == asset_name)
     if watcher is not None:
@@ -159,7 +160,7 @@ def list_events(
     if limit is not None:
         query = query.limit(limit)
     with engine.connect() as connection:
-        return [_record(row) for row in connection.execute(query)]
+        return [event_record(row) for row in connection.execute(query)]
 
 
 def clean_events(

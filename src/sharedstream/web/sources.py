@@ -24,10 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, and_, case, func, or_, select
-from sqlalchemy.engine import Row
+from sqlalchemy import and_, case, func, or_, select
 
-from sharedstream.core.message import Coordinates
 from sharedstream.delivery.cursor import cursors
 from sharedstream.delivery.undelivered import listed
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
@@ -35,7 +33,7 @@ from sharedstream.ops.clitools import CommandError
 from sharedstream.ops.dlq_commands import group_rows, histograms, row_json
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.ops.offsets import GroupOffsets, GroupPositions, show
-from sharedstream.statestore.events import EventRecord, newest_id
+from sharedstream.statestore.events import EventRecord, event_query, event_record, newest_id
 from sharedstream.statestore.models import (
     asset,
     asset_event,
@@ -161,19 +159,6 @@ def triggerer_health(view: ProcessView) -> str:
 
 def event_json(record: EventRecord) -> dict[str, Any]:
     return {**record.as_json(), "asset_uri": record.asset_uri}
-
-
-def _event_query() -> Select[Any]:
-    e, a = asset_event.c, asset.c
-    return (select(e.id, a.name, a.uri, e.watcher, e.topic, e.topic_id, e.partition, e.offset,
-                   e.event_index, e.created_at, e.payload)
-            .join_from(asset_event, asset, e.asset_id == a.id))
-
-
-def _event_record(row: Row[Any]) -> EventRecord:
-    return EventRecord(row.id, row.name, row.uri, row.watcher,
-                       Coordinates(row.topic, row.topic_id, row.partition, row.offset),
-                       row.event_index, row.created_at, json.loads(row.payload))
 
 
 def _entry_json(entry: Any) -> dict[str, Any]:
@@ -584,9 +569,9 @@ class Sources:
                                     since=since, until=until)
         if before is not None:
             where.append(asset_event.c.id < before)
-        query = _event_query().where(*where).order_by(asset_event.c.id.desc()).limit(limit + 1)
+        query = event_query().where(*where).order_by(asset_event.c.id.desc()).limit(limit + 1)
         with self.engine.connect() as connection:
-            records = [_event_record(row) for row in connection.execute(query)]
+            records = [event_record(row) for row in connection.execute(query)]
         more = len(records) > limit
         records = records[:limit]
         return {"items": [event_json(r) for r in records], "limit": limit,
@@ -594,10 +579,10 @@ class Sources:
 
     def event_sync(self, event_id: int) -> dict[str, Any]:
         with self.engine.connect() as connection:
-            row = connection.execute(_event_query().where(asset_event.c.id == event_id)).first()
+            row = connection.execute(event_query().where(asset_event.c.id == event_id)).first()
         if row is None:
             raise NotFound(f"no event {event_id}")
-        return event_json(_event_record(row))
+        return event_json(event_record(row))
 
     def timeline_sync(self, *, asset_name: str, since: datetime, until: datetime,
                       buckets: int = 30, watcher: str | None = None) -> list[int]:
