@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 
 import sqlalchemy as sa
-from bench.process_runs import COMMAND, WATCHERS, empty_database, fill
+from bench.process_runs import COMMAND, WATCHERS, empty_database, fill, persisted_rate
 
 from sharedstream.statestore.store import StateStore
 
@@ -117,25 +117,13 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int, consol
         process = subprocess.Popen([*COMMAND, "run", str(workdir / "watchers.py"),
                                     "--config", str(config), "--log-level", "WARNING"],
                                    env={**os.environ, "BENCH_TOPIC": topic}, cwd=workdir)
-        first = last = None
-        while last is None:
-            with engine.connect() as connection:
-                found = connection.execute(sa.text("SELECT COUNT(*) FROM asset_event")
-                                           ).scalar_one()
-            now = time.monotonic()
-            if found and first is None:
-                first = (now, found)
-            if found >= count:
-                last = now
-            assert process.poll() is None, "the triggerer exited"
-            time.sleep(0.02)
-        assert first is not None
+        rate = persisted_rate(engine, process, count)
         served = 0
         if poller is not None:
             poller.__exit__()
             served = poller.requests
             assert poller.failures == 0 or served > 0, "the console answered nothing"
-        return (count - first[1]) / max(last - first[0], 1e-9), served
+        return rate, served
     finally:
         for running in (process, web):
             if running is not None:

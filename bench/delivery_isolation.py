@@ -28,13 +28,12 @@ import statistics
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import sqlalchemy as sa
-from bench.process_runs import COMMAND, WATCHERS, empty_database, fill
+from bench.process_runs import COMMAND, WATCHERS, empty_database, fill, persisted_rate
 
 
 class Accept(BaseHTTPRequestHandler):
@@ -73,29 +72,12 @@ def one_run(workdir: Path, bootstrap: str, database_url: str, count: int,
                                 "--config", str(config), "--log-level", "WARNING"],
                                env=env, cwd=workdir)
     try:
-        first = last = None
-        while last is None:
-            with engine.connect() as connection:
-                found = connection.execute(sa.text("SELECT COUNT(*) FROM asset_event")
-                                           ).scalar_one() if _has_events(connection) else 0
-            now = time.monotonic()
-            if found and first is None:
-                first = (now, found)
-            if found >= count:
-                last = now
-            assert process.poll() is None, "the triggerer exited"
-            time.sleep(0.02)
-        assert first is not None
-        return (count - first[1]) / max(last - first[0], 1e-9)
+        return persisted_rate(engine, process, count)
     finally:
         process.terminate()
         process.wait(60)
         empty_database(engine)
         engine.dispose()
-
-
-def _has_events(connection: sa.Connection) -> bool:
-    return sa.inspect(connection).has_table("asset_event")
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
+from typing import Any
 
 import sqlalchemy as sa
 from confluent_kafka import Producer
@@ -44,3 +46,21 @@ def empty_database(engine: sa.Engine) -> None:
     with engine.begin() as connection:
         metadata.reflect(connection)
         metadata.drop_all(connection)  # in foreign-key order
+
+
+def persisted_rate(engine: sa.Engine, process: Any, count: int) -> float:
+    """Events/s of ``process`` from its first persisted event to its ``count``-th
+    (start-up excluded), polling ``asset_event`` every 20 ms."""
+    first: tuple[float, int] | None = None
+    while True:
+        with engine.connect() as connection:
+            found = connection.execute(sa.text("SELECT COUNT(*) FROM asset_event")
+                                       ).scalar_one() if sa.inspect(connection).has_table(
+                                           "asset_event") else 0
+        now = time.monotonic()
+        if found and first is None:
+            first = (now, found)
+        if found >= count and first is not None:
+            return (count - first[1]) / max(now - first[0], 1e-9)
+        assert process.poll() is None, "the triggerer exited"
+        time.sleep(0.02)
