@@ -184,6 +184,10 @@ class Section:
 
         return f"{ENV_PREFIX}{self.name.upper()}__{key.upper()}"
 
+    def probe_env(self, key: str, default: Any) -> None:
+        """The real loader must take the override the table shows for ``key``."""
+        check_env_override(self.env_name(key), default)
+
     def render(self) -> str:
         rows = []
         for cls, f in self.fields():
@@ -194,7 +198,7 @@ class Section:
             text = field_help(cls, [f])[f.name]
             rows.append(f"| `{f.name}` | {type_name(hint)} | {shown} | {env} | {text} |")
             if self.env:
-                check_env_override(self.env_name(f.name), default)
+                self.probe_env(f.name, default)
         head = ["| option | type | default | environment override | meaning |",
                 "|---|---|---|---|---|"]
         notes = [f"- `{key}` is not an option of this section: {why}."
@@ -236,22 +240,12 @@ class TableSection(Section):
 
         return f"{ENV_PREFIX}{self.name.upper()}__{self.table}__{key.upper()}"
 
-    def render(self) -> str:
-        rows = []
-        for cls, f in self.fields():
-            hint = typing.get_type_hints(cls)[f.name]
-            default = default_of(f)
-            shown = "required" if default is dataclasses.MISSING else toml_value(default)
-            text = field_help(cls, [f])[f.name]
-            rows.append(f"| `{f.name}` | {type_name(hint)} | {shown} | "
-                        f"`{self.env_name(f.name)}` | {text} |")
-            if f.name != "kind":
-                probe = _PROBE_FOR_KEY.get(self.name, {}).get(f.name, self.probe)
-                check_env_override(self.env_name(f.name).replace(self.table, "PROBE"),
-                                   _REQUIRED_SAMPLES.get(f.name, default), probe)
-        head = ["| option | type | default | environment override | meaning |",
-                "|---|---|---|---|---|"]
-        return "\n".join(head + rows)
+    def probe_env(self, key: str, default: Any) -> None:
+        if key == "kind":
+            return  # it decides which table this is: not overridable alone
+        probe = _PROBE_FOR_KEY.get(self.name, {}).get(key, self.probe)
+        check_env_override(self.env_name(key).replace(self.table, "PROBE"),
+                           _REQUIRED_SAMPLES.get(key, default), probe)
 
 
 def check_env_override(name: str, default: Any, base: str = "") -> None:
