@@ -133,6 +133,13 @@ class GroupOffsets:
 
     Every Kafka failure becomes a :class:`CommandError` with a one-line reason (the
     connection config, which may hold secrets, is never part of it).
+
+    Use it as a context manager (or keep it for the process's life, as the console
+    does): leaving it releases the admin client on this thread. A failed call leaves its
+    frames, and so this object, in the failure's traceback; once that traceback is
+    cyclic garbage, the client would be freed by whichever thread next triggers a
+    collection, and a librdkafka thread finishing a timed-out request is one: librdkafka
+    aborts the process when it is destroyed from its own thread.
     """
 
     def __init__(self, connection: Mapping[str, Any], group: str, timeout: float) -> None:
@@ -145,6 +152,16 @@ class GroupOffsets:
         config["log_level"] = 0
         config["error_cb"] = _ignore
         self._admin = AdminClient(config)
+
+    def __enter__(self) -> GroupOffsets:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the admin client (once; no call may follow)."""
+        del self._admin
 
     def _result(self, future: Any) -> Any:
         try:

@@ -114,7 +114,8 @@ def offsets_show(ctx: click.Context, /, group: str | None, watcher: str | None,
                  timeout: float, as_json: bool, **_: Any) -> None:
     """Per partition: committed offset, remembered progress above it, log end, lag; and
     whether the group has live members."""
-    positions = show(_offsets(ctx, group, watcher, timeout))
+    with _offsets(ctx, group, watcher, timeout) as offsets:
+        positions = show(offsets)
     if as_json:
         emit_json({
             "group": positions.group, "state": positions.state,
@@ -162,16 +163,16 @@ def offsets_reset(ctx: click.Context, /, group: str | None, watcher: str | None,
         target = parse_reset_target(to, utcnow())
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--to") from None
-    offsets = _offsets(ctx, group, watcher, timeout)
-    changes = plan_reset(offsets, target, topic, partition)
-    if not as_json:
-        console.print(changes_table(offsets.group, changes,
-                                    "dry run, nothing changed" if dry_run else "reset"))
-    if not dry_run:
-        if not yes:
-            click.confirm(f"Reset {len(changes)} partition(s) of {offsets.group}?",
-                          abort=True, err=True)
-        apply_reset(offsets, changes)
+    with _offsets(ctx, group, watcher, timeout) as offsets:
+        changes = plan_reset(offsets, target, topic, partition)
+        if not as_json:
+            console.print(changes_table(offsets.group, changes,
+                                        "dry run, nothing changed" if dry_run else "reset"))
+        if not dry_run:
+            if not yes:
+                click.confirm(f"Reset {len(changes)} partition(s) of {offsets.group}?",
+                              abort=True, err=True)
+            apply_reset(offsets, changes)
     if as_json:
         emit_json({"group": offsets.group, "to": to, "dry_run": dry_run,
                    "partitions": [asdict(c) for c in changes]})
