@@ -98,8 +98,13 @@ class DeadLetterSender:
         is sent again at the next check. Returns how many records are sent again.
         """
         with self._lock:
-            old, self._producer = self._producer, producer
+            old = self._producer
+            if old is not None:
+                self._producer = producer
+        if old is None:  # closed meanwhile: the stream is ending, nothing is sent again
+            return 0
         old.flush(timeout)
+        del old  # destroyed here, on the consumer thread (see close())
         again, self._acknowledged = self._acknowledged + self._unsent, []
         self._unsent = []
         self._resend(again)
@@ -129,6 +134,9 @@ class DeadLetterSender:
             kwargs["timestamp"] = msg.timestamp
         try:
             with self._lock:
+                if self._producer is None:
+                    raise KafkaException(KafkaError(KafkaError._DESTROY,
+                                                    "dead-letter sender closed"))
                 self._producer.produce(self.topic, msg.value, msg.key, **kwargs)
         except BufferError:
             done(KafkaError(KafkaError._QUEUE_FULL, "dead-letter producer queue full"))
@@ -138,9 +146,30 @@ class DeadLetterSender:
     def poll(self) -> None:
         with self._lock:
             producer = self._producer
-        producer.poll(0)
+        if producer is not None:
+            producer.poll(0)
 
     def flush(self, timeout: float) -> int:
         """Wait up to ``timeout`` s for outstanding reports; the number still outstanding."""
-        remaining: int = self._producer.flush(timeout)
+        with self._lock:
+            producer = self._producer
+        remaining: int = 0 if producer is None else producer.flush(timeout)
+        return remaining
+
+    def close(self, timeout: float) -> int:
+        """Flush within ``timeout`` s, then destroy the producer on this thread.
+
+        Why not leave it to the garbage collector: the sender lives in the stream's
+        reference cycles (bound callbacks, the ledger), so its producer would be freed
+        by whichever thread next runs a collection, and a librdkafka thread finishing
+        an admin request is one: librdkafka aborts the process when a client is
+        destroyed on its own thread. A send after this fails as transient (the
+        message stays uncommitted and is read again by the next owner). Returns the
+        records whose reports were still outstanding.
+        """
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is None:
+            return 0
+        remaining: int = producer.flush(timeout)
         return remaining

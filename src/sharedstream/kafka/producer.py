@@ -257,8 +257,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._topic_id_resolver, self._config, watched
         )
         if self.dlq_topic is not None:
-            producer = self._dlq_producer_factory(producer_config(self._config))
-            self._dlq = DeadLetterSender(producer, self.dlq_topic, self.consumer_group)
+            # No local: this frame lives as long as the stream, and the sender alone must
+            # hold the producer so that closing it destroys it (DeadLetterSender.close).
+            self._dlq = DeadLetterSender(
+                self._dlq_producer_factory(producer_config(self._config)),
+                self.dlq_topic, self.consumer_group)
         self._recorder_task = asyncio.create_task(self._recorder_loop())
         self._thread = threading.Thread(
             target=self._thread_main, name=f"sharedstream:{self.consumer_group}", daemon=True
@@ -553,6 +556,8 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
                 self._close_quietly(consumer)
         finally:
             self._consumer = None
+            if self._dlq is not None:
+                self._dlq.close(self._revoke_timeout)
             self._fail_commands()
 
     def _consume_batch(self, consumer: Any) -> list[Any]:

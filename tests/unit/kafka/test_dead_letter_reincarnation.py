@@ -7,12 +7,13 @@ changes, sends exactly that again through a fresh producer.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from confluent_kafka import KafkaError
 
 from sharedstream.core.message import KafkaMessage
-from sharedstream.kafka.dead_letters import DeadLetterSender
+from sharedstream.kafka.dead_letters import DeadLetterSender, is_permanent
 from sharedstream.kafka.payload import KafkaPayload
 
 
@@ -84,3 +85,22 @@ def test_a_refused_resend_is_sent_again_at_the_next_check_and_never_dropped() ->
     new.poll()
     assert sorted(new.sent) == [0, 1]
     assert sender.reincarnate(Recorder(), timeout=1.0) == 1  # 0, not yet vouched for
+
+
+def test_close_flushes_then_lets_go_and_later_sends_stay_uncommitted() -> None:
+    """The stream's end hands the producer back (destroyed on the closing thread, not
+    by the garbage collector); a send after that must hold its message, not lose it."""
+    producer, outcomes = Recorder(), list[KafkaError | None]()
+    sender = DeadLetterSender(producer, "orders.dlq", "g")
+    send(sender, range(2), outcomes)
+    assert sender.close(1.0) == 0
+    assert producer.sent == [0, 1] and outcomes == [None, None]
+    assert sys.getrefcount(producer) == 2  # this test's name and getrefcount's argument
+    send(sender, range(2, 3), outcomes)
+    late = outcomes[-1]
+    assert late is not None and late.code() == KafkaError._DESTROY
+    assert not is_permanent(late)  # transient: the message is held, never committed past
+    sender.poll()  # harmless once closed
+    assert sender.close(1.0) == 0 and sender.flush(1.0) == 0
+    assert sender.reincarnate(Recorder(), 1.0) == 0  # nothing to switch to any more
+    assert producer.sent == [0, 1]
