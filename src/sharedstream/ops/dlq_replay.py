@@ -187,6 +187,7 @@ class Replayer:
         self._connection = dict(connection)
         self._errors: list[KafkaError] = []
         self._existing: set[str] = set()
+        self._producer: Any = None
 
     def run(self, progress: Progress | None = None) -> ReplaySummary:
         summary = ReplaySummary(self.topic, self.group, self.dry_run)
@@ -199,15 +200,21 @@ class Replayer:
             with DeadLetterReader(self._connection, self.topic, since=self.rules.since,
                                   start_offsets={p: o for p, (o, _) in committed.items()},
                                   timeout=self.timeout) as reader:
-                producer = None if self.dry_run else Producer(
+                # An attribute, never a local or an argument: a failure's traceback keeps
+                # the frames, and what they hold could then be freed only by the garbage
+                # collector, maybe on a librdkafka thread, which aborts the process.
+                self._producer = None if self.dry_run else Producer(
                     producer_config(self._connection)
                     | {"log_level": 0, "error_cb": self._errors.append})
-                self._loop(reader, cursor, producer, summary, progress)
+                try:
+                    self._loop(reader, cursor, summary, progress)
+                finally:
+                    self._producer = None  # destroyed here, on this thread
         finally:
             cursor.close()
         return summary
 
-    def _loop(self, reader: DeadLetterReader, cursor: Any, producer: Any,
+    def _loop(self, reader: DeadLetterReader, cursor: Any,
               summary: ReplaySummary, progress: Progress | None) -> None:
         planner = ReplayPlanner(self.rules)
         summary.counts = planner.counts
@@ -220,8 +227,8 @@ class Replayer:
             for d in decisions:
                 if d.topic is not None:
                     self._check_topic(cursor, d.topic)
-            if producer is not None:
-                self._produce(producer, decisions)
+            if self._producer is not None:
+                self._produce(decisions)
                 positions = commit_positions(batch)
                 self._commit(cursor, positions, RUNNING)
                 touched.update(positions)
@@ -258,7 +265,7 @@ class Replayer:
             raise DeadLetterError(f"target topic {topic!r} not found{hint}")
         self._existing.add(topic)
 
-    def _produce(self, producer: Any, decisions: Sequence[Decision]) -> None:
+    def _produce(self, decisions: Sequence[Decision]) -> None:
         failures: list[str] = []
 
         def report(err: KafkaError | None, _msg: Any) -> None:
@@ -272,16 +279,16 @@ class Replayer:
             sent += 1
             while True:
                 try:
-                    producer.produce(d.topic, d.record.value, d.record.key, headers=d.headers,
+                    self._producer.produce(d.topic, d.record.value, d.record.key, headers=d.headers,
                                      on_delivery=report)
                     break
                 except BufferError:
-                    producer.poll(0.1)  # local queue full: let reports drain, then retry
+                    self._producer.poll(0.1)  # local queue full: let reports drain, then retry
                 except KafkaException as exc:
                     raise DeadLetterError(f"kafka: {exc.args[0].str()}") from None
         if not sent:
             return
-        remaining = producer.flush(self.timeout + 30)
+        remaining = self._producer.flush(self.timeout + 30)
         if remaining or failures:
             detail = failures[0] if failures else f"{remaining} delivery report(s) missing"
             raise DeadLetterError(
