@@ -178,9 +178,10 @@ def seed(store: StateStore, status_url: str) -> tuple[str, str, list[int]]:
 
 
 @pytest.fixture(scope="module")
-def seeded(database_url: str, kafka_bootstrap: str) -> Iterator[Seeded]:
+def seeded(database_url: str, kafka_bootstrap: str, kafka_admin: AdminClient
+           ) -> Iterator[Seeded]:
     status = StatusServer({})
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = kafka_admin
     dlq = f"web-dlq-{int(time.time() * 1000)}"
     admin.create_topics([NewTopic(dlq, num_partitions=1, replication_factor=1)]
                         )[dlq].result(30)
@@ -204,7 +205,7 @@ def seeded(database_url: str, kafka_bootstrap: str) -> Iterator[Seeded]:
 
 
 @pytest.fixture(scope="module")
-def console_app(seeded: Seeded) -> Any:
+def console_app(seeded: Seeded) -> Iterator[Any]:
     """The console's ASGI app over ``seeded`` (no token: loopback, ``testserver`` trusted)."""
     from sharedstream.web.app import create_app
     from sharedstream.web.settings import WebSettings
@@ -213,4 +214,6 @@ def console_app(seeded: Seeded) -> Any:
         connections={"kafka_default": {"bootstrap.servers": seeded.bootstrap}},
         dlq_topics=(seeded.dlq_topic,), destinations={"hooks": "webhook"},
         trusted_hosts=("testserver",), kafka_timeout=10.0)
-    return create_app(settings, seeded.store, sampler=False)
+    app = create_app(settings, seeded.store, sampler=False)
+    yield app
+    app.state.sources.close()  # what the app's lifespan does at shutdown

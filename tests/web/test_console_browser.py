@@ -120,9 +120,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, database_url: str,
-          browser: Browser) -> Iterator[Stack]:
+          kafka_admin: AdminClient, browser: Browser) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("console")
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = kafka_admin  # the session's: playwright keeps this frame in reference cycles
     suffix = uuid.uuid4().hex[:8]
     topic = make_topic(admin, f"web-orders-{suffix}", PARTITIONS)
     dlq = make_topic(admin, f"web-orders-dlq-{suffix}", 1)

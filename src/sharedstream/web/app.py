@@ -162,6 +162,7 @@ def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True
         finally:
             if task is not None:
                 task.cancel()
+            sources.close()
 
     app = FastAPI(title="sharedstream console", version=__version__,
                   description="Read-only view of the sharedstream triggerers: processes, "

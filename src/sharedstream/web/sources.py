@@ -339,13 +339,23 @@ class Sources:
         return resolve_connection(connection_id or self.settings.connection,
                                   self.settings.connections)
 
+    def close(self) -> None:
+        """Release the cached admin clients on this thread (see :class:`GroupOffsets`)."""
+        with self._admin_lock:
+            self._close_admins()
+
+    def _close_admins(self) -> None:
+        for admin in self._admins.values():
+            admin.close()
+        self._admins.clear()
+
     def _admin(self, group: str, connection_id: str | None) -> GroupOffsets:
         key = (group, connection_id or self.settings.connection)
         with self._admin_lock:
             admin = self._admins.get(key)
             if admin is None:
                 if len(self._admins) > 64:
-                    self._admins.clear()
+                    self._close_admins()
                 admin = self._admins[key] = GroupOffsets(
                     self._connection(connection_id), group, self.settings.kafka_timeout)
             return admin
