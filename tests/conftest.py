@@ -50,6 +50,8 @@ from localservices.containers import (  # noqa: E402
     postgres_container,
 )
 
+from gc_guard import kafka_clients_in_cyclic_garbage  # noqa: E402
+
 DIRECTORY_MARKERS = {
     "unit": "unit",
     "integration": "integration",
@@ -66,6 +68,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fault suite: run each scenario at its long size")
     group.addoption("--soak", type=float, default=0.0, metavar="MINUTES",
                     help="fault suite: run the soak scenario this many minutes")
+
+
+@pytest.fixture(autouse=True)
+def _no_kafka_client_left_to_the_collector() -> Iterator[None]:
+    """Fail a test that leaves a live Kafka client in cyclic garbage (see gc_guard):
+    in the product that is a process abort at a random later moment, and in this
+    suite the abort of the whole run, blamed on whichever test runs next."""
+    yield
+    leaked = kafka_clients_in_cyclic_garbage()
+    assert not leaked, (f"left {', '.join(leaked)} to the cyclic garbage collector: "
+                        "close or release Kafka clients on the thread that made them")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

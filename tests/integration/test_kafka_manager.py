@@ -82,29 +82,38 @@ class DeliveryGate:
         self.withheld: list[Callable[[], None]] = []
 
     def factory(self, config: dict[str, Any]) -> Any:
-        gate, inner = self, Producer(config)
+        return GatedProducer(self, Producer(config))
 
-        class Gated:
-            def produce(self, topic: str, value: Any, key: Any, *, on_delivery: Any,
-                        **kw: Any) -> None:
-                def report(err: KafkaError | None, msg: Any) -> None:
-                    if gate.open:
-                        on_delivery(err, msg)
-                    else:
-                        gate.withheld.append(lambda: on_delivery(err, msg))
 
-                inner.produce(topic, value, key, on_delivery=report, **kw)
+class GatedProducer:
+    """A real producer whose delivery reports pass through a :class:`DeliveryGate`.
 
-            def poll(self, timeout: float) -> int:
-                if gate.open:
-                    while gate.withheld:
-                        gate.withheld.pop(0)()
-                return int(inner.poll(timeout))
+    A plain class, not one made per call: a class is a reference cycle, and a producer
+    captured by one would be left to the garbage collector (see tests/gc_guard.py).
+    """
 
-            def flush(self, timeout: float) -> int:
-                return int(inner.flush(timeout))
+    def __init__(self, gate: DeliveryGate, inner: Any) -> None:
+        self._gate, self._inner = gate, inner
 
-        return Gated()
+    def produce(self, topic: str, value: Any, key: Any, *, on_delivery: Any, **kw: Any) -> None:
+        gate = self._gate
+
+        def report(err: KafkaError | None, msg: Any) -> None:
+            if gate.open:
+                on_delivery(err, msg)
+            else:
+                gate.withheld.append(lambda: on_delivery(err, msg))
+
+        self._inner.produce(topic, value, key, on_delivery=report, **kw)
+
+    def poll(self, timeout: float) -> int:
+        if self._gate.open:
+            while self._gate.withheld:
+                self._gate.withheld.pop(0)()
+        return int(self._inner.poll(timeout))
+
+    def flush(self, timeout: float) -> int:
+        return int(self._inner.flush(timeout))
 
 
 class Scripted(KafkaSharedStreamTrigger):
