@@ -340,14 +340,12 @@ class Sources:
                                   self.settings.connections)
 
     def close(self) -> None:
-        """Release the cached admin clients on this thread (see :class:`GroupOffsets`)."""
+        """Release the cached admin clients on this thread (see :class:`GroupOffsets`),
+        once no request runs any more (at shutdown)."""
         with self._admin_lock:
-            self._close_admins()
-
-    def _close_admins(self) -> None:
-        for admin in self._admins.values():
-            admin.close()
-        self._admins.clear()
+            for admin in self._admins.values():
+                admin.close()
+            self._admins.clear()
 
     def _admin(self, group: str, connection_id: str | None) -> GroupOffsets:
         key = (group, connection_id or self.settings.connection)
@@ -355,7 +353,7 @@ class Sources:
             admin = self._admins.get(key)
             if admin is None:
                 if len(self._admins) > 64:
-                    self._close_admins()
+                    self._admins.clear()  # not closed: a request may still be using one
                 admin = self._admins[key] = GroupOffsets(
                     self._connection(connection_id), group, self.settings.kafka_timeout)
             return admin
