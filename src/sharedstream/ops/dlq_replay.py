@@ -279,8 +279,8 @@ class Replayer:
             sent += 1
             while True:
                 try:
-                    self._producer.produce(d.topic, d.record.value, d.record.key, headers=d.headers,
-                                     on_delivery=report)
+                    self._producer.produce(d.topic, d.record.value, d.record.key,
+                                           headers=d.headers, on_delivery=report)
                     break
                 except BufferError:
                     self._producer.poll(0.1)  # local queue full: let reports drain, then retry
