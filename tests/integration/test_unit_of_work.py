@@ -115,11 +115,18 @@ class FailingStatements:
         event.remove(self.engine, "before_cursor_execute", self._check)
 
 
+@pytest.mark.parametrize("failing", ["asset_state_store", "asset_event"])
 async def test_a_batch_failing_mid_transaction_leaves_nothing_and_is_retried(
-        store: StateStore) -> None:
+        store: StateStore, failing: str) -> None:
+    """A batch's state writes run first and its events insert last, in one transaction.
+
+    ``asset_state_store`` failing: the first statement fails, nothing was written.
+    ``asset_event`` failing: the state writes have already run in the transaction and must
+    roll back with it; a watermark committed on its own before the events (ahead of its
+    events after a crash) fails here.
+    """
     s = Setup(store)
-    # The events insert runs first and succeeds; the state write after it fails.
-    fault = FailingStatements(store.engine, "asset_state_store")
+    fault = FailingStatements(store.engine, failing)
     for offset in range(2):
         s.w.open((TOPIC, 1, offset))
         await s.state.aadvance("last_seen/1", offset)
