@@ -216,10 +216,8 @@ def test_a_refused_secured_connection_is_one_error_line_at_once(
     config = tmp_path / "sharedstream.toml"
     config.write_text(f'[database]\nurl = "sqlite:///{tmp_path / "state.db"}"\n\n'
                       f"[triggerer]\nbroker_timeout = {BROKER_TIMEOUT}\n")
-    began = time.monotonic()
     result = run_cli(["run", str(ORDERS), "--config", str(config)],
                      {**environment("e2e", connection), "E2E_TOPIC": topic}, tmp_path)
-    elapsed = time.monotonic() - began
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     assert connection["sasl.password"] not in result.stdout + result.stderr
@@ -227,5 +225,7 @@ def test_a_refused_secured_connection_is_one_error_line_at_once(
     assert line.startswith("error: connection 'e2e': "), line
     for needle in needles:
         assert needle in line, (needle, line)
-    assert elapsed < BROKER_TIMEOUT / 2, f"{elapsed:.1f}s: the probe waited for the timeout"
+    # Told from the refusal itself, not from waiting out broker_timeout (which says
+    # "no broker ... answered within 30s"): the operator learns the cause at once.
+    assert "answered within" not in line, line
     assert not (tmp_path / "state.db").exists()  # refused before the database
