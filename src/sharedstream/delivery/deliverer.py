@@ -10,8 +10,10 @@ Each round, while this process holds the destination's lease (delivery.cursor):
 
 A transient failure holds the cursor and waits a jittered backoff (core.backoff, so
 processes that failed together do not retry in lockstep), then sends the same events
-again, as "maybe sent". Nothing here waits on the ingestion side: the loop runs in
-its own task with its own database thread and connections.
+again, as "maybe sent". The backoff grows only over rounds that delivered nothing: a
+round that delivered an event resets it, so a destination that fails now and then is
+retried at ``retry_initial``, not at ``retry_max``. Nothing here waits on the ingestion
+side: the loop runs in its own task with its own database thread and connections.
 
 Failure windows: a crash between (2) and (3) sends those events again on restart
 (at least once; see each kind for how a repeat is recognised). A crash between
@@ -161,6 +163,8 @@ class Deliverer:
                 continue
             maybe_sent = True
             self._failed(failure)
+            if delivered:
+                backoff.reset()  # it fails now and then, not for good: retry at once
             delay = backoff.next()
             self._log.warning("destination %s: %s; retrying in %.2fs", self.destination.id,
                         failure, delay)
