@@ -33,6 +33,19 @@ def config(tmp_path: Path, *, database_url: str, connection: dict[str, Any],
                             connection=connection, triggerer=triggerer or None))
 
 
+def with_tables(tmp_path: Path, *, database_url: str, kafka: str,
+                tables: dict[str, dict[str, Any]]) -> str:
+    return str(write_config(tmp_path / "sharedstream.toml", database_url=database_url,
+                            connection={"bootstrap.servers": kafka}, tables=tables))
+
+
+# The README's destinations, their secrets left to the environment (and not set there).
+BILLING = {"destinations.billing": {"kind": "webhook",
+                                    "url": "https://billing.example/hooks/sharedstream"}}
+PROD = {"airflow.prod": {"base_url": "http://airflow:8080", "username": "sharedstream"},
+        "destinations.dags": {"kind": "airflow", "instance": "prod"}}
+
+
 @pytest.fixture
 def topic(create_topic: Callable[..., str]) -> str:
     return create_topic("orders")
@@ -72,6 +85,18 @@ CASES: list[tuple[str, Callable[..., tuple[list[str], dict[str, str]]], int, lis
      lambda t, kafka, db, topic: (["events", "list", "--database-url",
                                    f"sqlite:///{t / 'typo.db'}"], {}), 2,
      ["not found", "typo.db"]),
+    ("webhook destination without its secret",
+     lambda t, kafka, db, topic: (["run", str(ORDERS), "--config", with_tables(
+         t, database_url=db, kafka=kafka, tables=BILLING)], {"E2E_TOPIC": topic}), 2,
+     ["[destinations.billing] secret", "SHAREDSTREAM__DESTINATIONS__BILLING__SECRET"]),
+    ("webhook destination without its secret, at check",
+     lambda t, kafka, db, topic: (["check", str(ORDERS), "--config", with_tables(
+         t, database_url=db, kafka=kafka, tables=BILLING)], {"E2E_TOPIC": topic}), 2,
+     ["[destinations.billing] secret", "SHAREDSTREAM__DESTINATIONS__BILLING__SECRET"]),
+    ("airflow instance with a username and no password",
+     lambda t, kafka, db, topic: (["deliver", "--config", with_tables(
+         t, database_url=db, kafka=kafka, tables=PROD)], {}), 2,
+     ["[airflow.prod] password", "SHAREDSTREAM__AIRFLOW__PROD__PASSWORD"]),
 ]
 
 

@@ -136,12 +136,13 @@ def command_config(ctx: click.Context) -> Config:
 def open_store(ctx: click.Context, *, schema: bool = True) -> StateStore:
     """The state store the command's options name, closed when the command ends.
 
+    It reads no destination or Airflow section, so it needs none of their secrets.
     With ``schema`` (every command but ``db``), the database must exist and carry this
     version's schema: anything else is one error saying to run ``sharedstream db upgrade``
     (and a mistyped SQLite path is never created as an empty file).
     """
     options = _options(ctx)
-    config = command_config(ctx)
+    config = load_config(options.get("config"), secrets=False)  # the store's sections only
     store = StateStore.from_url(options.get("database_url") or config.database.url,
                                 config.state_store, must_exist=schema)
     ctx.call_on_close(store.close)

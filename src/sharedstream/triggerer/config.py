@@ -139,11 +139,15 @@ _SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "
              "destinations", "web")
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
+                secrets: bool = True) -> Config:
     """Load ``path`` (or ``$SHAREDSTREAM_CONFIG``, or ``./sharedstream.toml`` if present).
 
     An explicitly named file must exist; the implicit ``./sharedstream.toml`` is
-    optional, so a first run works with defaults only.
+    optional, so a first run works with defaults only. ``secrets=False`` is for commands
+    that only read the state store: the tables that hold other systems' credentials
+    (``[airflow.<name>]``, ``[destinations.<id>]``) are left out, unread, so such a
+    command runs where those secrets are not set.
     """
     environ = os.environ if env is None else env
     chosen = path if path is not None else environ.get(CONFIG_ENV)
@@ -155,11 +159,11 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         raw = read_toml(file_path)
     else:
         file_path, raw = None, {}
-    return _build(raw, file_path, env_overrides(environ))
+    return _build(raw, file_path, env_overrides(environ), secrets)
 
 
 def _build(raw: Mapping[str, Any], path: Path | None,
-           overrides: Mapping[str, Mapping[str, Any]]) -> Config:
+           overrides: Mapping[str, Mapping[str, Any]], secrets: bool = True) -> Config:
     source = Source(path)
     where = str(path) if path is not None else "built-in defaults"
     for section in (*raw, *(s.split(".")[0] for s in overrides)):
@@ -192,13 +196,13 @@ def _build(raw: Mapping[str, Any], path: Path | None,
         if not isinstance(conn, dict):
             raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
                               'librdkafka options ("bootstrap.servers" = "...")')
-    airflow = _airflow_instances(raw.get("airflow", {}), overrides, source)
+    airflow = _airflow_instances(raw.get("airflow", {}), overrides, source) if secrets else {}
     web = build_section(WebSettings, "web", *_with_source(values("web"), source))
     return Config(path=path, database=database, manager=manager, process=process, web=web,
                   state_store=state_store, connections=connections,
                   airflow=airflow,
                   destinations=_destinations(raw.get("destinations", {}), overrides, source,
-                                             airflow))
+                                             airflow) if secrets else {})
 
 
 def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mapping[str, Any]],
@@ -214,9 +218,13 @@ def _airflow_instances(tables: Mapping[str, Any], overrides: Mapping[str, Mappin
         table = tables.get(name, {})
         if not isinstance(table, dict):
             raise ConfigError(f"[airflow.{name}] in {source.path}: expected a table")
-        instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}",
-                                        {**table, **from_env.get(name, {})}, source,
-                                        frozenset(from_env.get(name, {})))
+        merged = {**table, **from_env.get(name, {})}
+        for given, needed in (("username", "password"), ("password", "username")):
+            if given in merged and needed not in merged:
+                raise source.missing(f"airflow.{name}", needed,
+                                     " (username and password go together)")
+        instances[name] = build_section(AirflowInstanceSettings, f"airflow.{name}", merged,
+                                        source, frozenset(from_env.get(name, {})))
     return instances
 
 

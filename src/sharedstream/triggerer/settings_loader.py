@@ -40,10 +40,20 @@ class Source:
 
     def describe(self, section: str, key: str, *, from_env: bool) -> str:
         if from_env:
-            name = section.replace(".", "__").upper()
-            return f"environment variable {ENV_PREFIX}{name}__{key.upper()}"
+            return f"environment variable {env_name(section, key)}"
         where = str(self.path) if self.path is not None else "built-in defaults"
         return f"[{section}] {key} in {where}"
+
+    def missing(self, section: str, key: str, why: str = "") -> ConfigError:
+        """A required option set nowhere: where it may be set (secrets: the environment)."""
+        where = str(self.path) if self.path is not None else "the config file"
+        return ConfigError(f"[{section}] {key}: missing{why}; set it in {where} or in the "
+                           f"environment variable {env_name(section, key)}")
+
+
+def env_name(section: str, key: str) -> str:
+    """The variable that sets ``key`` of ``section`` (``destinations.billing``, ``secret``)."""
+    return f"{ENV_PREFIX}{section.replace('.', '__').upper()}__{key.upper()}"
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -100,7 +110,7 @@ def build_section(
     Unknown keys are errors (a misspelt option silently ignored is how data
     platforms lose a day). ``__post_init__`` validation errors (ValueError /
     TypeError raised by the dataclass) are re-raised as ConfigError naming the
-    source.
+    source; a required option given nowhere names its key and its variable.
     """
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls!r} is not a dataclass")
@@ -113,6 +123,10 @@ def build_section(
             known = ", ".join(sorted(fields))
             raise ConfigError(f"{where}: unknown option (known: {known})")
         kwargs[key] = _coerce(value, hints[key], where)
+    for name, f in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and name not in kwargs:
+            raise source.missing(section, name)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
