@@ -217,7 +217,8 @@ class SharedStreamManager:
         crashes = 0
         while True:
             progress_mark = stream._seq
-            task = loop.create_task(_consume(stream, trigger))
+            task = loop.create_task(_consume(stream, trigger),
+                                    name=watcher_task_name(stream.name))
             stuck = False
 
             def on_stuck(task: asyncio.Task[None] = task) -> None:
@@ -256,6 +257,24 @@ class SharedStreamManager:
             await self.clock.sleep(delay)
             if stream._closed:
                 return
+
+
+WATCHER_TASK = "watcher "
+"""Prefix of the name of the task a watcher's filter runs in (``asyncio.Task.get_name``).
+
+A watchdog off the loop (``triggerer.loopwatch``) reads the task running on a blocked
+loop and names its watcher from this: the name is set once per filter run, so the hot
+path pays nothing, and it stays right across the filter's own awaits."""
+
+
+def watcher_task_name(watcher: str) -> str:
+    return WATCHER_TASK + watcher
+
+
+def task_watcher(task: asyncio.Task[Any] | None) -> str | None:
+    """The watcher whose filter (or ``run()``) runs in ``task``; None for other tasks."""
+    name = task.get_name() if task is not None else ""
+    return name[len(WATCHER_TASK):] if name.startswith(WATCHER_TASK) else None
 
 
 async def _consume(stream: SharedStream, trigger: Subscriber) -> None:

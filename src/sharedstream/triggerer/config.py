@@ -71,6 +71,9 @@ class ProcessSettings:
       when it holds this many windows or its oldest window is this old (seconds).
     * ``broker_timeout``: how long start-up waits for each connection's brokers to
       answer (seconds); then it exits 1 naming them, so a supervisor retries.
+    * ``loop_block_timeout``: seconds the event loop may be held by one step (a filter
+      that blocks instead of awaiting) before ``/readyz`` reports it; a warning naming
+      the watcher is logged from 1 s (or this bound, if less).
     """
 
     shutdown_timeout: float = 30.0
@@ -79,8 +82,11 @@ class ProcessSettings:
     uow_batch_size: int = 500
     uow_max_delay: float = 0.05
     broker_timeout: float = 15.0
+    loop_block_timeout: float = 10.0
 
     def __post_init__(self) -> None:
+        if not self.loop_block_timeout > 0:
+            raise ValueError("loop_block_timeout must be > 0")
         if not self.broker_timeout > 0:
             raise ValueError("broker_timeout must be > 0")
         if not self.shutdown_timeout > 0:

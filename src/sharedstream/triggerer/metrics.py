@@ -25,6 +25,8 @@ from sharedstream.delivery.deliverer import DestinationState
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 if TYPE_CHECKING:
+    from sharedstream.delivery.service import DeliveryService
+    from sharedstream.triggerer.loopwatch import LoopWatchdog
     from sharedstream.triggerer.persistence import DatabaseWorkSink
     from sharedstream.triggerer.process import Triggerer
 
@@ -138,13 +140,23 @@ DELIVERY_FAILURES = MetricSpec("delivery_failures", "counter",
                                "Failed deliveries by reason (transient ones are retried).",
                                ("destination", "reason"))
 
+LOOP_LAG = MetricSpec("event_loop_lag_seconds", "gauge",
+                      "How long the event loop took to run the watchdog's latest callback; "
+                      "while the loop is blocked, how long it has not run.")
+LOOP_BLOCKS = MetricSpec("event_loop_blocks", "counter",
+                         "Times one step held the event loop past the warning threshold, by "
+                         "the watcher whose filter held it (\"\": not a watcher).", ("watcher",))
+LOOP_BLOCKED_SECONDS = MetricSpec("event_loop_blocked_seconds", "counter",
+                                  "Seconds the event loop was blocked, by watcher, counted "
+                                  "when each block ends.", ("watcher",))
+
 CATALOG: tuple[MetricSpec, ...] = (
     GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
     BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE,
     OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY, UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
     DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS, EVENTS_DELIVERED,
-    EVENTS_UNDELIVERABLE, DELIVERY_FAILURES,
+    EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, LOOP_LAG, LOOP_BLOCKS, LOOP_BLOCKED_SECONDS,
 )
 
 
@@ -199,6 +211,33 @@ class TriggererCollector(Collector):
         yield from families.values()
         yield from _sink_metrics(triggerer.sink)
         yield from delivery_metrics(triggerer.delivery.states() if triggerer.delivery else [])
+        yield from loop_metrics(triggerer.watchdog)
+
+
+class DeliveryCollector(Collector):
+    """What ``sharedstream deliver`` exports: its destinations and its event loop."""
+
+    def __init__(self, delivery: DeliveryService, watchdog: LoopWatchdog) -> None:
+        self._delivery = delivery
+        self._watchdog = watchdog
+
+    def collect(self) -> Iterator[Metric]:
+        yield from delivery_metrics(self._delivery.states())
+        yield from loop_metrics(self._watchdog)
+
+
+def loop_metrics(watchdog: LoopWatchdog | None) -> Iterator[Metric]:
+    """The event loop's lag and blocks (empty families before the watchdog exists)."""
+    lag = LOOP_LAG.family()
+    blocks, seconds = LOOP_BLOCKS.family(), LOOP_BLOCKED_SECONDS.family()
+    if watchdog is not None:
+        now, by_watcher, seconds_by_watcher = watchdog.figures()
+        lag.add_metric([], now)
+        for watcher, count in sorted(by_watcher.items()):
+            blocks.add_metric([watcher], float(count))
+        for watcher, total in sorted(seconds_by_watcher.items()):
+            seconds.add_metric([watcher], total)
+    yield from (lag, blocks, seconds)
 
 
 def delivery_metrics(states: Sequence[DestinationState]) -> Iterator[Metric]:

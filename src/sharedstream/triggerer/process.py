@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
-from sharedstream.core.manager import SharedStreamManager
+from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
 from sharedstream.kafka.connections import ConnectionConfigError
@@ -47,14 +48,15 @@ from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import DatabaseURLError, describe_error
 from sharedstream.statestore.migrate import head_revision, is_known_revision
-from sharedstream.triggerer.config import Config, load_config
+from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat
 from sharedstream.triggerer.loading import LoadedWatcher
-from sharedstream.triggerer.metrics import TriggererCollector
+from sharedstream.triggerer.loopwatch import LoopWatchdog
+from sharedstream.triggerer.metrics import DeliveryCollector, TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.plan import (
     GroupPlan,
@@ -182,6 +184,7 @@ class Triggerer:
         self.delivery = delivery
         self._delivery_stop = asyncio.Event()
         self.heartbeat: Heartbeat | None = None
+        self.watchdog: LoopWatchdog | None = None
 
     def readiness(self) -> list[str]:
         """Why the process is not ready (empty = ready): cohort, broker, database."""
@@ -211,6 +214,8 @@ class Triggerer:
             reasons += destination_problems(self.delivery)
         reasons += [f"database: watcher {a.watcher!r} waits for a state read ({a.read_failure})"
                     for a in self._state_access if a.read_failure is not None]
+        if self.watchdog is not None:
+            reasons += self.watchdog.problems()
         return reasons
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -233,6 +238,8 @@ class Triggerer:
             self._spawn(self.delivery.run(self._delivery_stop))
         process = self.config.process
         loop = asyncio.get_running_loop()
+        self.watchdog = LoopWatchdog(loop, process.loop_block_timeout)
+        self.watchdog.start()
         status_url = None
         if process.health_port >= 0:
             self.health = HealthServer(self.registry, self.readiness, process.health_host,
@@ -255,7 +262,7 @@ class Triggerer:
                 self._spawn(self._supervise_shared(member))
         for loaded in self.plan.standalone:
             self._spawn(run_standalone(loaded, self.store, self.asset_ids[loaded.asset.name],
-                                       self.config.manager))
+                                       self.config.manager), name=watcher_task_name(loaded.name))
         await stop.wait()
         code = EXIT_OK
         if self._fatal is not None:
@@ -279,8 +286,8 @@ class Triggerer:
                 log.debug("heartbeat not written: %s", describe_error(exc))
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
 
     async def _supervise_shared(self, loaded: LoadedWatcher) -> None:
         """Keep one watcher subscribed: a failed group is rebuilt after a backoff."""
@@ -318,6 +325,8 @@ class Triggerer:
                 log.warning("heartbeat row not removed: %s", describe_error(exc))
         if self.health is not None:
             self.health.stop()
+        if self.watchdog is not None:
+            self.watchdog.stop()
 
 
 def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
@@ -410,12 +419,49 @@ def run_delivery(config: Config) -> int:
         delivery = delivery_service(store, config)
 
         async def deliver(stop: asyncio.Event) -> int:
-            await delivery.run(stop)
+            await deliver_alone(delivery, store, config.process, stop)
             return EXIT_OK
 
         return asyncio.run(_main(deliver))
     finally:
         store.close()
+
+
+async def deliver_alone(delivery: DeliveryService, store: StateStore,
+                        process: ProcessSettings, stop: asyncio.Event) -> None:
+    """Run ``delivery`` until ``stop``, seen as ``run`` is: the loop watchdog, and
+    ``/livez``, ``/readyz`` (database answering, every destination delivering, the loop
+    not blocked) and ``/metrics`` on ``[triggerer] health_host``/``health_port``."""
+    watchdog = LoopWatchdog(asyncio.get_running_loop(), process.loop_block_timeout)
+    watchdog.start()
+    health = None
+    try:
+        if process.health_port >= 0:
+            registry = CollectorRegistry()
+            registry.register(DeliveryCollector(delivery, watchdog))
+            health = HealthServer(registry, lambda: [*database_problems(store),
+                                                     *destination_problems(delivery),
+                                                     *watchdog.problems()],
+                                  process.health_host, process.health_port)
+            health.start()
+            log.info("health and metrics on http://%s:%d/ (livez, readyz, metrics)",
+                     process.health_host, health.port)
+        await delivery.run(stop)
+    finally:
+        if health is not None:
+            health.stop()
+        watchdog.stop()
+
+
+def database_problems(store: StateStore) -> list[str]:
+    """Readiness reason of a process with no unit-of-work sink to watch the database for
+    it (``deliver``): one round trip, made by the readiness request's own thread."""
+    try:
+        with store.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        return [f"database: {describe_error(exc)}"]
+    return []
 
 
 def destination_problems(delivery: DeliveryService) -> list[str]:
