@@ -16,10 +16,10 @@ old ones were deleted (``sharedstream events clean``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from confluent_kafka import (
     ConsumerGroupState,
@@ -32,16 +32,19 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as _OffsetSpec  # type: ignore[attr-defined]
 
 from sharedstream.kafka.connections import DEFAULT_GROUP_ID, client_config
+from sharedstream.kafka.group_start import (
+    GroupAdmin,
+    delete_command,
+    group_topics,
+    left_behind,
+)
 from sharedstream.kafka.progress import decode_progress
 from sharedstream.ops.clitools import CommandError
 from sharedstream.statestore.durations import parse_instant
 
 Partition = tuple[str, int]
+T = TypeVar("T")
 ResetTarget = Literal["earliest", "latest"] | datetime
-
-# States in which nobody is consuming; any other state (rebalancing, stable, a state this
-# client does not know) may have members about to commit.
-_IDLE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,15 @@ class GroupPositions:
     state: str
     live_members: int
     partitions: list[PartitionPosition] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftBehind:
+    """A group no current group uses, and the command that removes it."""
+
+    group: str
+    live_members: int
+    command: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +131,6 @@ def _run_text(run: Sequence[int]) -> str:
     return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
 
 
-def group_topics(group: str, group_id: str) -> list[str]:
-    """The topics a shared-stream consumer group name declares (``<group.id>.<t1+t2>``),
-    or none when the name was not made from ``group_id``."""
-    prefix = f"{group_id}."
-    if not group.startswith(prefix) or len(group) == len(prefix):
-        return []
-    return group[len(prefix):].split("+")
-
-
 class GroupOffsets:
     """Admin-client operations on one consumer group, every call bounded by ``timeout``.
 
@@ -152,6 +155,7 @@ class GroupOffsets:
         config["log_level"] = 0
         config["error_cb"] = _ignore
         self._admin = AdminClient(config)
+        self._groups = GroupAdmin(self._admin, timeout)
 
     def __enter__(self) -> GroupOffsets:
         return self
@@ -161,7 +165,8 @@ class GroupOffsets:
 
     def close(self) -> None:
         """Release the admin client (once; no call may follow)."""
-        del self._admin
+        self._groups.admin = None  # a failure's frames may still hold the GroupAdmin
+        del self._admin, self._groups
 
     def _result(self, future: Any) -> Any:
         try:
@@ -173,28 +178,36 @@ class GroupOffsets:
 
     def state(self) -> tuple[str, int]:
         """The group's state name and its number of live members."""
-        future = self._admin.describe_consumer_groups(
-            [self.group], request_timeout=self.timeout)[self.group]
-        try:
-            description = future.result(timeout=self.timeout)
-        except KafkaException as exc:
-            if exc.args and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                return ConsumerGroupState.DEAD.name, 0
-            raise CommandError(f"kafka: {_reason(exc)}") from None
-        except TimeoutError:
-            raise CommandError(f"kafka: no answer within {self.timeout:g}s") from None
-        members = len(description.members)
-        if description.state not in _IDLE_STATES:
-            members = max(members, 1)
-        return description.state.name, members
+        return self._call(self._groups.state, self.group)
 
     def committed(self) -> dict[Partition, tuple[int, str]]:
         """Committed offset and metadata per partition the group ever committed."""
-        request = [ConsumerGroupTopicPartitions(self.group)]
-        result = self._result(self._admin.list_consumer_group_offsets(
-            request, request_timeout=self.timeout)[self.group])
-        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
-                for tp in result.topic_partitions if tp.offset >= 0}
+        return self._call(self._groups.committed, self.group)
+
+    def left_behind(self, in_use: Iterable[str]) -> list[LeftBehind]:
+        """Groups of this connection's ``<group.id>.`` prefix, other than this one, with
+        committed offsets that ``in_use`` does not name: left behind by a topic-set change
+        (their lag grows for ever)."""
+        used = {self.group, *in_use}
+        prefixed = {name: self._call(self._groups.committed, name)
+                    for name in self._call(self._groups.groups, f"{self._group_id}.")
+                    if name not in used}
+        return [LeftBehind(name, self._call(self._groups.state, name)[1],
+                           delete_command(name))
+                for name in left_behind(prefixed, used)]
+
+    def delete(self) -> None:
+        """Delete the group and its committed offsets (refused by the broker while it has
+        members)."""
+        self._call(self._groups.delete, self.group)
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except KafkaException as exc:
+            raise CommandError(f"kafka: {_reason(exc)}") from None
+        except TimeoutError:
+            raise CommandError(f"kafka: no answer within {self.timeout:g}s") from None
 
     def partitions(self, topics: Iterable[str]) -> list[Partition]:
         """Every partition of ``topics``; a topic that does not exist is an error."""

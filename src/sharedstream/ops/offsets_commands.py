@@ -1,5 +1,5 @@
-"""``sharedstream offsets show|reset``: a shared-stream consumer group's position, and
-deliberate reprocessing.
+"""``sharedstream offsets show|reset|delete``: a shared-stream consumer group's position,
+deliberate reprocessing, and removing a group left behind by a topic-set change.
 
 Exit codes: 0 ok, 1 runtime failure (broker unreachable, group or topic missing, live
 members), 2 usage or configuration error.
@@ -13,8 +13,10 @@ from dataclasses import asdict
 from typing import Any, ParamSpec, TypeVar
 
 import click
+from confluent_kafka import ConsumerGroupState
 from rich.table import Table
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.ops.clitools import (
     CommandError,
@@ -36,8 +38,10 @@ from sharedstream.ops.offsets import (
     plan_reset,
     show,
 )
+from sharedstream.statestore.engine import DatabaseURLError
 from sharedstream.statestore.models import stream_group
 from sharedstream.statestore.types import utcnow
+from sharedstream.triggerer.registration import groups_in_use
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,15 +74,19 @@ def _group_name(ctx: click.Context, group: str | None, watcher: str | None) -> s
         return group
     with open_store(ctx).engine.connect() as connection:
         rows = connection.execute(
-            select(stream_group.c.consumer_group, stream_group.c.watchers)).all()
-    found = sorted({row.consumer_group for row in rows if watcher in json.loads(row.watchers)})
+            select(stream_group.c.consumer_group, stream_group.c.watchers,
+                   stream_group.c.updated_at)).all()
+    found = sorted(((row.updated_at, row.consumer_group) for row in rows
+                    if watcher in json.loads(row.watchers)), reverse=True)
     if not found:
         raise CommandError(f"watcher {watcher!r} is in no recorded group (groups are recorded "
                            "when `sharedstream run` starts)")
-    if len(found) > 1:
-        raise CommandError(f"watcher {watcher!r} is recorded in several groups: "
-                           f"{', '.join(found)}; give --group")
-    return str(found[0])
+    # A watcher whose topic set changed is recorded in its old group too: the row written
+    # last is the group it reads now.
+    if len(found) > 1 and found[0][0] == found[1][0]:
+        raise CommandError(f"watcher {watcher!r} is recorded in several groups at once: "
+                           f"{', '.join(sorted(g for _, g in found))}; give --group")
+    return str(found[0][1])
 
 
 def _offsets(ctx: click.Context, group: str | None, watcher: str | None,
@@ -116,14 +124,34 @@ def offsets_show(ctx: click.Context, /, group: str | None, watcher: str | None,
     whether the group has live members."""
     with _offsets(ctx, group, watcher, timeout) as offsets:
         positions = show(offsets)
+        in_use, note = _groups_in_use(ctx)
+        behind = offsets.left_behind(in_use)
     if as_json:
         emit_json({
             "group": positions.group, "state": positions.state,
             "live_members": positions.live_members,
             "partitions": [asdict(p) | {"lag": p.lag} for p in positions.partitions],
+            "left_behind": [asdict(b) for b in behind],
         })
-    else:
-        console.print(positions_table(positions))
+        return
+    console.print(positions_table(positions))
+    for b in behind:
+        live = f", {b.live_members} live member(s)" if b.live_members else ""
+        console.print(f"left behind: {b.group} (no group in use reads with it{live}; its lag "
+                      f"grows for ever): remove it with `{b.command}`", soft_wrap=True)
+    if note:
+        console.print(note, soft_wrap=True)
+
+
+def _groups_in_use(ctx: click.Context) -> tuple[set[str], str | None]:
+    """The groups the database records as read now (each watcher's latest group), and a
+    note when it cannot say: then every other group with committed offsets is listed."""
+    try:
+        return groups_in_use(open_store(ctx)), None
+    except (CommandError, SQLAlchemyError, DatabaseURLError, OSError):
+        return set(), ("note: no database to tell which groups the triggerers use (give "
+                       "--config or --database-url): every other group of this connection "
+                       "with committed offsets is listed")
 
 
 def changes_table(group: str, changes: list[ResetChange], title: str) -> Table:
@@ -178,3 +206,51 @@ def offsets_reset(ctx: click.Context, /, group: str | None, watcher: str | None,
                    "partitions": [asdict(c) for c in changes]})
     elif not dry_run:
         console.print(f"reset {len(changes)} partition(s); remembered progress cleared")
+
+
+@offsets_group.command("delete")
+@click.option("--group", metavar="GROUP", required=True,
+              help="Kafka consumer group to delete, e.g. one `offsets show` or `check` "
+                   "reports as left behind.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, help="Seconds to wait for each broker request.")
+@database_options
+@kafka_connection_option
+@click.option("--dry-run", is_flag=True, help="Show what would be deleted, delete nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@handled
+def offsets_delete(ctx: click.Context, /, group: str, timeout: float, dry_run: bool,
+                   yes: bool, as_json: bool, **_: Any) -> None:
+    """Delete a consumer group and its committed offsets.
+
+    For a group left behind when a watcher module's topic set changed: nothing reads it,
+    and its lag grows for ever. Refused while the group has live members. A triggerer
+    that starts on the group again starts it as a new group: each topic continues from
+    another group of its watchers, else from auto.offset.reset.
+    """
+    with GroupOffsets(kafka_connection(ctx), group, timeout) as offsets:
+        state, members = offsets.state()
+        if members:
+            raise CommandError(
+                f"consumer group {group!r} has {members} live member(s) (state {state}): "
+                "stop every triggerer of this group first, then delete it")
+        committed = offsets.committed()
+        if state == ConsumerGroupState.DEAD.name and not committed:
+            raise CommandError(f"consumer group {group!r} not found "
+                               "(no members, no committed offsets)")
+        if not as_json:
+            console.print(f"{group}: {len(committed)} committed partition(s) "
+                          + ("(dry run, nothing deleted)" if dry_run else "to delete"),
+                          soft_wrap=True)
+        if not dry_run:
+            if not yes:
+                click.confirm(f"Delete consumer group {group} and its committed offsets?",
+                              abort=True, err=True)
+            offsets.delete()
+    if as_json:
+        emit_json({"group": group, "dry_run": dry_run, "deleted": not dry_run,
+                   "partitions": len(committed)})
+    elif not dry_run:
+        console.print(f"deleted consumer group {group}", soft_wrap=True)

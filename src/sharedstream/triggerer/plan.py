@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedstream.kafka.connections import (
+    DEFAULT_GROUP_ID,
     ConnectionConfigError,
     consumer_group_id,
     resolve_connection,
 )
+from sharedstream.kafka.group_start import group_topics
 from sharedstream.triggerer.config import Config
 from sharedstream.triggerer.loading import LoadedWatcher, WatcherLoadError, load_watchers
 from sharedstream.triggerer.registration import GroupDeclaration
@@ -46,6 +48,12 @@ class GroupPlan:
     @property
     def watchers(self) -> frozenset[str]:
         return frozenset(m.name for m in self.members)
+
+    @property
+    def consumed_topics(self) -> tuple[str, ...]:
+        """The topics its consumer subscribes to: those its group name declares."""
+        base = str(self.connection.get("group.id") or DEFAULT_GROUP_ID)
+        return tuple(group_topics(self.consumer_group, base)) if self.connection_id else ()
 
     def declaration(self) -> GroupDeclaration:
         return GroupDeclaration(self.key, self.consumer_group, self.watchers)

@@ -51,6 +51,7 @@ from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
+from sharedstream.triggerer.group_starts import apply_starts, log_report, start_report
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat
@@ -344,7 +345,7 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
     where = url.render_as_string(hide_password=True)
     if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
         found.append(f"database {where}: no file yet (run creates it)")
-        return found
+        return found + start_report(plan.groups, None, config.process.broker_timeout).lines()
     try:
         store = StateStore.from_url(config.database.url, config.state_store)
     except DatabaseURLError as exc:
@@ -360,7 +361,9 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
             raise StartupError(problem)
         if current is None:
             found.append(f"database {where}: empty (run creates the schema)")
-        else:
+        found += start_report(plan.groups, None if current is None else store,
+                              config.process.broker_timeout).lines()
+        if current is not None:
             found.append(f"database {where}: schema {current}")
             try:
                 register_groups(store, [g.declaration() for g in plan.groups],
@@ -393,12 +396,15 @@ def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptio
     check_topics(plan.groups, config.process.broker_timeout)
     store = connect(config, upgrade=options.upgrade)
     try:
+        starts = start_report(plan.groups, store, config.process.broker_timeout)
         # Groups first: a refused start (another watcher set) must change nothing.
         try:
             register_groups(store, [g.declaration() for g in plan.groups],
                             takeover=options.takeover)
         except CohortMismatchError as exc:
             raise StartupError(str(exc)) from None
+        apply_starts(starts, config.process.broker_timeout)  # before any consumer subscribes
+        log_report(starts)
         asset_ids = register_assets(store, (w.asset for w in plan.watchers))
         delivery = None
         if options.deliver and config.destinations:

@@ -11,6 +11,12 @@ consumer groups; a process whose set differs from the recorded one would split
 a cohort (one process holding messages for a watcher the other never runs), so
 it refuses to start unless the operator passes ``--takeover``, which records
 the new set.
+
+A watcher module whose topic set changed consumes as a new group (another key): its
+row is new, so nothing is refused, and the old group's row stays. Those rows tell
+which consumer groups a watcher read before (:func:`recorded_groups`, where a new group
+continues from) and which group each watcher reads now (:func:`groups_in_use`: the
+one recorded last).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 
@@ -96,6 +103,32 @@ def register_groups(store: StateStore, groups: Iterable[GroupDeclaration], *,
                 "group_key": g.key_text, "consumer_group": g.consumer_group,
                 "watchers": json.dumps(sorted(g.watchers)), "updated_at": now,
             }], conflict=("group_key",), update=("consumer_group", "watchers", "updated_at"))
+
+
+def recorded_groups(store: StateStore) -> dict[str, frozenset[str]]:
+    """Every recorded consumer group with the watchers ever recorded in it."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(
+            select(stream_group.c.consumer_group, stream_group.c.watchers)).all()
+    out: dict[str, frozenset[str]] = {}
+    for row in rows:
+        out[row.consumer_group] = out.get(row.consumer_group, frozenset()) | frozenset(
+            json.loads(row.watchers))
+    return out
+
+
+def groups_in_use(store: StateStore) -> set[str]:
+    """The consumer group each recorded watcher was recorded in last (a start records
+    all its groups at one instant, so a watcher that moved has its old group's row older)."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(select(stream_group.c.consumer_group, stream_group.c.watchers,
+                                         stream_group.c.updated_at)).all()
+    latest: dict[str, tuple[Any, str]] = {}
+    for row in rows:
+        for watcher in json.loads(row.watchers):
+            if watcher not in latest or row.updated_at > latest[watcher][0]:
+                latest[watcher] = (row.updated_at, row.consumer_group)
+    return {group for _, group in latest.values()}
 
 
 def _difference(group: GroupDeclaration, recorded: frozenset[str]) -> str:

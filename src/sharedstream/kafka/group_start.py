@@ -1,0 +1,267 @@
+"""Where a shared-stream consumer group starts reading each topic, and groups left behind.
+
+The consumer group of a shared-stream group is ``<group.id>.<topics joined by "+">``
+(:func:`~sharedstream.kafka.connections.consumer_group_id`), so a watcher module whose
+topic set changes consumes as a new group, with nothing committed. Left alone it would
+start every topic at ``auto.offset.reset`` (``earliest``): a silent re-read of the whole
+retention of topics its watchers had read. So, before the group's consumer exists,
+each partition the group has never committed is looked up in the *source groups*:
+other groups of the same connection (same ``<group.id>.`` prefix) whose watchers,
+as the database recorded them, include one of this group's, and that committed the
+partition. Per partition (:func:`plan_start`):
+
+* the group committed it: it continues from its own offset (``committed``);
+* one source committed it, or several at the same offset: its offset and progress
+  metadata (guarantee 7; with several, only the offsets every one of them
+  remembers) are copied to this group (``copied``);
+* sources disagree: the start is refused (``conflict``). The highest offset would skip,
+  for a watcher of a group that was behind, what it never handled (guarantee 1); the
+  lowest would re-read up to the retention of a stale group. Only the operator knows
+  which group is current: deleting the other one (``sharedstream offsets delete``)
+  settles it;
+* nobody committed it: ``auto.offset.reset`` (``reset``).
+
+The copy (:func:`copy_offsets`) is one offset commit by the admin client, made only
+while the group has no live member, before this process subscribes. Failure windows:
+a crash before it leaves nothing written (the next start plans again); after it, the
+partitions are the group's own committed offsets. A copy the broker took only in part
+is finished by the next start, because each partition is decided on its own. A source
+group still running while the copy is made (an old triggerer not stopped yet) goes on
+committing: what it handles after the copy is handed to this group's watchers again
+(events are idempotent), never skipped. Two processes of the new group starting at
+once: the second one's copy is refused once the first has joined, and it exits (a
+supervisor restarts it, and it then continues from the group's own offsets).
+
+A group *left behind* is a group of the prefix with committed offsets that no current
+group uses and none copies from: its lag grows for ever. :func:`left_behind` names
+them with the command that removes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    TopicPartition,
+)
+
+from sharedstream.kafka.progress import decode_progress, encode_progress
+
+Partition = tuple[str, int]
+Committed = dict[Partition, tuple[int, str]]
+Reason = Literal["committed", "copied", "reset", "conflict"]
+
+# States in which nobody is consuming; any other state (rebalancing, stable, a state this
+# client does not know) may have members about to commit.
+IDLE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+
+
+def group_topics(group: str, group_id: str) -> list[str]:
+    """The topics a shared-stream consumer group name declares (``<group.id>.<t1+t2>``),
+    or none when the name was not made from ``group_id``."""
+    prefix = f"{group_id}."
+    if not group.startswith(prefix) or len(group) == len(prefix):
+        return []
+    return group[len(prefix):].split("+")
+
+
+def delete_command(group: str) -> str:
+    return f"sharedstream offsets delete --group {group}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStart:
+    """Where one partition starts: ``offset``/``metadata`` are what is copied (``copied``)
+    or already committed (``committed``); ``sources`` the groups it comes from or, for a
+    conflict, every group with its offset."""
+
+    topic: str
+    partition: int
+    reason: Reason
+    offset: int | None = None
+    metadata: str = ""
+    sources: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStart:
+    group: str
+    reset: str  # the connection's auto.offset.reset
+    live_members: int
+    partitions: tuple[PartitionStart, ...]
+
+    def copies(self) -> dict[Partition, tuple[int, str]]:
+        """What :func:`copy_offsets` writes: nothing while the group has live members
+        (they started it already; the broker would refuse the commit anyway)."""
+        if self.live_members:
+            return {}
+        return {(p.topic, p.partition): (p.offset, p.metadata) for p in self.partitions
+                if p.reason == "copied" and p.offset is not None}
+
+    def conflict(self) -> str | None:
+        """The refusal, naming each disputed partition's groups and offsets, or None."""
+        disputed = [p for p in self.partitions if p.reason == "conflict"]
+        if not disputed:
+            return None
+        where = "; ".join(
+            f"{p.topic}[{p.partition}]: " + ", ".join(f"{g} at {o}" for g, o in p.sources)
+            for p in disputed)
+        groups = sorted({g for p in disputed for g, _ in p.sources})
+        return (f"group {self.group} has no committed offsets for partitions that several "
+                f"groups committed at different offsets ({where}): continuing from either "
+                "could skip or re-read messages, so delete the group that is out of date "
+                f"(e.g. `{delete_command(groups[0])}`) and start again")
+
+    def lines(self) -> list[str]:
+        """Per topic, where it starts and why (partitions named when they differ)."""
+        out = []
+        for topic in sorted({p.topic for p in self.partitions}):
+            rows = [p for p in self.partitions if p.topic == topic]
+            texts = [(self._why(p), p.partition) for p in rows]
+            kinds = sorted({text for text, _ in texts})
+            if len(kinds) == 1:
+                out.append(f"{topic}: {kinds[0]}")
+                continue
+            for kind in kinds:
+                numbers = ",".join(str(n) for text, n in texts if text == kind)
+                out.append(f"{topic} partition(s) {numbers}: {kind}")
+        return out
+
+    def _why(self, p: PartitionStart) -> str:
+        if p.reason == "committed":
+            return "committed offsets of this group"
+        if p.reason == "conflict":
+            return "groups disagree: " + ", ".join(f"{g} at {o}" for g, o in p.sources)
+        if p.reason == "copied":
+            groups = " and ".join(g for g, _ in p.sources)
+            text = f"continues from group {groups}'s committed offsets (topic set changed)"
+            if self.live_members:
+                text += (f"; not copied: the group has {self.live_members} live member(s), "
+                         "which started it already")
+            return text
+        return f"no committed offset, starts at {self.reset} (auto.offset.reset)"
+
+
+def plan_start(group: str, partitions: Iterable[Partition], own: Committed,
+               sources: Mapping[str, Committed], *, reset: str, live_members: int = 0
+               ) -> GroupStart:
+    """Decide each partition's start (see the module doc); no I/O."""
+    rows = []
+    for topic, partition in partitions:
+        key = (topic, partition)
+        if key in own:
+            offset, metadata = own[key]
+            rows.append(PartitionStart(topic, partition, "committed", offset, metadata))
+            continue
+        found = sorted((name, committed[key]) for name, committed in sources.items()
+                       if key in committed)
+        offsets = {offset for _, (offset, _) in found}
+        named = tuple((name, offset) for name, (offset, _) in found)
+        if not found:
+            rows.append(PartitionStart(topic, partition, "reset"))
+        elif len(offsets) > 1:
+            rows.append(PartitionStart(topic, partition, "conflict", sources=named))
+        else:
+            [offset] = offsets
+            remembered = frozenset.intersection(*(decode_progress(offset, metadata)
+                                                  for _, (_, metadata) in found))
+            metadata = found[0][1][1] if len(found) == 1 else encode_progress(offset,
+                                                                               remembered)
+            rows.append(PartitionStart(topic, partition, "copied", offset, metadata, named))
+    return GroupStart(group, reset, live_members, tuple(rows))
+
+
+def left_behind(prefixed: Mapping[str, Committed], in_use: Iterable[str]) -> list[str]:
+    """The groups of ``prefixed`` (name -> committed offsets) with committed offsets that
+    ``in_use`` (current groups and those they copy from) does not name, sorted."""
+    used = set(in_use)
+    return sorted(name for name, committed in prefixed.items()
+                  if committed and name not in used)
+
+
+class GroupAdmin:
+    """The admin requests behind the start plan, on one connection's admin client.
+
+    Kafka failures raise :class:`confluent_kafka.KafkaException` (``TimeoutError`` when
+    no answer comes within ``timeout``); callers word them for their users.
+    """
+
+    def __init__(self, admin: Any, timeout: float) -> None:
+        self.admin = admin
+        self.timeout = timeout
+
+    def groups(self, prefix: str) -> list[str]:
+        """Every consumer group whose name starts with ``prefix``."""
+        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
+            timeout=self.timeout)
+        return sorted(g.group_id for g in result.valid if g.group_id.startswith(prefix))
+
+    def committed(self, group: str) -> Committed:
+        """Committed offset and metadata per partition the group ever committed."""
+        request = [ConsumerGroupTopicPartitions(group)]
+        result = self.admin.list_consumer_group_offsets(
+            request, request_timeout=self.timeout)[group].result(timeout=self.timeout)
+        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+                for tp in result.topic_partitions if tp.offset >= 0}
+
+    def state(self, group: str) -> tuple[str, int]:
+        """The group's state name and its number of live members (at least 1 in any state
+        but empty or dead: members may be about to commit)."""
+        future = self.admin.describe_consumer_groups(
+            [group], request_timeout=self.timeout)[group]
+        try:
+            description = future.result(timeout=self.timeout)
+        except Exception as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return ConsumerGroupState.DEAD.name, 0
+            raise
+        members = len(description.members)
+        if description.state not in IDLE_STATES:
+            members = max(members, 1)
+        return description.state.name, members
+
+    def commit(self, group: str, offsets: Mapping[Partition, tuple[int, str]]) -> list[str]:
+        """Commit ``offsets`` (with metadata) for ``group``; the partitions refused, as
+        ``topic[partition]: reason``."""
+        request = [ConsumerGroupTopicPartitions(group, [
+            TopicPartition(t, p, offset, metadata)
+            for (t, p), (offset, metadata) in offsets.items()])]
+        result = self.admin.alter_consumer_group_offsets(
+            request, request_timeout=self.timeout)[group].result(timeout=self.timeout)
+        return [f"{tp.topic}[{tp.partition}]: {tp.error.str()}"
+                for tp in result.topic_partitions if tp.error is not None]
+
+    def delete(self, group: str) -> None:
+        """Delete the group and its committed offsets (the broker refuses a live group)."""
+        self.admin.delete_consumer_groups([group], request_timeout=self.timeout)[group].result(
+            timeout=self.timeout)
+
+    def partitions(self, topics: Iterable[str]) -> list[Partition]:
+        """Every partition of the ``topics`` that exist."""
+        metadata = self.admin.list_topics(timeout=self.timeout)
+        found = [t for t in sorted(set(topics)) if t in metadata.topics
+                 and metadata.topics[t].error is None]
+        return [(t, p) for t in found for p in sorted(metadata.topics[t].partitions)]
+
+
+def source_groups(admin: GroupAdmin, group_id: str, group: str, topics: Sequence[str],
+                  related: Iterable[str]) -> dict[str, Committed]:
+    """Committed offsets of the groups ``group`` may continue from: ``related`` groups
+    (those recorded with one of its watchers) of the prefix, other than itself, whose
+    names declare one of ``topics``, restricted to those topics."""
+    wanted = set(topics)
+    out = {}
+    for name in sorted(set(related) - {group}):
+        if not wanted & set(group_topics(name, group_id)):
+            continue
+        committed = {key: value for key, value in admin.committed(name).items()
+                     if key[0] in wanted}
+        if committed:
+            out[name] = committed
+    return out

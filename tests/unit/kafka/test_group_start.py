@@ -1,0 +1,59 @@
+"""Where a group whose topic set changed starts each partition (issue 25.4): the decision
+alone, from the committed offsets it is given (the broker side is tests/e2e)."""
+
+from __future__ import annotations
+
+from sharedstream.kafka.group_start import left_behind, plan_start
+from sharedstream.kafka.progress import decode_progress, encode_progress
+
+NEW = "app.orders+payments"
+PARTS = [("orders", 0), ("orders", 1), ("payments", 0)]
+
+
+def test_each_partition_starts_from_its_own_commit_a_source_or_reset() -> None:
+    start = plan_start(NEW, PARTS, {("orders", 1): (7, "")},
+                       {"app.orders": {("orders", 0): (40, encode_progress(40, [42]))}},
+                       reset="earliest")
+    assert [(p.topic, p.partition, p.reason, p.offset) for p in start.partitions] == [
+        ("orders", 0, "copied", 40), ("orders", 1, "committed", 7), ("payments", 0, "reset", None)]
+    assert decode_progress(40, start.copies()[("orders", 0)][1]) == {42}  # guarantee 7 kept
+    assert set(start.copies()) == {("orders", 0)}
+    assert start.lines() == [
+        "orders partition(s) 1: committed offsets of this group",
+        "orders partition(s) 0: continues from group app.orders's committed offsets (topic "
+        "set changed)",
+        "payments: no committed offset, starts at earliest (auto.offset.reset)"]
+    assert start.conflict() is None
+
+
+def test_sources_at_one_offset_keep_only_progress_every_one_remembers() -> None:
+    start = plan_start(NEW, [("orders", 0)], {}, {
+        "app.orders": {("orders", 0): (10, encode_progress(10, [11, 12]))},
+        "app.orders+refunds": {("orders", 0): (10, encode_progress(10, [12, 13]))}},
+        reset="earliest")
+    [(offset, metadata)] = start.copies().values()
+    assert (offset, set(decode_progress(offset, metadata))) == (10, {12})
+
+
+def test_sources_that_disagree_refuse_naming_both_and_the_fix() -> None:
+    start = plan_start(NEW, [("orders", 0)], {}, {
+        "app.orders": {("orders", 0): (10, "")},
+        "app.orders+refunds": {("orders", 0): (25, "")}}, reset="earliest")
+    assert start.copies() == {}
+    problem = start.conflict()
+    assert problem is not None
+    assert "orders[0]: app.orders at 10, app.orders+refunds at 25" in problem
+    assert "sharedstream offsets delete --group app.orders" in problem
+
+
+def test_a_group_with_live_members_is_not_copied_into() -> None:
+    start = plan_start(NEW, [("orders", 0)], {}, {"app.orders": {("orders", 0): (10, "")}},
+                       reset="earliest", live_members=1)
+    assert start.copies() == {}
+    assert "not copied: the group has 1 live member(s)" in start.lines()[0]
+
+
+def test_left_behind_are_groups_with_commits_nobody_uses() -> None:
+    prefixed = {"app.orders": {("orders", 0): (40, "")}, "app.orders+payments": {
+        ("orders", 0): (60, "")}, "app.idle": {}}
+    assert left_behind(prefixed, ["app.orders+payments"]) == ["app.orders"]
