@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import sys
 import tempfile
@@ -253,9 +254,10 @@ def check_env_override(name: str, default: Any, base: str = "") -> None:
     from sharedstream.triggerer.config import ConfigError, load_config
 
     value = default if default is not dataclasses.MISSING else None
-    # Arrays and tables travel as TOML text: ["a", "b"], {a = "b"}.
-    raw = ('["x"]' if isinstance(value, list) else '{a = "b"}' if isinstance(value, dict)
-           else None)
+    # Arrays and tables travel as TOML text: ["a", "b"], {a = "b"}. An array with a
+    # default is probed with it (its items may have to parse: networks, say).
+    raw = (('[' + ", ".join(json.dumps(v) for v in value) + ']' if value else '["x"]')
+           if isinstance(value, list) else '{a = "b"}' if isinstance(value, dict) else None)
     with tempfile.TemporaryDirectory() as tmp:
         empty = Path(tmp) / "sharedstream.toml"
         empty.write_text(base)

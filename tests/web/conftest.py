@@ -15,6 +15,7 @@ The browser tests (``test_console_browser.py``) build their own stack: two real
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -77,24 +78,33 @@ def status_document(process_id: str) -> dict[str, Any]:
 
 
 class StatusServer:
-    """A canned ``GET /status`` on a free loopback port."""
+    """A canned ``GET /status`` on a free loopback port (``host``: which loopback address),
+    counting the requests it got; ``sized=False`` leaves out ``Content-Length`` (the
+    body ends when the connection closes)."""
 
-    def __init__(self, document: dict[str, Any]) -> None:
-        body = json.dumps(document).encode()
+    def __init__(self, document: dict[str, Any] | bytes, *, host: str = "127.0.0.1",
+                 sized: bool = True) -> None:
+        body = document if isinstance(document, bytes) else json.dumps(document).encode()
+        self.requests = 0
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                server.requests += 1
                 self.send_response(200 if self.path == "/status" else 404)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                if sized:
+                    self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                # The console may stop reading (a body over its cap).
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/status"
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}/status"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:

@@ -15,6 +15,7 @@ exits with code 2.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -121,9 +122,28 @@ class WebSettings:
     * ``token``: the bearer token (or basic-auth password) the console requires; it must
       be set when the console binds anything but loopback. Prefer the environment,
       ``SHAREDSTREAM__WEB__TOKEN``, to the file.
+    * ``status_networks``: the networks (CIDRs) a triggerer's ``/status`` may be fetched
+      from; a ``status_url`` whose host resolves outside them is not fetched. Loopback
+      by default; add the triggerers' network when they serve health elsewhere.
     """
 
     token: str | None = field(default=None, repr=False)
+    status_networks: list[str] = field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
+
+    def __post_init__(self) -> None:
+        parse_networks(self.status_networks)
+
+
+def parse_networks(texts: list[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
+                                              ...]:
+    """``[web] status_networks`` as networks (host bits allowed: ``10.0.0.1/8``)."""
+    if not all(isinstance(text, str) for text in texts):
+        raise ValueError("status_networks must be a list of CIDR strings")
+    try:
+        return tuple(ipaddress.ip_network(text, strict=False) for text in texts)
+    except ValueError as exc:
+        raise ValueError(f"status_networks: {exc} (give CIDRs such as \"10.0.0.0/8\")"
+                         ) from None
 
 
 @dataclass(frozen=True, slots=True)

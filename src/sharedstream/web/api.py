@@ -3,28 +3,31 @@
 Lists take ``limit``/``offset`` (``total`` says how many match), except events, whose
 pages go by id (``before``, answered as ``next_before``): new events never shift a
 page. Times (``since``, ``until``) are ISO-8601 (naive = UTC) or a duration ago
-(``10m``, ``2h``, ``7d``). Unknown names are 404, unparsable filters 400, a database
-or broker that does not answer 503; every error body is ``{"detail": "..."}``.
+(``10m``, ``2h``, ``7d``). Unknown names are 404, unparsable or out-of-range
+parameters 400 (``params.py`` has the bounds; ``app.py`` turns FastAPI's validation
+errors into that 400), a database that does not answer 503; every error body is
+``{"detail": "<one sentence>"}``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
-from sharedstream.statestore.durations import parse_instant
 from sharedstream.statestore.scopes import TaskScope as Scope
-from sharedstream.statestore.types import utcnow
-from sharedstream.web import schemas
+from sharedstream.web import params, schemas
+from sharedstream.web.params import instant
 from sharedstream.web.sources import NotFound, Sources, paginate
 
 # Text the database can store: PostgreSQL refuses NUL in text, so no filter may carry one.
 TEXT = r"^[^\x00]*$"
-Limit = Annotated[int, Query(ge=1, le=500, description="At most this many items.")]
-Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Skip this many items.")]
+Limit = Annotated[int, Query(ge=params.LIMIT.low, le=params.LIMIT.high,
+                             description="At most this many items.")]
+Offset = Annotated[int, Query(ge=params.SKIP.low, le=params.SKIP.high,
+                              description="Skip this many items.")]
+Partition = Annotated[int | None, Query(ge=params.PARTITION.low, le=params.PARTITION.high)]
 Since = Annotated[str | None, Query(description="ISO-8601 (naive = UTC) or a duration ago "
                                                 "(10m, 2h, 7d).", max_length=64,
                                                 pattern=TEXT)]
@@ -39,15 +42,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": schemas.Problem, "description": "No such item."},
     503: {"model": schemas.Problem, "description": "The database does not answer."},
 }
-
-
-def instant(text: str | None, name: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parse_instant(text, utcnow())
-    except (ValueError, OverflowError) as exc:
-        raise HTTPException(400, f"{name}: {exc}") from None
 
 
 def build_router(sources: Sources) -> APIRouter:
@@ -90,7 +84,10 @@ def build_router(sources: Sources) -> APIRouter:
                 tags=["groups"])
     async def group_lag(consumer_group: GroupName) -> dict[str, Any]:
         """The lag samples the console kept (up to an hour), per partition."""
-        return sources.lag_series(consumer_group)
+        try:
+            return await sources.lag(consumer_group)
+        except NotFound as exc:
+            raise HTTPException(404, str(exc)) from None
 
     @router.get("/groups/{consumer_group:path}", response_model=schemas.GroupDetail,
                 tags=["groups"])
@@ -111,7 +108,7 @@ def build_router(sources: Sources) -> APIRouter:
 
     @router.get("/held", response_model=schemas.Page[schemas.HeldMessage], tags=["groups"])
     async def held(group: Name = None, watcher: Name = None, topic: Name = None,
-                   partition: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+                   partition: Partition = None,
                    limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         """Messages held for redelivery in the live triggerers, with who failed them and why."""
         found = await sources.held(group=group, watcher=watcher, topic=topic,
@@ -136,13 +133,15 @@ def build_router(sources: Sources) -> APIRouter:
 
     @router.get("/events", response_model=schemas.EventPage, tags=["assets"])
     async def events(asset: Name = None, watcher: Name = None, topic: Name = None,
-                     partition: Annotated[int | None, Query(ge=0, le=1_000_000)] = None,
+                     partition: Partition = None,
                      message_offset: Annotated[int | None, Query(
-                         ge=0, le=2**62, description="The source message's offset.")] = None,
+                         ge=params.MESSAGE_OFFSET.low, le=params.MESSAGE_OFFSET.high,
+                         description="The source message's offset.")] = None,
                      since: Since = None, until: Since = None,
-                     before: Annotated[int | None, Query(ge=1, le=2**62,
-                                                         description="Only ids below.")]
-                     = None, limit: Limit = 50) -> dict[str, Any]:
+                     before: Annotated[int | None, Query(
+                         ge=params.EVENT_ID.low, le=params.EVENT_ID.high,
+                         description="Only ids below.")] = None,
+                     limit: Limit = 50) -> dict[str, Any]:
         """Asset events, newest first, by asset, watcher, time and source coordinates."""
         result: dict[str, Any] = await call(
             sources.events_sync, asset_name=asset, watcher=watcher, topic=topic,
@@ -152,7 +151,9 @@ def build_router(sources: Sources) -> APIRouter:
         return result
 
     @router.get("/events/{event_id}", response_model=schemas.Event, tags=["assets"])
-    async def event(event_id: Annotated[int, Path(ge=1, le=2**62)]) -> dict[str, Any]:
+    async def event(event_id: Annotated[int, Path(ge=params.EVENT_ID.low,
+                                                  le=params.EVENT_ID.high)]
+                    ) -> dict[str, Any]:
         """One event by id."""
         result: dict[str, Any] = await call(sources.event_sync, event_id)
         return result
@@ -181,7 +182,8 @@ def build_router(sources: Sources) -> APIRouter:
                                                       pattern=TEXT)],
                          task_id: Annotated[str, Query(min_length=1, max_length=128,
                                                        pattern=TEXT)],
-                         map_index: Annotated[int, Query(ge=-1, le=1_000_000)] = -1
+                         map_index: Annotated[int, Query(ge=params.MAP_INDEX.low,
+                                                         le=params.MAP_INDEX.high)] = -1
                          ) -> list[dict[str, Any]]:
         """Every unexpired key of one task-state scope, with its value."""
         result: list[dict[str, Any]] = await call(

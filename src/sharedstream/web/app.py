@@ -5,7 +5,16 @@ included). With a token it answers 401 to any request without it; without a toke
 (loopback only, see ``settings.py``) it refuses a ``Host`` that is not loopback. It
 also stamps every answer with headers that keep a page from running anything but the
 console's own script: a strict Content-Security-Policy (no inline script, no inline
-style), ``nosniff``, no framing, no referrer, no caching.
+style, nothing from another origin), ``nosniff``, no framing, no referrer, no caching.
+
+There is no Swagger UI page: FastAPI's loads its script from a CDN into this
+authenticated origin and starts with an inline script, which that policy forbids. The
+OpenAPI document is served; any OpenAPI viewer or client generator reads it.
+
+Errors keep one shape, ``{"detail": "<one sentence>"}`` (pages: the sentence in a
+page): a parameter that does not parse or is out of range is 400, FastAPI's 422
+validation errors included (their list would echo the input back); an unknown name
+404; a database that does not answer 503.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,7 +43,8 @@ from sharedstream import __version__
 from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.store import StateStore
 from sharedstream.web.api import build_router
-from sharedstream.web.pages import build_pages
+from sharedstream.web.pages import PageRenderer, build_pages
+from sharedstream.web.params import BOUNDS, BadParameter
 from sharedstream.web.settings import WebSettings, is_loopback
 from sharedstream.web.sources import Sources
 
@@ -44,12 +55,6 @@ API = "/api/v1"
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
             "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
             "frame-ancestors 'none'")
-# FastAPI's Swagger UI page loads its script and style from jsDelivr and starts with an
-# inline script; it shows only the OpenAPI document.
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-            "img-src 'self' data: https://fastapi.tiangolo.com; object-src 'none'; "
-            "base-uri 'none'; frame-ancestors 'none'")
 REALM = 'Basic realm="sharedstream console", charset="UTF-8"'
 
 
@@ -95,11 +100,10 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
         path = str(scope.get("path", ""))
-        csp = DOCS_CSP if path == f"{API}/docs" else PAGE_CSP
 
         async def stamped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = [(b"content-security-policy", csp.encode()),
+                extra = [(b"content-security-policy", PAGE_CSP.encode()),
                          (b"x-content-type-options", b"nosniff"),
                          (b"x-frame-options", b"DENY"),
                          (b"referrer-policy", b"no-referrer"),
@@ -138,6 +142,17 @@ class Guard:
         await send({"type": "http.response.body", "body": body})
 
 
+def validation_detail(exc: RequestValidationError) -> str:
+    """The first problem, as one sentence naming the parameter (never the value given)."""
+    error = exc.errors()[0]
+    name = str(error["loc"][-1]) if error.get("loc") else "request"
+    bound = BOUNDS.get(name)
+    if bound is not None and str(error.get("type", "")).startswith(("int_", "greater_",
+                                                                     "less_")):
+        return bound.message(name)
+    return f"{name}: {error.get('msg', 'invalid')}"
+
+
 async def sample_forever(sources: Sources, interval: float) -> None:
     """Fetch the triggerers' status every ``interval`` seconds: the lag history goes on
     while nobody polls."""
@@ -168,12 +183,25 @@ def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True
                   description="Read-only view of the sharedstream triggerers: processes, "
                               "groups, lag, held messages, assets, events, state, "
                               "rejections, dead letters and destinations.",
-                  openapi_url=f"{API}/openapi.json", docs_url=f"{API}/docs", redoc_url=None,
+                  openapi_url=f"{API}/openapi.json", docs_url=None, redoc_url=None,
                   lifespan=lifespan)
     app.state.sources = sources
     app.include_router(build_router(sources), prefix=API)
     app.include_router(build_pages(sources, settings))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    render = PageRenderer(settings)
+
+    @app.exception_handler(BadParameter)
+    async def bad_parameter(request: Request, exc: BadParameter) -> Response:
+        if request.url.path.startswith(API):
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        return render(request, "problem.html", {"heading": "Bad request", "what": str(exc)},
+                      status=400, live=False)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse({"detail": validation_detail(exc)}, status_code=400)
 
     @app.exception_handler(SQLAlchemyError)
     async def database_down(request: Request, exc: SQLAlchemyError) -> Response:
@@ -193,6 +221,11 @@ def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True
                     "basic": {"type": "http", "scheme": "basic",
                               "description": "Any user name; the token as password."}}
                 schema["security"] = [{"bearer": []}, {"basic": []}]
+            for operations in schema["paths"].values():  # 422 is answered 400 (above)
+                for operation in operations.values():
+                    operation["responses"].pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -24,6 +24,7 @@ from sharedstream.ops.clitools import (
     kafka_connection_option,
     open_store,
 )
+from sharedstream.triggerer.config import parse_networks
 from sharedstream.web.settings import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -80,7 +81,8 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
             connection=connection, connections=config.connections,
             dlq_topics=tuple(dict.fromkeys(dlq_topics)),
             destinations={d.id: d.common.kind for d in config.destinations.values()},
-            sample_interval=sample_interval)
+            sample_interval=sample_interval,
+            status_networks=parse_networks(config.web.status_networks))
     except WebSettingsError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
     import uvicorn
@@ -95,7 +97,7 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"console on http://{shown}:{sock.getsockname()[1]}/ (API /api/v1, "
-               f"docs /api/v1/docs){'; token required' if settings.needs_token else ''}")
+               f"OpenAPI /api/v1/openapi.json){'; token required' if settings.needs_token else ''}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                            server_header=False, lifespan="on"))
     server.run(sockets=[sock])

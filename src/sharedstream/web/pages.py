@@ -5,7 +5,9 @@ reason or a state value is shown as text, never interpreted. The only markup not
 produced by a template is the SVG of ``charts.py``, which escapes its own text.
 Each page's live part (``{% block live %}``) is re-rendered alone when asked with the
 ``X-Console-Fragment: 1`` header: ``static/console.js`` fetches it every two seconds.
-Filters are query strings, so every view is a URL to share.
+Filters are query strings, so every view is a URL to share. A number in them outside
+its bound (``params.py``) is a 400 page naming it; a time that does not parse is shown
+above the page, which keeps its other filters.
 """
 
 from __future__ import annotations
@@ -23,10 +25,9 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sharedstream import __version__
-from sharedstream.statestore.durations import parse_instant
 from sharedstream.statestore.scopes import TaskScope
-from sharedstream.statestore.types import utcnow
 from sharedstream.web.charts import color, lag_chart, timeline
+from sharedstream.web.params import BadParameter, instant, page_int
 from sharedstream.web.settings import WebSettings
 from sharedstream.web.sources import NotFound, Sources, window
 
@@ -74,15 +75,6 @@ def environment() -> Environment:
     return env
 
 
-def _int(text: str | None) -> int | None:
-    if text is None or not text.strip():
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _text(params: Mapping[str, str], name: str) -> str | None:
     value = params.get(name)
     if value is None:
@@ -117,13 +109,10 @@ class PageRenderer:
 
 
 def _instant(params: Mapping[str, str], name: str, errors: list[str]) -> datetime | None:
-    text = _text(params, name)
-    if text is None:
-        return None
     try:
-        return parse_instant(text, utcnow())
-    except (ValueError, OverflowError) as exc:
-        errors.append(f"{name}: {exc}")
+        return instant(_text(params, name), name)
+    except BadParameter as exc:
+        errors.append(str(exc))
         return None
 
 
@@ -132,7 +121,8 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
     render = PageRenderer(settings)
 
     def missing(request: Request, what: str) -> HTMLResponse:
-        return render(request, "missing.html", {"what": what}, status=404, live=False)
+        return render(request, "problem.html", {"heading": "Not found", "what": what},
+                      status=404, live=False)
 
     @router.get("/", response_class=HTMLResponse)
     async def overview(request: Request) -> HTMLResponse:
@@ -155,18 +145,18 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
     async def assets(request: Request) -> HTMLResponse:
         params = request.query_params
         active = {"yes": True, "no": False}.get(params.get("active", ""))
-        offset = max(_int(params.get("offset")) or 0, 0)
+        offset = page_int(params, "offset") or 0
         page = await asyncio.to_thread(sources.assets_sync, q=_text(params, "q"),
                                        active=active, limit=50, offset=offset)
         return render(request, "assets.html", {"page": page}, live=False)
 
     def _event_filters(params: Mapping[str, str], errors: list[str]) -> dict[str, Any]:
         return {"watcher": _text(params, "watcher"), "topic": _text(params, "topic"),
-                "partition": _int(params.get("partition")),
-                "message_offset": _int(params.get("message_offset")),
+                "partition": page_int(params, "partition"),
+                "message_offset": page_int(params, "message_offset"),
                 "since": _instant(params, "since", errors),
                 "until": _instant(params, "until", errors),
-                "before": _int(params.get("before"))}
+                "before": page_int(params, "before")}
 
     @router.get("/assets/{name:path}", response_class=HTMLResponse)
     async def asset(request: Request, name: str) -> HTMLResponse:
@@ -207,7 +197,8 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         errors: list[str] = []
         topics = list(settings.dlq_topics)
         topic = _text(params, "topic") or (topics[0] if topics else None)
-        offset = max(_int(params.get("offset")) or 0, 0)
+        offset = page_int(params, "offset") or 0
+        rejected_offset = page_int(params, "rejected_offset") or 0
         since = _instant(params, "since", errors)
         page = None
         if topic is not None:
@@ -222,7 +213,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         rejected = await asyncio.to_thread(
             sources.rejected_sync, watcher=_text(params, "watcher"),
             reason=_text(params, "reason"), topic=None, limit=50,
-            offset=max(_int(params.get("rejected_offset")) or 0, 0))
+            offset=rejected_offset)
         return render(request, "dead_letters.html", {
             "topics": topics, "topic": topic, "page": page, "stats": stats,
             "rejected": rejected, "error": "; ".join(errors) or None}, live=False)
@@ -241,7 +232,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
             except NotFound as exc:
                 context["error"] = str(exc)
         elif dag_id and run_id and task_id and params.get("map_index") is not None:
-            index = _int(params.get("map_index"))
+            index = page_int(params, "map_index")
             scope = TaskScope(dag_id, run_id, task_id, -1 if index is None else index)
             context["entries"] = await asyncio.to_thread(sources.task_state_sync, scope)
             context["scope"] = f"task {scope.label()}"
@@ -249,7 +240,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
             sources.assets_sync, q=_text(params, "q"), active=None, limit=200, offset=0)
         context["tasks"] = await asyncio.to_thread(
             sources.task_scopes_sync, dag_id=dag_id, run_id=run_id, task_id=task_id,
-            limit=50, offset=max(_int(params.get("offset")) or 0, 0))
+            limit=50, offset=page_int(params, "offset") or 0)
         return render(request, "state.html", context)
 
     @router.get("/destinations", response_class=HTMLResponse)
@@ -258,7 +249,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         found = await sources.destinations()
         undelivered = await asyncio.to_thread(
             sources.undelivered_sync, destination=_text(params, "destination"), limit=50,
-            offset=max(_int(params.get("offset")) or 0, 0))
+            offset=page_int(params, "offset") or 0)
         return render(request, "destinations.html", {"destinations": found,
                                                      "undelivered": undelivered})
 

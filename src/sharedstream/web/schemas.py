@@ -48,8 +48,91 @@ class Triggerer(BaseModel):
     health: TriggererHealth
 
 
+class MemberCounts(BaseModel):
+    """A group's member in one triggerer: its watchers and counters (``/status``)."""
+
+    cohort: list[str]
+    present: list[str]
+    polling: bool
+    paused: bool
+    in_flight: int
+    queued: int
+    received: int
+    redelivered: int
+
+
+class StatusProcess(BaseModel):
+    id: str
+    host: str | None = None
+    pid: int | None = None
+    version: str | None = None
+
+
+class StatusPartition(BaseModel):
+    """An assigned partition as its owner's ledger sees it (``core/snapshot.py``), with
+    the committed offset, the log end and the lag (end minus floor)."""
+
+    topic: str
+    partition: int
+    base: int | None
+    floor: int | None
+    position: int | None
+    remembered: int
+    held: int
+    open_bytes: int
+    fetch: str
+    committed: int | None
+    end: int | None
+    lag: int | None
+    paused: bool
+
+
+class StatusHeld(BaseModel):
+    topic: str
+    partition: int
+    offset: int
+    reasons: dict[str, str]
+    attempts: dict[str, int]
+    rounds: int
+    retry_in: float | None
+
+
+class StatusGroup(MemberCounts):
+    consumer_group: str
+    partitions: list[StatusPartition] = []
+    held: list[StatusHeld] = []
+
+
+class StatusDestination(BaseModel):
+    id: str
+    kind: str
+    holder: bool
+    cursor: int | None
+    lag_events: int | None
+    lag_seconds: float | None
+    delivered: int
+    undeliverable: int
+    failing: bool
+    last_error: str | None
+    failures: dict[str, int] = {}
+
+
+class StatusDocument(BaseModel):
+    """A triggerer's ``GET /status`` (``triggerer/status.py``): the fields the console
+    keeps. Anything else in the answer is dropped; an answer that does not fit is that
+    triggerer's ``status_error``."""
+
+    version: str
+    process: StatusProcess | None
+    ready: bool
+    not_ready: list[str] = []
+    groups: list[StatusGroup] = []
+    destinations: list[StatusDestination] = []
+
+
 class TriggererDetail(Triggerer):
-    status: dict[str, Any] | None = Field(description="Its GET /status document, as is.")
+    status: StatusDocument | None = Field(description="Its GET /status document: the "
+                                                      "fields the console knows.")
 
 
 class GroupSummary(BaseModel):
@@ -66,16 +149,8 @@ class GroupSummary(BaseModel):
     health: GroupHealth
 
 
-class Member(BaseModel):
+class Member(MemberCounts):
     triggerer: str
-    cohort: list[str]
-    present: list[str]
-    polling: bool
-    paused: bool
-    in_flight: int
-    queued: int
-    received: int
-    redelivered: int
 
 
 class PartitionState(BaseModel):

@@ -27,6 +27,9 @@ TOKEN_ENV = "SHAREDSTREAM__WEB__TOKEN"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8795
 MIN_TOKEN_LENGTH = 16
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+LOOPBACK_NETWORKS: tuple[Network, ...] = (ipaddress.ip_network("127.0.0.0/8"),
+                                          ipaddress.ip_network("::1/128"))
 
 
 class WebSettingsError(ValueError):
@@ -64,6 +67,8 @@ class WebSettings:
     never rendered. ``connection`` is the one for dead-letter topics and for groups
     whose connection is not recorded. ``trusted_hosts`` adds ``Host`` names accepted
     without a token besides loopback ones (tests use ``testserver``).
+    ``status_networks`` are the addresses the triggerers' ``/status`` is fetched from
+    (``[web] status_networks``; see ``status_fetch.py``).
     """
 
     host: str = DEFAULT_HOST
@@ -80,6 +85,7 @@ class WebSettings:
     dlq_max_records: int = 5000
     refresh_ms: int = 2000
     trusted_hosts: tuple[str, ...] = ()
+    status_networks: tuple[Network, ...] = LOOPBACK_NETWORKS
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -16,8 +16,6 @@ import asyncio
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,9 +48,9 @@ from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.heartbeat import STALE_AFTER_S
 from sharedstream.web.history import LagHistory
 from sharedstream.web.settings import WebSettings
+from sharedstream.web.status_fetch import fetch_status
 
 T = TypeVar("T")
-STATUS_MAX_BYTES = 16 * 1024 * 1024
 SNAPSHOT_TTL_S = 1.0
 OFFSETS_TTL_S = 2.0
 DLQ_TTL_S = 5.0
@@ -123,28 +121,6 @@ def _json_list(text: str | None) -> list[str]:
     except ValueError:
         return []
     return [str(v) for v in found] if isinstance(found, list) else []
-
-
-def fetch_status(url: str, timeout: float) -> dict[str, Any]:
-    """``GET url`` as JSON; a one-line ``OSError`` / ``ValueError`` otherwise."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError("status_url is not http(s)")
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            body = reply.read(STATUS_MAX_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise OSError(f"status answered {exc.code}") from None
-    except urllib.error.URLError as exc:
-        raise OSError(f"status unreachable: {exc.reason}") from None
-    except TimeoutError:
-        raise OSError(f"status did not answer within {timeout:g}s") from None
-    if len(body) > STATUS_MAX_BYTES:
-        raise ValueError("status document too large")
-    document = json.loads(body)
-    if not isinstance(document, dict):
-        raise ValueError("status document is not a JSON object")
-    return document
 
 
 def triggerer_health(view: ProcessView) -> str:
@@ -223,8 +199,9 @@ class Sources:
 
         async def fetch(view: ProcessView) -> None:
             try:
-                view.status = await asyncio.to_thread(fetch_status, view.row["status_url"],
-                                                      self.settings.status_timeout)
+                view.status = await asyncio.to_thread(
+                    fetch_status, view.row["status_url"], self.settings.status_networks,
+                    self.settings.status_timeout)
             except (OSError, ValueError) as exc:
                 view.status_error = str(exc)
 
@@ -413,6 +390,14 @@ class Sources:
                 "kafka": {"state": positions.state if positions else None,
                           "live_members": positions.live_members if positions else None,
                           "error": error}}
+
+    async def lag(self, name: str) -> dict[str, Any]:
+        """:meth:`lag_series` of a group the console knows (recorded or live)."""
+        snapshot = await self.snapshot()
+        recorded = await asyncio.to_thread(self.stream_groups_sync)
+        if name not in recorded and name not in self.live_groups(snapshot):
+            raise NotFound(f"no consumer group {name!r}")
+        return self.lag_series(name)
 
     def lag_series(self, name: str) -> dict[str, Any]:
         now = self.clock()
