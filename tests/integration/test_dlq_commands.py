@@ -238,9 +238,10 @@ async def test_rejected_then_inspected_then_replayed_to_the_rejecting_watcher_on
     table = await asyncio.to_thread(invoke, "dlq", "inspect", dlq, "--stats")
     assert "bad-2" in table.stdout and "reasons" in table.stdout
 
-    # Fix the watcher; replay to the source while the triggerer runs again.
+    # Fix the watcher; replay into the source while the triggerer runs again.
     async with triggerer(kafka_bootstrap, store, source, dlq, group_id, fixed=True) as again:
-        summary = await asyncio.to_thread(as_json, "dlq", "replay", dlq, "--batch-size", "2")
+        summary = await asyncio.to_thread(as_json, "dlq", "replay", dlq, "--batch-size", "2",
+                                          "--to-topic", "ORIGINAL")
         assert (summary["replayed"], summary["examined"], summary["batches"]) == (4, 4, 2)
         await until(lambda: committed_sum(kafka_bootstrap, group, source, 2) == 14,
                     "replays committed")
@@ -253,7 +254,7 @@ async def test_rejected_then_inspected_then_replayed_to_the_rejecting_watcher_on
     assert end_offsets(kafka_bootstrap, dlq) == [4]  # nothing rejected again
 
     # Resumable: a second run has nothing left to do.
-    rerun = await asyncio.to_thread(as_json, "dlq", "replay", dlq)
+    rerun = await asyncio.to_thread(as_json, "dlq", "replay", dlq, "--to-topic", "ORIGINAL")
     assert (rerun["examined"], rerun["replayed"], rerun["resumed_after_interruption"]) == (
         0, 0, False)
     store.close()
@@ -272,11 +273,13 @@ async def test_replay_loop_beyond_max_replays_is_parked(
     async with triggerer(kafka_bootstrap, store, source, dlq, group_id, fixed=False):
         await until(lambda: end_offsets(kafka_bootstrap, dlq) == [2], "first rejections")
         first = await asyncio.to_thread(
-            as_json, "dlq", "replay", dlq, "--max-replays", "1", "--parking-topic", parking)
+            as_json, "dlq", "replay", dlq, "--max-replays", "1", "--parking-topic", parking,
+            "--to-topic", "ORIGINAL")
         assert (first["replayed"], first["parked"]) == (2, 0)
         await until(lambda: end_offsets(kafka_bootstrap, dlq) == [4], "rejected again")
         second = await asyncio.to_thread(
-            as_json, "dlq", "replay", dlq, "--max-replays", "1", "--parking-topic", parking)
+            as_json, "dlq", "replay", dlq, "--max-replays", "1", "--parking-topic", parking,
+            "--to-topic", "ORIGINAL")
         assert (second["examined"], second["replayed"], second["parked"]) == (2, 0, 2)
         await until(lambda: committed_sum(kafka_bootstrap, group, source, 2) == 8,
                     "source committed")
@@ -354,7 +357,7 @@ def test_dry_run_duplicates_and_foreign_records(
     assert (filtered["replayed"], filtered["skipped_duplicates"], filtered["filtered_out"]) == (
         1, 1, 3)
 
-    real = as_json("dlq", "replay", dlq)
+    real = as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL")
     assert (real["replayed"], real["skipped_duplicates"], real["foreign"]) == (3, 1, 1)
     assert sorted(m.value() for m in read_all(kafka_bootstrap, source)) == [b"v0", b"v1", b"v2"]
 

@@ -38,7 +38,7 @@ from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.progress import decode_progress
 from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
-from sharedstream.ops.dlq_replay import Replayer, ReplayRules
+from sharedstream.ops.dlq_replay import ORIGINAL, Replayer, ReplayRules
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -474,7 +474,7 @@ async def test_two_copies_of_a_replayed_dead_letter_resolve_and_the_commit_reach
     fixed = True
     settings = {"bootstrap.servers": kafka_bootstrap}
     for replay_group in ("replay-a", "replay-b"):
-        rules = ReplayRules(parking_topic=f"{dlq}.parking")
+        rules = ReplayRules(parking_topic=f"{dlq}.parking", to=ORIGINAL)  # copies + traffic
         summary = await asyncio.to_thread(Replayer(settings, dlq, rules, group=replay_group).run)
         assert summary.as_dict()["replayed"] == 2, summary.as_dict()
     produce(kafka_bootstrap, topic, 10)  # 20..23 are the four copies, 24..33 new traffic

@@ -175,7 +175,7 @@ def test_dlq_replay_through_sasl_ssl_with_the_connection_from_the_environment(
                       f'"sasl.password" = "{WRONG_PASSWORD}"\n')
     env = environment("secure", secured.connection())
     result = run_cli(["dlq", "replay", dlq, "--connection", "secure", "--config", str(config),
-                      "--json"], env, tmp_path)
+                      "--to-topic", "ORIGINAL", "--json"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert PASSWORD not in result.stdout + result.stderr
     summary = json.loads(result.stdout)

@@ -12,12 +12,28 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 
+class ReadPosition(NamedTuple):
+    """Where a copy of a message was read: topic, partition, offset."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
 class KafkaMessage(NamedTuple):
     """One Kafka record as a watcher sees it.
 
     ``key`` and ``value`` are the raw bytes (None for a null key or a tombstone);
     ``timestamp`` is milliseconds since the epoch as the broker reported it (-1 if
     unknown); ``headers`` keep their order and may repeat a name.
+
+    ``topic``/``partition``/``offset``/``timestamp`` are the message's *original*
+    coordinates, also for a dead letter replayed by ``sharedstream dlq replay``: what
+    its events are keyed by. ``replay_count`` says how many times it was replayed (0
+    for a first read, and for a crash redelivery of one, which is the same copy read
+    again); :attr:`read_at` says where this copy was read (a replay topic, say).
+    ``replayed_at`` holds that place for a replay only, None otherwise: read
+    :attr:`read_at`, which is the message's own coordinates for a first read.
     """
 
     topic: str
@@ -27,6 +43,21 @@ class KafkaMessage(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
+    replay_count: int = 0
+    replayed_at: ReadPosition | None = None
+
+    @property
+    def is_replay(self) -> bool:
+        """True for a dead letter replayed to this watcher: not handled before, whatever
+        a watermark says (its rejection was the watcher's last word on it)."""
+        return self.replay_count > 0
+
+    @property
+    def read_at(self) -> ReadPosition:
+        """Where this copy was read: the replay's place for a replay, else the message's
+        own coordinates (built on demand: a first read carries no second position)."""
+        at = self.replayed_at
+        return ReadPosition(self.topic, self.partition, self.offset) if at is None else at
 
 
 @dataclass(frozen=True, slots=True)

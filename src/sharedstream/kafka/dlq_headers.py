@@ -4,11 +4,14 @@ A dead-letter record is the original record (key, value, timestamp, headers)
 plus the headers below, all named ``sharedstream.*``. Tools (``dlq inspect``,
 ``dlq replay``) and the producer share this module so names never drift.
 
-Replay: ``dlq replay`` republishes a dead-letter record onto its original topic
-with :func:`replay_headers`, which bumps the replay count. The producer
-recognises such a record (:func:`parse_replay`), addresses it only to the
-watchers that rejected it, and keys its events by the *original* coordinates,
-so a replayed message can never duplicate an event of the original one.
+Replay: ``dlq replay`` republishes a dead-letter record with
+:func:`replay_headers`, which bumps the replay count, onto the dead-letter topic's
+replay topic (:func:`replay_topic_name`), which only the groups dead-lettering there
+read, so applications reading the original topic never see a replay (or, when asked,
+onto the original topic). The producer recognises such a record
+(:func:`parse_replay`), addresses it only to the watchers that rejected it, and keys
+its events by the *original* coordinates, so a replayed message can never duplicate
+an event of the original one.
 """
 
 from __future__ import annotations
@@ -46,6 +49,14 @@ ALL_HEADERS = (
 )
 
 Headers = Sequence[tuple[str, bytes | None]]
+
+REPLAY_SUFFIX = ".replay"
+
+
+def replay_topic_name(dlq_topic: str) -> str:
+    """The replay topic of a dead-letter topic: what ``dlq replay`` writes by default and
+    every group with that ``dlq_topic`` reads besides its watched topics."""
+    return dlq_topic + REPLAY_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +136,7 @@ def parse_replay(headers: Iterable[tuple[str, bytes | None]]) -> Replay | None:
 def replay_headers(
     dlq_headers: Iterable[tuple[str, bytes | None]],
 ) -> list[tuple[str, bytes | None]]:
-    """Headers to republish a dead-letter record onto its original topic (count + 1)."""
+    """Headers to republish a dead-letter record (count + 1), to its replay topic or any other."""
     headers = list(dlq_headers)
     count = int(_last(headers).get(REPLAY_COUNT, "0")) + 1
     out = [(k, v) for k, v in headers if k != REPLAY_COUNT]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any
 
-from sharedstream.core.message import Coordinates, KafkaMessage
+from sharedstream.core.message import Coordinates, KafkaMessage, ReadPosition
 from sharedstream.kafka.dlq_headers import parse_replay
 
 Lane = tuple[str, int]
@@ -61,11 +62,18 @@ class KafkaPayload:
 
 
 def build_payload(record: Any, topic: str, partition: int, offset: int, topic_id: str,
-                  generation: int) -> KafkaPayload:
+                  generation: int, watched: Container[str] = ()) -> KafkaPayload:
     """Wrap a ``confluent_kafka.Message`` (already checked for ``error()``).
 
     ``topic``, ``partition`` and ``offset`` are the record's own, already read by
     the caller (each accessor is a C call, and this runs once per record).
+
+    A replayed dead letter carries its original coordinates and its replay count in
+    the message, with where it was read (``replayed_at``); it is addressed to the
+    watchers that rejected it. ``watched`` is given for a record of a replay topic: one
+    replay topic may serve several groups (one dead-letter topic for several topic
+    sets), so a replay of a topic this group does not watch is addressed to nobody
+    here (resolved at once, committed past) rather than rejected as "not in cohort".
     """
     timestamp: int = record.timestamp()[1]
     raw_headers = record.headers()
@@ -81,8 +89,12 @@ def build_payload(record: Any, topic: str, partition: int, offset: int, topic_id
         return KafkaPayload(topic, partition, offset, generation, message, topic_id, timestamp)
     o = replay.origin
     message = KafkaMessage(
-        o.topic, o.partition, o.offset, o.timestamp, record.key(), record.value(), headers
+        o.topic, o.partition, o.offset, o.timestamp, record.key(), record.value(), headers,
+        replay.replay_count, ReadPosition(topic, partition, offset),
     )
+    targets = frozenset(replay.rejections)
+    if watched and o.topic not in watched:
+        targets = frozenset()
     return KafkaPayload(
         topic,
         partition,
@@ -92,6 +104,6 @@ def build_payload(record: Any, topic: str, partition: int, offset: int, topic_id
         topic_id,
         timestamp,
         replay=o,
-        targets=frozenset(replay.rejections),
+        targets=targets,
         replay_count=replay.replay_count,
     )

@@ -79,6 +79,7 @@ from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 from sharedstream.kafka.payload import KafkaPayload, build_payload
 from sharedstream.kafka.progress import DEFAULT_MAX_CHARS, decode_progress, encode_progress
 from sharedstream.kafka.rejections import RejectedMessage, RejectionRecorder
+from sharedstream.kafka.replay_topic import ensure_replay_topic
 from sharedstream.kafka.stats import STATS_INTERVAL_MS, PartitionStats, partition_stats
 from sharedstream.kafka.topic_ids import TopicIdResolver, describe_topic_ids
 
@@ -139,6 +140,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         recorder: RejectionRecorder | None,
         connection_id: str = "kafka_default",
         dlq_topic: str | None = None,
+        replay_topic: str | None = None,
         poll_timeout: float = 1.0,
         batch_size: int = 1000,
         commit_interval: float = 0.1,
@@ -159,6 +161,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         # Every line names the group; --log-format json carries it as a field too.
         self._log = logging.LoggerAdapter(log, {"group": self.consumer_group})
         self.dlq_topic = dlq_topic
+        # Read besides the watched topics, never part of the consumer group's name: the
+        # replays of this group's dead letters (kafka/replay_topic.py).
+        self.replay_topic = replay_topic
+        self._read_topics = self.topics if replay_topic is None else (*self.topics, replay_topic)
         self._recorder = recorder
         self._consume_timeout = max(0.001, min(poll_timeout, commit_interval))
         self._batch_size = batch_size
@@ -251,8 +257,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._opened = True
         self._ledger = ledger
         self._loop = asyncio.get_running_loop()
+        if self.replay_topic is not None and self.dlq_topic is not None:
+            await asyncio.to_thread(ensure_replay_topic, self._config, self.dlq_topic)
         # The DLQ topic's id too: its recreation is watched like a watched topic's.
-        watched = self.topics if self.dlq_topic is None else (*self.topics, self.dlq_topic)
+        watched = self._read_topics if self.dlq_topic is None else (*self._read_topics,
+                                                                     self.dlq_topic)
         self._topic_ids = await asyncio.to_thread(
             self._topic_id_resolver, self._config, watched
         )
@@ -520,7 +529,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             consumer = self._consumer_factory(self._consumer_config())
             self._consumer = consumer
             consumer.subscribe(
-                list(self.topics),
+                list(self._read_topics),
                 on_assign=self._on_assign,
                 on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
@@ -686,6 +695,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         topic_ids = self._topic_ids
         key: Key | None = None
         generation = -1
+        watched: tuple[str, ...] = ()
         for record in records:
             error = record.error()
             if error is not None:
@@ -697,10 +707,11 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             if key is None or key[1] != partition or key[0] != topic:
                 key = (topic, partition)
                 generation = owned.get(key, -1)
+                watched = self.topics if topic == self.replay_topic else ()
             if generation < 0:
                 continue  # not owned in this generation (raced a revocation)
             payload = build_payload(record, topic, partition, record.offset(),
-                                    topic_ids.get(topic, ""), generation)
+                                    topic_ids.get(topic, ""), generation, watched)
             out.append((payload.message, payload))
         if out:
             with self._lock:
@@ -748,7 +759,7 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if future is None:
             if now >= self._next_id_check:
                 self._next_id_check = now + self._id_check_interval
-                topics = self.topics
+                topics = self._read_topics
                 if self._dlq is not None:
                     self._dlq_mark = self._dlq.mark()
                     topics = (*topics, self._dlq.topic)
@@ -946,9 +957,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             self._forget_commits(key)
             self._bounded.discard(key)
             lanes.append((tp.topic, tp.partition, base, frozenset(remembered)))
-            start.append(
-                TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if base is None else base)
-            )
+            # A replay topic never committed starts at its beginning whatever
+            # auto.offset.reset says: "latest" would skip replays made before this start.
+            reset = OFFSET_BEGINNING if tp.topic == self.replay_topic else OFFSET_INVALID
+            start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
         self._post(LanesStarted(self._generation, tuple(lanes)))
         if self._incremental:
             consumer.incremental_assign(start)

@@ -36,7 +36,7 @@ from sharedstream.ops.clitools import (
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.ops.dlq_replay import (
     DEFAULT_MAX_REPLAYS,
-    ORIGINAL,
+    REPLAY,
     Action,
     Replayer,
     ReplayRules,
@@ -251,7 +251,8 @@ class _ProgressView:
 
     PLAIN_EVERY = 2.0
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, dry_run: bool = False) -> None:
+        self._verb = "would replay" if dry_run else "replayed"
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._last_plain = 0.0
@@ -261,8 +262,8 @@ class _ProgressView:
             self._bar = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(),
                 TextColumn("{task.completed}/{task.total}"),
-                TextColumn("replayed {task.fields[replayed]} · parked {task.fields[parked]} · "
-                           "duplicates {task.fields[duplicates]}"),
+                TextColumn(self._verb + " {task.fields[replayed]} · parked "
+                           "{task.fields[parked]} · duplicates {task.fields[duplicates]}"),
                 TextColumn("{task.fields[rate]:.0f} rec/s"), TimeElapsedColumn(),
                 console=console)
 
@@ -290,7 +291,7 @@ class _ProgressView:
         now = time.monotonic()
         if now - self._last_plain >= self.PLAIN_EVERY or summary.examined >= total:
             self._last_plain = now
-            click.echo(f"{summary.examined}/{total} examined, {fields['replayed']} replayed, "
+            click.echo(f"{summary.examined}/{total} examined, {self._verb} {fields['replayed']}, "
                        f"{fields['parked']} parked, {fields['duplicates']} duplicates, "
                        f"{rate:.0f} rec/s", err=True)
 
@@ -312,10 +313,12 @@ def summary_table(summary: ReplaySummary) -> Table:
 @dlq_group.command("replay")
 @click.argument("topic")
 @_common
-@click.option("--to-topic", "--to", "to", cls=RenamedOption, default=ORIGINAL,
-              show_default=True, metavar="ORIGINAL|TOPIC",
-              help="Each record's original topic (from its headers), or this topic. "
-                   "Records without sharedstream headers are replayed only with a topic.")
+@click.option("--to-topic", "--to", "to", cls=RenamedOption, default=REPLAY,
+              show_default=True, metavar="REPLAY|ORIGINAL|TOPIC",
+              help="REPLAY: TOPIC.replay, read only by the triggerer groups that "
+                   "dead-letter to TOPIC (created when missing); ORIGINAL: each record's "
+                   "original topic, seen by every reader of it; or this topic. Records "
+                   "without sharedstream headers are replayed only with a topic.")
 @click.option("--watcher", "--filter-watcher", "filter_watchers", cls=RenamedOption,
               multiple=True, metavar="W",
               help="Only records rejected by watcher W (repeatable: any of them).")
@@ -347,9 +350,9 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
                since: str | None, until: str | None, max_replays: int,
                parking_topic: str | None, group: str | None, batch_size: int,
                max_rate: float | None, dry_run: bool, as_json: bool, **_: Any) -> None:
-    """Re-produce the dead letters of TOPIC to their original topic, each once, to the
-    watchers that rejected it only; park those replayed too often. Resumable: run it
-    again after a failure."""
+    """Re-produce the dead letters of TOPIC for the watchers that rejected them only, each
+    once, through the replay topic TOPIC.replay (other readers of the original topic never
+    see them); park those replayed too often. Resumable: run it again after a failure."""
     rules = ReplayRules(
         parking_topic=parking_topic or default_parking_topic(topic), to=to,
         watchers=frozenset(filter_watchers), reasons=filter_reasons,
@@ -358,7 +361,7 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
     replayer = Replayer(kafka_connection(ctx), topic, rules, group=group or default_group(topic),
                         dry_run=dry_run, batch_size=batch_size, max_rate=max_rate,
                         timeout=timeout)
-    with _ProgressView(enabled=not as_json) as view:
+    with _ProgressView(enabled=not as_json, dry_run=dry_run) as view:
         summary = replayer.run(view.update)
     if as_json:
         emit_json(summary.as_dict())

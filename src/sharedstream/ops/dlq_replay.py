@@ -1,13 +1,17 @@
 """Replaying dead letters: which record goes where (pure), and the resumable replay loop.
 
 What a replay produces: the DLQ record's key, value and headers, with the replay
-count bumped (``replay_headers``), onto its original topic (or ``--to TOPIC``). The
-original coordinates and the rejecting watchers stay in the headers, so the
-triggerer hands the replayed record only to those watchers and keys its events by
-the original coordinates: a watcher that had accepted the message never sees it
-again, and an event already persisted is never written twice. The record is
-produced with a new timestamp (watchers see the original one through the headers),
-so retention on the target topic does not delete it at once.
+count bumped (``replay_headers``), onto the DLQ topic's replay topic
+(``<dlq topic>.replay``, created when missing: ``kafka/replay_topic.py``), which only
+the triggerer groups dead-lettering to that DLQ topic read. Other applications reading
+the original topic never see a replay; ``--to ORIGINAL`` writes into each record's
+original topic all the same, ``--to TOPIC`` anywhere. The original coordinates and
+the rejecting watchers stay in the headers, so the triggerer hands the replayed
+record only to those watchers and keys its events by the original coordinates: a
+watcher that had accepted the message never sees it again, and an event already
+persisted is never written twice. The record is produced with a new timestamp
+(watchers see the original one through the headers), so retention on the target
+topic does not delete it at once.
 
 Loop guard: a record already replayed ``max_replays`` times (its replay count) is
 copied, unchanged, to a parking topic instead of being replayed again.
@@ -37,9 +41,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sharedstream.kafka.connections import producer_config
-from sharedstream.kafka.dlq_headers import replay_headers
+from sharedstream.kafka.dlq_headers import replay_headers, replay_topic_name
+from sharedstream.kafka.replay_topic import ReplayTopicError, ensure_replay_topic
+from sharedstream.kafka.topics import BrokerUnreachableError
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
 
+REPLAY = "REPLAY"
 ORIGINAL = "ORIGINAL"
 DEFAULT_MAX_REPLAYS = 3
 RUNNING = "sharedstream-dlq-replay:running"
@@ -66,14 +73,15 @@ class Action(Enum):
 class ReplayRules:
     """What a replay selects and where it sends it.
 
-    ``to``: ``ORIGINAL`` (each record's original topic) or a topic name. Watcher and
+    ``to``: ``REPLAY`` (the DLQ topic's replay topic), ``ORIGINAL`` (each record's
+    original topic) or a topic name. Watcher and
     reason filters are OR within themselves and AND together; a reason filter is a
     substring of any rejection reason. ``since``/``until`` select by the DLQ record's
     timestamp (the original message's), ``until`` exclusive.
     """
 
     parking_topic: str
-    to: str = ORIGINAL
+    to: str = REPLAY
     watchers: frozenset[str] = frozenset()
     reasons: tuple[str, ...] = ()
     since: datetime | None = None
@@ -125,7 +133,7 @@ class ReplayPlanner:
         if not rules.selects(record):
             return Decision(record, Action.FILTERED)
         if record.origin is None:
-            if rules.to == ORIGINAL:
+            if rules.to in (REPLAY, ORIGINAL):
                 return Decision(record, Action.FOREIGN)
             # Another tool's record: copied as it is, there is no context to update.
             return Decision(record, Action.REPLAY, rules.to, list(record.headers))
@@ -134,7 +142,8 @@ class ReplayPlanner:
         self.seen.add(record.dedupe_key)
         if record.replay_count >= rules.max_replays:
             return Decision(record, Action.PARK, rules.parking_topic, list(record.headers))
-        target = record.origin.topic if rules.to == ORIGINAL else rules.to
+        target = (replay_topic_name(record.topic) if rules.to == REPLAY
+                  else record.origin.topic if rules.to == ORIGINAL else rules.to)
         return Decision(record, Action.REPLAY, target, replay_headers(record.headers))
 
 
@@ -254,8 +263,17 @@ class Replayer:
     def _check_topic(self, cursor: Any, topic: str) -> None:
         """A target that does not exist fails the run before anything is produced to it
         (a producer would wait ``message.timeout.ms`` and then fail anyway, or
-        auto-create it with broker defaults)."""
+        auto-create it with broker defaults). The replay topic is created instead (a dry
+        run only reports it)."""
         if topic in self._existing:
+            return
+        if self.rules.to == REPLAY and topic == replay_topic_name(self.topic):
+            if not self.dry_run:
+                try:
+                    ensure_replay_topic(self._connection, self.topic, self.timeout)
+                except (ReplayTopicError, BrokerUnreachableError) as exc:
+                    raise DeadLetterError(str(exc)) from None
+            self._existing.add(topic)
             return
         metadata = self._call(cursor.list_topics, topic, timeout=self.timeout)
         found = metadata.topics.get(topic)

@@ -72,6 +72,7 @@ from sharedstream.triggerer.registration import (
     register_groups,
 )
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
+from sharedstream.triggerer.replay_topics import replay_topics
 from sharedstream.triggerer.standalone import run_standalone
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggerer.status import status_from_thread
@@ -341,6 +342,7 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
               for g in plan.groups]
     check_topics(plan.groups, config.process.broker_timeout)
     found.append("topics: all present")
+    found += replay_topics(plan.groups, create=False, timeout=config.process.broker_timeout)
     url = make_url(config.database.url)
     where = url.render_as_string(hide_password=True)
     if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
@@ -394,6 +396,8 @@ def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptio
     """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
     plan = make_plan(config, target)
     check_topics(plan.groups, config.process.broker_timeout)
+    for line in replay_topics(plan.groups, create=True, timeout=config.process.broker_timeout):
+        log.info("%s", line)
     store = connect(config, upgrade=options.upgrade)
     try:
         starts = start_report(plan.groups, store, config.process.broker_timeout)

@@ -17,6 +17,7 @@ from typing import Any
 
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import resolve_callable, resolve_connection
+from sharedstream.kafka.dlq_headers import replay_topic_name
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.runtime import kafka_runtime
 from sharedstream.kafka.topic_ids import describe_topic_ids
@@ -81,18 +82,27 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             "dlq_topic": self.dlq_topic,
         }
 
+    @property
+    def replay_topic(self) -> str | None:
+        """Where ``dlq replay`` sends this group's dead letters by default: read by the
+        group's consumer besides ``topics``, by nobody else. None without a ``dlq_topic``."""
+        return None if self.dlq_topic is None else replay_topic_name(self.dlq_topic)
+
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> KafkaSharedStreamProducer:
-        """The group's producer; connection and recorder come from the process runtime."""
+        """The group's producer; connection and recorder come from the process runtime.
+        With a ``dlq_topic`` it also reads that topic's replay topic."""
         runtime = kafka_runtime()
         config_id = str(kwargs.get("kafka_config_id", "kafka_default"))
         config = resolve_connection(config_id, runtime.connections, runtime.environ)
+        dlq_topic = kwargs.get("dlq_topic")
         return KafkaSharedStreamProducer(
             topics=list(kwargs["topics"]),
             config=config,
             recorder=runtime.recorder,
             connection_id=config_id,
-            dlq_topic=kwargs.get("dlq_topic"),
+            dlq_topic=dlq_topic,
+            replay_topic=None if dlq_topic is None else replay_topic_name(dlq_topic),
             poll_timeout=float(kwargs.get("poll_timeout", 1.0)),
             topic_id_resolver=runtime.topic_id_resolver or describe_topic_ids,
         )

@@ -11,6 +11,7 @@ from sharedstream.ops.dlq_commands import binary_json, group_rows, histograms, p
 from sharedstream.ops.dlq_reader import DeadLetter, decode_dead_letter
 from sharedstream.ops.dlq_replay import (
     ORIGINAL,
+    REPLAY,
     Action,
     ReplayPlanner,
     ReplayRules,
@@ -92,7 +93,7 @@ def rules(**kwargs: object) -> ReplayRules:
 def test_replay_keeps_context_and_bumps_the_count() -> None:
     planner = ReplayPlanner(rules())
     d = planner.decide(record(count=1))
-    assert d.action is Action.REPLAY and d.topic == "orders"
+    assert d.action is Action.REPLAY and d.topic == "orders.dlq.replay"  # the replay topic
     assert d.headers is not None
     replay = h.parse_replay(d.headers)
     assert replay is not None and replay.replay_count == 2
@@ -101,6 +102,8 @@ def test_replay_keeps_context_and_bumps_the_count() -> None:
     assert h.user_headers(d.headers) == [("trace", b"t1")]
     named = ReplayPlanner(rules(to="scratch")).decide(record())
     assert named.topic == "scratch"
+    original = ReplayPlanner(rules(to=ORIGINAL)).decide(record())
+    assert original.topic == "orders"
 
 
 def test_duplicates_are_replayed_once() -> None:
@@ -144,9 +147,10 @@ def test_filters_select_by_watcher_reason_and_time() -> None:
 def test_foreign_records_need_an_explicit_target_and_go_unchanged() -> None:
     foreign = decode_dead_letter("orders.dlq", 0, 4, T0, b"k", b"v", [("x", b"1")])
     assert ReplayPlanner(rules()).decide(foreign).action is Action.FOREIGN
+    assert ReplayPlanner(rules(to=ORIGINAL)).decide(foreign).action is Action.FOREIGN
     d = ReplayPlanner(rules(to="repair")).decide(foreign)
     assert (d.action, d.topic, d.headers) == (Action.REPLAY, "repair", [("x", b"1")])
-    assert rules().to == ORIGINAL
+    assert rules().to == REPLAY
 
 
 def test_commit_positions_are_the_next_offset_per_partition() -> None:
