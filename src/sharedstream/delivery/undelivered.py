@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
+from sharedstream.core.text import storable_text
 from sharedstream.statestore.events import EventRecord, events_by_id
 from sharedstream.statestore.models import undelivered_event
 from sharedstream.statestore.sql import insert_ignore_many
@@ -33,9 +34,14 @@ class Undelivered:
 
 def record(engine: Engine, destination: str, refused: Sequence[tuple[int, str]],
            now: datetime) -> None:
-    """Record ``(event id, reason)`` pairs; a pair recorded before counts one more attempt."""
+    """Record ``(event id, reason)`` pairs; a pair recorded before counts one more attempt.
+
+    Reasons (a destination's answer, an exception) are made storable first: a NUL or a
+    lone surrogate in them must not fail the record, which would hold the destination.
+    """
     if not refused:
         return
+    refused = [(event_id, storable_text(reason)) for event_id, reason in refused]
     u = undelivered_event.c
     with engine.begin() as connection:
         insert_ignore_many(connection, undelivered_event, [

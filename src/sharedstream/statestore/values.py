@@ -6,6 +6,8 @@ import json
 import math
 from typing import Any
 
+from sharedstream.core.text import lone_surrogate
+
 MAX_KEY_LENGTH = 250
 
 # The one encoding of stored JSON (state values and event payloads). Built once:
@@ -24,6 +26,9 @@ def check_key(key: object) -> str:
         raise TypeError(f"state key must be a str, got {type(key).__name__}")
     if not key or len(key) > MAX_KEY_LENGTH:
         raise ValueError(f"state key must be 1..{MAX_KEY_LENGTH} characters, got {len(key)}")
+    if (found := lone_surrogate(key)) is not None:
+        raise ValueError(f"state key {key!r} is not valid Unicode: lone surrogate {found[1]} "
+                         f"at character {found[0]}")
     return key
 
 
@@ -54,11 +59,17 @@ def _check_json(key: str, value: object, path: str) -> None:
 
 
 def encode_value(key: str, value: object, max_bytes: int) -> str:
-    """Return the JSON text stored for ``value``; refuse None, non-JSON and oversize."""
+    """Return the JSON text stored for ``value``; refuse None, non-JSON, text that is not
+    valid Unicode (a lone surrogate, which no backend stores) and oversize."""
     if value is None:
         raise ValueError(f"state key {key!r}: None is not a storable value; use delete()")
     _check_json(key, value, "$")
     text = JSON_ENCODER.encode(value)
+    if (found := lone_surrogate(text)) is not None:
+        raise ValueError(
+            f"value of state key {key!r} is not valid Unicode: lone surrogate {found[1]} at "
+            f"character {found[0]} of its JSON (decode bytes with errors='replace', or "
+            "store base64)")
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise ValueTooLargeError(

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sharedstream.core.message import Coordinates
+from sharedstream.core.text import lone_surrogate
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.statestore.values import JSON_ENCODER
 
@@ -40,6 +41,12 @@ def encode_payload(payload: Any, max_bytes: int) -> str:
         text = JSON_ENCODER.encode(payload)
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadRefused(f"event payload not JSON: {exc}") from exc
+    # No backend stores a lone surrogate (the remains of bytes decoded with
+    # surrogateescape); found here, it is this watcher's rejection, not a failed batch.
+    if (found := lone_surrogate(text)) is not None:
+        raise PayloadRefused(
+            f"event payload not valid Unicode: lone surrogate {found[1]} at character "
+            f"{found[0]} of its JSON (decode bytes with errors='replace', or send base64)")
     # A str holds at most 4 UTF-8 bytes per character: measure only when that could matter.
     if len(text) * 4 > max_bytes and (size := len(text.encode("utf-8"))) > max_bytes:
         raise PayloadRefused(

@@ -9,6 +9,9 @@ Failure window: a crash after the rows commit but before the Kafka commit record
 same rejections again after the restart; the insert skips rows whose (watcher, topic
 id, partition, offset) exists, so each rejection stays one row. A database error
 raises to the producer, which holds the messages and retries (nothing is committed).
+Because that retry is for ever, the reason and the preview go through
+:func:`~sharedstream.core.text.storable_text` first: a NUL, a lone surrogate or a 10 MB
+reason, which some backend refuses for good, must not hold the partition (issue 25.1).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sharedstream.core.text import storable_text
 from sharedstream.kafka.rejections import RejectedMessage
 from sharedstream.statestore.models import rejected_message
 from sharedstream.statestore.sql import insert_ignore_many
@@ -25,10 +29,11 @@ PREVIEW_BYTES = 256
 
 
 def value_preview(value: bytes | None, limit: int = PREVIEW_BYTES) -> str | None:
-    """The first ``limit`` bytes of a message value as text (undecodable bytes replaced)."""
+    """The first ``limit`` bytes of a message value as storable text: undecodable bytes
+    replaced by U+FFFD, a NUL written as ``\\u0000``."""
     if value is None:
         return None
-    return value[:limit].decode("utf-8", errors="replace")
+    return storable_text(value[:limit].decode("utf-8", errors="replace"))
 
 
 class DatabaseRejectionRecorder:
@@ -57,7 +62,7 @@ class DatabaseRejectionRecorder:
                 rows.append({
                     "watcher": watcher, "topic": where.topic, "topic_id": where.topic_id,
                     "partition": where.partition, "offset": where.offset,
-                    "reason": why, "value_preview": preview, "created_at": now,
+                    "reason": storable_text(why), "value_preview": preview, "created_at": now,
                 })
         return rows
 
