@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sharedstream.core.message import Coordinates
+from sharedstream.core.text import storable_text
 
 PREFIX = "sharedstream."
 ORIGINAL_TOPIC = "sharedstream.original.topic"
@@ -81,7 +82,13 @@ def build_dlq_headers(
     rejections: Mapping[str, str],
     replay_count: int,
 ) -> list[tuple[str, bytes | None]]:
-    """Headers of a dead-letter record: the user's headers first, then ours."""
+    """Headers of a dead-letter record: the user's headers first, then ours.
+
+    Reasons go through :func:`~sharedstream.core.text.storable_text`: a lone surrogate
+    cannot be encoded (the record could never be sent) and a huge reason would make every
+    record too large for the DLQ topic; a NUL is written as ``\\u0000``, as in
+    ``rejected_message``.
+    """
     ours = {
         ORIGINAL_TOPIC: origin.topic,
         ORIGINAL_TOPIC_ID: origin.topic_id,
@@ -89,7 +96,9 @@ def build_dlq_headers(
         ORIGINAL_OFFSET: str(origin.offset),
         ORIGINAL_TIMESTAMP: str(origin.timestamp),
         CONSUMER_GROUP: consumer_group,
-        REJECTIONS: json.dumps(dict(sorted(rejections.items())), ensure_ascii=False),
+        REJECTIONS: json.dumps({watcher: storable_text(reason)
+                                for watcher, reason in sorted(rejections.items())},
+                               ensure_ascii=False),
         IDENTITY: origin.identity,
         REPLAY_COUNT: str(replay_count),
     }
