@@ -34,8 +34,12 @@ from streams import committed, create_schema
 from triggerer import Triggerer, connection_for, until, write_config
 
 from sharedstream.core.text import MAX_TEXT_CHARS
+from sharedstream.delivery import undelivered
 from sharedstream.dlq import read_dead_letters
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.events import events_after, insert_events
 from sharedstream.statestore.models import asset_event, rejected_message
+from sharedstream.statestore.types import utcnow
 
 WATCHERS = Path(__file__).resolve().parent / "text_watchers.py"
 NO_DLQ = " (not dead-lettered: no dead-letter topic configured)"
@@ -158,3 +162,27 @@ def test_dead_letter_reasons_with_nul_surrogates_or_10_mb_reach_the_dlq(
     assert reasons[1] == "bad \\udcff byte"
     assert len(reasons[2]) <= MAX_TEXT_CHARS and reasons[2].endswith(" characters]")
     assert rejected_rows(db_url) == {}
+
+
+def test_a_destination_refusal_with_nul_surrogates_or_10_mb_is_recorded(db_url: str) -> None:
+    """``undelivered_event`` reasons (a webhook's answer, an exception) on the real backend:
+    a refused record would hold the destination's cursor for ever."""
+    store = StateStore.from_url(db_url)
+    try:
+        store.upgrade()
+        asset_id = store.register_asset("orders")
+        with store.engine.begin() as connection:
+            insert_events(connection, [
+                {"asset_id": asset_id, "watcher": "w", "payload": "{}", "topic": "t",
+                 "topic_id": "id", "partition": 0, "offset": n, "event_index": 0,
+                 "created_at": utcnow()} for n in range(3)])
+            ids = [e.id for e in events_after(connection, 0, limit=3)]
+        undelivered.record(store.engine, "hooks", [
+            (ids[0], "webhook answered 400: a\x00b"), (ids[1], "bad \udcff byte"),
+            (ids[2], "x" * 10_000_000)], utcnow())
+        reasons = {u.event.id: u.reason for u in undelivered.listed(store.engine)}
+    finally:
+        store.close()
+    assert reasons[ids[0]] == "webhook answered 400: a\\u0000b"
+    assert reasons[ids[1]] == "bad \\udcff byte"
+    assert len(reasons[ids[2]]) <= MAX_TEXT_CHARS and reasons[ids[2]].endswith(" characters]")
