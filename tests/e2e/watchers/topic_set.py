@@ -34,5 +34,5 @@ class Reader(KafkaSharedStreamTrigger):
             os.close(fd)
 
 
-assets = [Asset("topic_set", uri="kafka://topic_set", watchers=[
+assets = [Asset("topic_set", uri=f"kafka://127.0.0.1:9092/{TOPICS[0]}", watchers=[
     AssetWatcher("reader", Reader(topics=TOPICS, kafka_config_id="e2e", poll_timeout=0.2))])]
