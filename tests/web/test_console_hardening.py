@@ -11,8 +11,11 @@ anything from another origin.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_network
 from pathlib import Path
 from typing import Any
@@ -176,6 +179,43 @@ def test_a_status_document_over_the_size_cap_is_refused(
     assert server.requests == 1
     assert found["status_error"] == "status document larger than 1 MiB"
     assert client.get(f"/api/v1/triggerers/{process}").json()["status"] is None
+
+
+def test_a_status_server_dripping_its_answer_is_cut_off_at_the_timeout(
+        postgres_store: StateStore) -> None:
+    """A server that answers a byte at a time, forever, holds a fetch no longer than the
+    timeout: the deadline covers the whole exchange, not each read."""
+    stop = threading.Event()
+    dripped = threading.Event()
+
+    class Drip(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                # 3 s of drips, three times the timeout, then the answer ends (a
+                # console without the deadline reads it all and fails below).
+                for _ in range(15):
+                    if stop.wait(0.2):
+                        break
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    dripped.set()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        process = triggerer(postgres_store, f"http://127.0.0.1:{server.server_address[1]}/")
+        found = by_id(console(postgres_store, status_timeout=1.0))[process]
+        assert dripped.is_set()  # bytes kept coming, each well within the timeout
+        assert found["status_error"] == "status did not answer within 1s"
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
 
 
 # -- item 13: page parameters bounded like the API's -----------------------------------
