@@ -66,7 +66,8 @@ def test_every_valid_order_is_one_event_in_the_database(
     against the summary's own event counts."""
     summary = demo[1]
     rows = _event_rows(summary["database_url"])
-    valid_orders = sum(summary["produced"].values()) - summary["poison_sent"]
+    # Every well-formed order, plus the one the fix made valid (replayed after the fix).
+    valid_orders = sum(summary["produced"].values()) - summary["poison_sent"] + 1
     assert rows["valid_orders"] == (valid_orders, valid_orders)  # none lost, none twice
     paid, distinct_paid = rows["paid_orders"]
     assert 0 < paid == distinct_paid < valid_orders
@@ -78,7 +79,8 @@ def test_poison_messages_are_dead_lettered_with_their_reason(
     dlq = demo[1]["dlq"]
     assert dlq["records"] == demo[1]["poison_sent"] == 2
     assert {"valid_orders": "not JSON"} in dlq["reasons"]
-    assert {"valid_orders": "missing field 'amount'"} in dlq["reasons"]
+    assert {"valid_orders": "missing field 'amount'",
+            "paid_orders": "missing amount"} in dlq["reasons"]
 
 
 def test_watermark_per_partition_is_the_highest_persisted_id(
@@ -103,3 +105,23 @@ def test_committed_offsets_reach_the_produced_counts(
     assert sum(summary["produced"].values()) > 0
     assert summary["committed"] == summary["produced"]
     assert summary["in_flight_at_end"] == summary["held_at_end"] == 0
+
+
+def test_a_replay_after_the_fix_makes_its_events_behind_the_watermark(
+        demo: tuple[int, dict[str, Any], str]) -> None:
+    """The order without an amount, rejected by both watchers, replayed once the fix is
+    deployed: each watcher has its event (from the database), ``paid_orders`` although
+    its watermark had moved past the order's id, and the replay went through the replay
+    topic (the orders topic holds only what the traffic produced)."""
+    summary = demo[1]
+    assert summary["replay"]["replayed"] == 1 and summary["replay"]["error"] is None
+    path = summary["database_url"].removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT watcher, topic, partition, payload FROM asset_event").fetchall()
+    free = [(w, t, p, json.loads(v)) for w, t, p, v in rows if json.loads(v)["amount"] == 0.0]
+    assert sorted(w for w, _, _, _ in free) == ["paid_orders", "valid_orders"]
+    assert {t for _, t, _, _ in free} == {summary["topic"]}  # keyed by the original message
+    partition, order = free[0][2], free[0][3]
+    later = [json.loads(v)["id"] for w, _, p, v in rows if w == "paid_orders" and p == partition]
+    assert max(later) > order["id"]  # the watermark was past it when the replay came
+    assert summary["committed"] == summary["produced"]  # no replay went into the orders topic

@@ -48,6 +48,7 @@ class Snapshot:
     triggerer: TriggererState
     outage: str
     poison_sent: int
+    replay: str = ""
 
 
 class Observer:
@@ -104,6 +105,13 @@ class Observer:
         wanted = [TopicPartition(self.topic, p) for p in range(self.partitions)]
         result = self._offsets.committed(wanted, timeout=timeout)
         return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in result}
+
+    def replays_pending(self, replay_topic: str, timeout: float = 2.0) -> int:
+        """Records of ``replay_topic`` the group has not committed past yet."""
+        wanted = [TopicPartition(replay_topic, p) for p in range(self.partitions)]
+        committed = self._offsets.committed(wanted, timeout=timeout)
+        ends = [self._offsets.get_watermark_offsets(tp, timeout=timeout)[1] for tp in wanted]
+        return sum(end - max(tp.offset, 0) for tp, end in zip(committed, ends, strict=True))
 
     def read_dead_letters(self) -> list[DeadLetter]:
         """Every dead-letter record so far (new ones are read without waiting)."""

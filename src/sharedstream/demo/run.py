@@ -12,7 +12,11 @@ are stable made-up strings (the mock cannot describe topics).
 
 A simulated database outage makes every statement on the triggerer's engine fail
 for a few seconds mid-run; the view shows offsets stop moving while events cannot
-be persisted, and catch up once the database answers again.
+be persisted, and catch up once the database answers again. Later a fix is
+"deployed" (orders without an amount become free orders) and the dead letters
+rejected for a missing amount are replayed, as ``sharedstream dlq replay --reason
+amount`` would: through the replay topic, to the watchers that rejected them, which
+now turn them into events.
 
 Logs (sharedstream's and librdkafka's) go to a file in the temporary directory,
 kept after the run together with the database, so the view stays readable and
@@ -41,8 +45,16 @@ from sqlalchemy.engine import Engine
 from sharedstream.demo import view
 from sharedstream.demo.observe import Observer, Snapshot, TriggererState
 from sharedstream.demo.traffic import Traffic
-from sharedstream.demo.watchers import CONNECTION, DLQ_TOPIC, TOPIC
+from sharedstream.demo.watchers import (
+    CONNECTION,
+    DLQ_TOPIC,
+    FREE_ORDERS,
+    MISSING_AMOUNT,
+    REPLAY_TOPIC,
+    TOPIC,
+)
 from sharedstream.ops.clitools import emit_json
+from sharedstream.ops.dlq_replay import Replayer, ReplayRules, default_parking_topic
 from sharedstream.triggerer.config import Config, DatabaseSettings, ProcessSettings
 from sharedstream.triggerer.plan import make_plan
 from sharedstream.triggerer.process import Triggerer, check_topics, open_store
@@ -82,6 +94,36 @@ class DemoOptions:
     @property
     def poison_at(self) -> tuple[float, ...]:
         return (0.2 * self.traffic_seconds, 0.5 * self.traffic_seconds)
+
+    @property
+    def fix_at(self) -> float:
+        """When the fix is deployed and the missing-amount dead letters replayed."""
+        return 0.75 * self.traffic_seconds
+
+
+class FixAndReplay(threading.Thread):
+    """Deploys the demo's fix, then replays the dead letters it fixes (``dlq replay``)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(name="demo-replay", daemon=True)
+        self._connection = {"bootstrap.servers": bootstrap, "log_level": 0}
+        self.replayed = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        FREE_ORDERS.set()
+        rules = ReplayRules(parking_topic=default_parking_topic(DLQ_TOPIC),
+                            reasons=("amount",))
+        try:
+            summary = Replayer(self._connection, DLQ_TOPIC, rules,
+                               group="sharedstream-demo-replay").run()
+        except Exception as exc:
+            self.error = str(exc)
+            log.exception("demo: the replay failed")
+            return
+        self.replayed = summary.as_dict()["replayed"]
+        log.info("demo: fix deployed, %d dead letter(s) replayed through %s", self.replayed,
+                 REPLAY_TOPIC)
 
 
 def mock_topic_ids(config: Mapping[str, Any], topics: Sequence[str]) -> dict[str, str]:
@@ -252,8 +294,10 @@ def run_demo(options: DemoOptions, console: Console) -> dict[str, Any]:
 def _run(options: DemoOptions, console: Console, workdir: Path) -> dict[str, Any]:
     cluster = MockCluster()
     try:
+        FREE_ORDERS.clear()
         partitions = cluster.create_topic(TOPIC)
         cluster.create_topic(DLQ_TOPIC)
+        cluster.create_topic(REPLAY_TOPIC)
         database_url = f"sqlite:///{workdir / 'demo.db'}"
         connection = {"bootstrap.servers": cluster.bootstrap,
                       "logger": logging.getLogger("librdkafka")}
@@ -293,6 +337,7 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
                       duration=options.traffic_seconds, poison_at=options.poison_at)
     runner = TriggererThread(triggerer)
     runner.start()
+    fix = FixAndReplay(bootstrap)
     started = time.monotonic()
 
     def snapshot() -> Snapshot:
@@ -303,7 +348,7 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
                         watermarks=observer.watermarks(),
                         dead_letters=list(observer.read_dead_letters()),
                         triggerer=runner.state(), outage=outage.describe(elapsed),
-                        poison_sent=traffic.poison_sent)
+                        poison_sent=traffic.poison_sent, replay=replay_text(fix))
 
     interrupted = False
     try:
@@ -314,7 +359,12 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
         started = time.monotonic()
         with view.Display(console, options.seconds) as display:
             while runner.is_alive() and time.monotonic() - started < options.seconds:
-                display.show(snapshot())
+                snap = snapshot()
+                if (fix.ident is None and snap.elapsed >= options.fix_at
+                        and any(MISSING_AMOUNT in d.rejections.values()
+                                for d in snap.dead_letters)):
+                    fix.start()
+                display.show(snap)
                 time.sleep(REFRESH_S)
             display.show(snapshot())
     except KeyboardInterrupt:
@@ -324,6 +374,8 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
         traffic.stop()
         if traffic.ident is not None:
             traffic.join()
+    if fix.ident is not None:
+        fix.join(JOIN_TIMEOUT_S)
     if not interrupted:
         _settle(runner, observer, traffic)
     final_state = runner.state()
@@ -332,7 +384,25 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
     runner.join(30)
     log.info("demo: the triggerer stopped (exit code %s)", runner.code)
     last = snapshot()
-    return _summary(options, last, final_state, runner, outage, traffic, observer, interrupted)
+    summary = _summary(options, last, final_state, runner, outage, traffic, observer,
+                       interrupted)
+    summary["replay"] = {"fixed_at": round(options.fix_at, 1) if fix.ident else None,
+                         "topic": REPLAY_TOPIC, "replayed": fix.replayed, "error": fix.error}
+    if fix.error is not None:
+        summary["exit_code"] = 1
+    return summary
+
+
+def replay_text(fix: FixAndReplay) -> str:
+    """The fix-and-replay step as the view shows it."""
+    if fix.ident is None:
+        return "fix not deployed yet"
+    if fix.error is not None:
+        return f"replay failed: {fix.error}"
+    if fix.is_alive():
+        return "fix deployed (no amount = free order): replaying"
+    return (f"fix deployed (no amount = free order): {fix.replayed} dead letter(s) replayed "
+            f"through {REPLAY_TOPIC}")
 
 
 def _wait_for_assignment(runner: TriggererThread) -> None:
@@ -351,7 +421,8 @@ def _settle(runner: TriggererThread, observer: Observer, traffic: Traffic) -> No
     produced = dict(traffic.delivered())
     while runner.is_alive() and time.monotonic() < deadline:
         committed = observer.committed()
-        if all((committed.get(p) or 0) >= n for p, n in produced.items()):
+        if (all((committed.get(p) or 0) >= n for p, n in produced.items())
+                and not observer.replays_pending(REPLAY_TOPIC)):
             return
         time.sleep(REFRESH_S)
     log.warning("not everything was committed within %.0fs", SETTLE_TIMEOUT_S)

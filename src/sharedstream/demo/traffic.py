@@ -4,7 +4,8 @@ A background thread produces JSON orders round-robin over the topic's partitions
 at a modest rate, so the live view has something to show while it happens. Ids
 grow by one per order, hence within each partition too (the ``paid_orders``
 watermark relies on that). Two poison messages go out on the way: one that is not
-JSON and one without an ``amount``; ``valid_orders`` dead-letters both.
+JSON and the next order without its ``amount``; ``valid_orders`` dead-letters both
+(``paid_orders`` the second too).
 
 Counts are taken from delivery reports, so "produced" means "the broker has it":
 the end offset every partition's commit must reach.
@@ -21,10 +22,8 @@ from collections.abc import Callable, Mapping
 from confluent_kafka import KafkaError, Message, Producer
 
 STATUSES = ("paid", "paid", "pending", "cancelled")
-POISON: tuple[bytes, ...] = (
-    b"<order id=7>not JSON</order>",
-    json.dumps({"id": -1, "status": "paid"}).encode(),  # no amount
-)
+# None: the next order, paid, without its amount (a real id, so watermarks pass it).
+POISON: tuple[bytes | None, ...] = (b"<order id=7>not JSON</order>", None)
 
 
 class Traffic(threading.Thread):
@@ -68,8 +67,12 @@ class Traffic(threading.Thread):
                 break
             partition = order_id % self.partitions
             if poison and elapsed >= poison[0][0]:
-                value = poison.pop(0)[1]
+                bad = poison.pop(0)[1]
                 self.poison_sent += 1
+                if bad is None:
+                    order_id += 1
+                    bad = json.dumps({"id": order_id, "status": "paid"}).encode()
+                value = bad
             else:
                 order_id += 1
                 value = json.dumps({"id": order_id, "status": rng.choice(STATUSES),

@@ -67,6 +67,7 @@ class Display:
         self._last_plain = -PLAIN_EVERY_S
         self._seen_dead_letters = 0
         self._was_healthy = True
+        self._replay = ""
 
     def __enter__(self) -> Display:
         if self.console.is_terminal:
@@ -97,6 +98,10 @@ class Display:
         notes = [f"dead letter: {where(d)} {reason_text(d)}"
                  for d in snap.dead_letters[self._seen_dead_letters:]]
         self._seen_dead_letters = len(snap.dead_letters)
+        if snap.replay != self._replay:
+            if self._replay:
+                notes.append(snap.replay)
+            self._replay = snap.replay
         healthy = snap.triggerer.database_healthy
         if healthy != self._was_healthy:
             notes.append("database answers again: the held commits go through" if healthy
@@ -198,6 +203,7 @@ def _dead_letters(snap: Snapshot) -> RenderableType:
     for letter in letters[-SHOWN_DEAD_LETTERS:]:
         lines.append(Text.assemble(f"  {where(letter)}  ",
                                    (reason_text(letter), "red")))
+    lines.append(Text(f"  {snap.replay}", style="cyan"))
     return Group(*lines)
 
 
@@ -215,6 +221,10 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("watermarks", "  ".join(f"{k}={v}" for k, v in marks.items()) or "-")
     dlq = summary["dlq"]
     table.add_row("dead letters", f"{dlq['records']} (last: {dlq['last_reason'] or '-'})")
+    replay = summary["replay"]
+    table.add_row("fix + replay", "not reached" if replay["fixed_at"] is None else
+                  f"at t={replay['fixed_at']:g}s: {replay['replayed']} dead letter(s) through "
+                  f"{replay['topic']}, events made by the watchers that rejected them")
     database = summary["database"]
     if database["outage_observed"]:
         outage = (f"{database['outage_seconds']:g}s from t={database['outage_from']:g}s: "

@@ -10,9 +10,14 @@ ids grow within each partition.
   (``last_seen/<partition>``) in the asset state store. The watermark is written with
   ``aadvance`` while the message is handled, so it commits in the same transaction as
   the event: after any crash or outage, it never runs ahead of (or lags behind) the
-  events it describes. A message it cannot read is skipped, not rejected: reporting
-  it is ``valid_orders``'s job, and one dead-letter record names every rejecting
-  watcher anyway.
+  events it describes. It rejects an order without an amount (it cannot price it);
+  any other message it cannot read is skipped: reporting it is ``valid_orders``'s job,
+  and one dead-letter record names every rejecting watcher anyway.
+
+Mid-run the demo "deploys a fix" (:data:`FREE_ORDERS`: an order without an amount is
+a free order) and replays the dead letters rejected for a missing amount. The replay
+reaches both watchers through ``demo.orders.dlq.replay``; ``paid_orders`` handles it
+although its watermark moved past it (``message.is_replay``).
 
 Both triggers take the same group arguments (topic, connection, dead-letter topic),
 so the triggerer runs them on one shared consumer group.
@@ -21,6 +26,7 @@ so the triggerer runs them on one shared consumer group.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,11 +38,16 @@ from sharedstream import (
     TriggerEvent,
     reject_shared_stream_event,
 )
+from sharedstream.kafka.dlq_headers import replay_topic_name
 
 TOPIC = "demo.orders"
 DLQ_TOPIC = "demo.orders.dlq"
+REPLAY_TOPIC = replay_topic_name(DLQ_TOPIC)
 CONNECTION = "demo"
 REQUIRED_FIELDS = ("id", "status", "amount")
+MISSING_AMOUNT = "missing field 'amount'"
+# Set when the demo deploys its fix: an order without an amount is then a free one.
+FREE_ORDERS = threading.Event()
 
 
 def parse_order(value: bytes | None) -> dict[str, Any] | str:
@@ -49,6 +60,8 @@ def parse_order(value: bytes | None) -> dict[str, Any] | str:
         return "not JSON"
     if not isinstance(order, dict):
         return "not a JSON object"
+    if "amount" not in order and FREE_ORDERS.is_set():
+        order["amount"] = 0.0
     for name in REQUIRED_FIELDS:
         if name not in order:
             return f"missing field {name!r}"
@@ -81,12 +94,16 @@ class PaidOrders(KafkaSharedStreamTrigger):
         message: KafkaMessage
         async for message in stream:
             order = parse_order(message.value)
+            if order == MISSING_AMOUNT:
+                reject_shared_stream_event("missing amount")
+                continue
             if isinstance(order, str) or order["status"] != "paid":
                 continue
             key = f"last_seen/{message.partition}"
-            if order["id"] <= await self.asset_state_store.aget(key, default=-1):
+            last_seen = await self.asset_state_store.aget(key, default=-1)
+            if order["id"] <= last_seen and not message.is_replay:
                 continue  # a redelivery of something already recorded
-            await self.asset_state_store.aadvance(key, order["id"])
+            await self.asset_state_store.aadvance(key, order["id"])  # never backwards
             yield TriggerEvent(order)
 
 
