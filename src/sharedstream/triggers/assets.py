@@ -80,8 +80,10 @@ class Asset:
                 or len(name) > _MAX_ASSET_NAME or not name.isprintable()):
             raise ValueError(f"invalid asset name {name!r}: non-empty, printable, no "
                              f"surrounding whitespace, at most {_MAX_ASSET_NAME} characters")
-        if self.uri is not None and (not isinstance(self.uri, str) or not self.uri.strip()):
-            raise ValueError(f"asset {name!r}: uri must be a non-empty string or None")
+        if self.uri is not None and (not isinstance(self.uri, str) or not self.uri.strip()
+                                     or not self.uri.isprintable()):
+            raise ValueError(f"asset {name!r}: uri must be a non-empty printable string "
+                             "(no control characters) or None")
         if not isinstance(self.group, str) or not self.group:
             raise ValueError(f"asset {name!r}: group must be a non-empty string")
         try:

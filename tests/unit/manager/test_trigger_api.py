@@ -31,6 +31,11 @@ def test_asset_and_watcher_validate_names() -> None:
         AssetWatcher("w", object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="invalid asset name"):
         Asset(" orders")
+    # Stored as text in `asset.uri`: PostgreSQL refuses a NUL, every backend a lone
+    # surrogate, so they are refused here, when the module loads, not at registration.
+    for uri in ("kafka://broker:9092/ord\x00ers", "kafka://broker:9092/\udcff"):
+        with pytest.raises(ValueError, match="printable"):
+            Asset("orders", uri=uri)
     with pytest.raises(ValueError, match="listed twice"):
         Asset("a", watchers=[AssetWatcher("w", Plain()), AssetWatcher("w", Plain())])
 
