@@ -23,9 +23,16 @@ Failure windows:
 * Revocation: pending dead-letter reports are awaited (``revoke_timeout``), the
   loop is asked to publish its targets (bounded wait: a loop that does not answer
   costs re-reading what resolved in the last commit interval), and the revoked
-  partitions' published targets are committed synchronously before the partitions
-  go; outcomes arriving later belong to an old generation and are dropped. A lost
+  partitions' targets the broker has not confirmed are committed synchronously
+  before the partitions go, even when an asynchronous commit of them is still in
+  flight (a rebalance can get it refused after the partitions went). A refusal the
+  member cannot outlive inside the callback (the group moved to a generation it has
+  not joined yet) is logged as a warning and counted (``revoke_commit_failures``):
+  the next owner hands out again what resolved since the last confirmed commit.
+  Outcomes arriving later belong to an old generation and are dropped. A lost
   partition commits nothing (another member may own it).
+* Close: the final commit is confirmed before the member leaves, serving a
+  rebalance that overtakes it (:meth:`_final_commit`), within ``revoke_timeout``.
 * A watched or dead-letter topic recreated under the consumer: noticed by the
   periodic topic-id check (``TOPIC_ID_CHECK_S``); see :meth:`_check_topic_ids`.
 
@@ -97,6 +104,8 @@ METADATA_REFRESH_MS = 5000
 _REBALANCE_ERRORS = frozenset(
     {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
 )
+# First pause before a revocation's commit is sent again after another kind of failure.
+REVOKE_RETRY_S = 0.1
 
 
 class StreamNotOpenError(RuntimeError):
@@ -192,11 +201,13 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self._published: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
         self._lane_requests: dict[Key, tuple[int, int | None]] = {}
         # Thread side: the generation of each owned partition, the partitions paused for
-        # their bound, and commit bookkeeping (latest target, last sent, still to send).
+        # their bound, and commit bookkeeping (latest target, last sent, last the broker
+        # confirmed, still to send).
         self._owned: dict[Key, int] = {}
         self._bounded: set[Key] = set()
         self._latest: dict[Key, tuple[int, int, tuple[int, ...]]] = {}
         self._sent: dict[Key, tuple[int, str]] = {}
+        self._confirmed: dict[Key, tuple[int, str]] = {}
         self._unsent: set[Key] = set()
         self._generation = 0
         self._queued = 0
@@ -234,6 +245,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         self.consumed = 0
         self.commits = 0
         self.commit_failures = 0
+        # Partitions that went (revoked, closed) before the broker confirmed the commit
+        # of what they resolved: their next owner hands that out again.
+        self.revoke_commit_failures = 0
         self.dead_letters = 0
         self.dead_letter_failures = 0
         self.rejections_recorded = 0
@@ -827,7 +841,9 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     def counters(self) -> dict[str, int]:
         """Counters by Prometheus name (without prefix and ``_total``)."""
         return {"messages_consumed": self.consumed, "commits": self.commits,
-                "commit_failures": self.commit_failures, "dead_letters": self.dead_letters,
+                "commit_failures": self.commit_failures,
+                "revoke_commit_failures": self.revoke_commit_failures,
+                "dead_letters": self.dead_letters,
                 "dead_letter_failures": self.dead_letter_failures,
                 "rejections_recorded": self.rejections_recorded,
                 "topics_recreated": self.topics_recreated}
@@ -838,28 +854,34 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         """One commit request for every owned partition whose published target moved.
 
         Metadata is encoded here, with the budget the broker allows (it halves when
-        the broker refuses it); a target whose commit failed is sent again.
+        the broker refuses it); a target whose commit failed is sent again. The
+        asynchronous tick skips a target already sent, answered or not. A synchronous
+        commit (revocation, close, ``commit()``) sends every target the broker has not
+        confirmed: an asynchronous request still unanswered may yet be refused (a
+        rebalance overtook it), and once the partitions are gone nothing would commit
+        what they resolved (guarantee 7).
         """
         if self._published:
             with self._lock:
                 fresh, self._published = self._published, {}
             self._latest.update(fresh)
             self._unsent.update(fresh)
-        keys = self._unsent if only is None else self._unsent & only
+        if asynchronous:
+            keys, done = self._unsent, self._sent
+        else:
+            keys, done = set(self._latest), self._confirmed
+        if only is not None:
+            keys = keys & only
         if not keys:
             return
         offsets = []
         for key in list(keys):
             self._unsent.discard(key)
-            latest = self._latest.get(key)
-            if latest is None or self._owned.get(key) != latest[0]:
+            target = self._target(key)
+            if target is None or done.get(key) == target:
                 continue
-            _, offset, above = latest
-            metadata = encode_progress(offset, above, self._metadata_max_chars)
-            if self._sent.get(key) == (offset, metadata):
-                continue
-            self._sent[key] = (offset, metadata)
-            offsets.append(TopicPartition(key[0], key[1], offset, metadata=metadata))
+            self._sent[key] = target
+            offsets.append(TopicPartition(key[0], key[1], target[0], metadata=target[1]))
         if not offsets:
             return
         try:
@@ -872,13 +894,27 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if not asynchronous and result:
             self._on_commit(None, result)
 
+    def _target(self, key: Key) -> tuple[int, str] | None:
+        """The latest target of an owned partition as committed: (offset, metadata)."""
+        latest = self._latest.get(key)
+        if latest is None or self._owned.get(key) != latest[0]:
+            return None
+        _, offset, above = latest
+        return offset, encode_progress(offset, above, self._metadata_max_chars)
+
     def _forget_commits(self, key: Key) -> None:
         self._latest.pop(key, None)
         self._sent.pop(key, None)
+        self._confirmed.pop(key, None)
         self._unsent.discard(key)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         failed = [tp for tp in partitions if tp.error is not None]
+        if error is None:
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                if tp.error is None and key in self._owned:
+                    self._confirmed[key] = (tp.offset, tp.metadata or "")
         if error is not None or failed:
             first = error if error is not None else failed[0].error
             assert first is not None
@@ -899,9 +935,13 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             )
         elif error.code() in _REBALANCE_ERRORS:
             # The group moved to a new generation under this request; the lanes still
-            # owned afterwards are recommitted on the next tick. Not a failure.
-            self._log.info("%s: commit deferred by a rebalance: %s", self.consumer_group,
-                           error.str())
+            # owned afterwards are recommitted on the next tick. Lanes gone already were
+            # committed (or counted as failed) synchronously when they went.
+            owned = any((tp.topic, tp.partition) in self._owned for tp in partitions)
+            self._log.log(logging.INFO if owned else logging.DEBUG,
+                          "%s: commit %s by a rebalance: %s", self.consumer_group,
+                          "deferred" if owned else "of partitions already gone refused",
+                          error.str())
         else:
             self._note_error(f"commit failed: {error.str()}")
             self._log.warning("%s: commit failed: %s", self.consumer_group, error.str())
@@ -986,13 +1026,41 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
         if self._dlq is not None and self._dlq.flush(self._revoke_timeout):
             self._log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
         self._sync_with_loop(self._revoke_timeout)
-        revoked = frozenset((tp.topic, tp.partition) for tp in partitions)
-        try:
-            self._commit_published(consumer, asynchronous=False, only=revoked)
-        except KafkaException as exc:
-            self._log.warning("%s: commit at revoke failed: %s", self.consumer_group, exc)
+        self._commit_revoked(consumer, frozenset((tp.topic, tp.partition) for tp in partitions))
         self._drop(partitions)
         self._log.info("%s: revoked %s", self.consumer_group, _names(partitions))
+
+    def _commit_revoked(self, consumer: Any, revoked: frozenset[Key]) -> None:
+        """Have the broker confirm the revoked partitions' targets before they go.
+
+        A failure is retried with backoff within ``revoke_timeout``, except one saying a
+        rebalance overtook the request: inside this callback the member cannot join the
+        new generation, so sending again would be refused again. What stays unconfirmed
+        is a warning and counts in ``revoke_commit_failures``; the next owner hands out
+        again what it resolved since the last confirmed commit (docs/guarantees.md).
+        """
+        deadline = time.monotonic() + self._revoke_timeout
+        backoff = Backoff(REVOKE_RETRY_S, self._revoke_timeout)
+        error = ""
+        while True:
+            try:
+                self._commit_published(consumer, asynchronous=False, only=revoked)
+                break
+            except KafkaException as exc:
+                error = exc.args[0].str()
+                delay = backoff.next()
+                if exc.args[0].code() in _REBALANCE_ERRORS or time.monotonic() + delay > deadline:
+                    break
+            time.sleep(delay)
+        unconfirmed = sorted(key for key in revoked
+                             if (target := self._target(key)) is not None
+                             and self._confirmed.get(key) != target)
+        if unconfirmed:
+            self.revoke_commit_failures += len(unconfirmed)
+            self._log.warning(
+                "%s: commit at revoke failed for %s (%s): their next owner hands out again "
+                "what they resolved since their last confirmed commit", self.consumer_group,
+                ", ".join(f"{t}[{p}]" for t, p in unconfirmed), error or "not confirmed")
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Another member may own these already: commit nothing, forget everything."""

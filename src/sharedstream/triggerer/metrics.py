@@ -96,6 +96,9 @@ KAFKA_COUNTERS = {spec.name: spec for spec in (
     MetricSpec("commits", "counter", "Offset commits the broker acknowledged.", GROUP),
     MetricSpec("commit_failures", "counter",
                "Offset commits the broker refused or that failed (sent again later).", GROUP),
+    MetricSpec("revoke_commit_failures", "counter",
+               "Partitions revoked or closed before the broker confirmed the commit of what "
+               "they resolved (their next owner hands that out again).", GROUP),
     MetricSpec("dead_letters", "counter", "Dead-letter records the broker acknowledged.", GROUP),
     MetricSpec("dead_letter_failures", "counter",
                "Dead-letter sends that failed (retried with backoff).", GROUP),
