@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import importlib
 import signal
-import sys
-from types import FrameType
-from typing import Any
 
 import click
 
 from sharedstream import __version__
+from sharedstream.triggerer.signals import stop_while_starting
 
 # Command name -> "module:attribute" of its click command.
 COMMANDS = {
@@ -58,10 +56,6 @@ def cli() -> None:
     """sharedstream: Kafka event triggers through one shared consumer per topic set."""
 
 
-def _stopped_while_starting(signum: int, frame: FrameType | None) -> Any:
-    sys.exit(0)
-
-
 def main() -> None:
-    signal.signal(signal.SIGTERM, _stopped_while_starting)
+    signal.signal(signal.SIGTERM, stop_while_starting)
     cli()

@@ -3,16 +3,19 @@
 The triggerer imports the user's module once at start-up. Everything that can be
 checked without a broker or a database is checked here, so a mistake fails the
 start with one clear line (exit code 2) instead of half a process running:
-a missing file, a syntax error (file and line), an import that raises, no assets,
-an asset without watchers, a watcher name used twice, a trigger whose
-``serialize()`` does not rebuild an equal trigger, two watchers of one
-shared-stream group that disagree on the group's arguments.
+a missing file, a syntax error (file and line), an import that raises or exits
+(``sys.exit()``, ``KeyboardInterrupt``: anything but the SIGTERM that stops a process
+still starting), no assets, an asset without watchers, a watcher name used twice, a
+trigger whose ``serialize()`` does not rebuild an equal trigger, a shared-stream filter
+that is not an async generator function, two watchers of one shared-stream group that
+disagree on the group's arguments, and dead letters that would come back as input.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 from collections.abc import Hashable, Iterable, Iterator, Sequence
@@ -20,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from sharedstream.triggerer.signals import StoppedWhileStarting
 from sharedstream.triggers.assets import Asset, AssetWatcher
 from sharedstream.triggers.base import (
     BaseEventTrigger,
     SharedStreamConflictError,
     check_shared_stream_group,
 )
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
 
 class WatcherLoadError(ValueError):
@@ -94,6 +99,7 @@ def load_watchers(targets: Sequence[str]) -> WatcherModule:
         raise WatcherLoadError(f"{source}: no Asset found in any watcher module")
     _check(source, tuple(assets))
     _check_groups(source, tuple(assets))
+    _check_dead_letter_loops(source, tuple(assets))
     return WatcherModule(source=source, assets=tuple(assets))
 
 
@@ -143,7 +149,18 @@ def _import(target: str) -> ModuleType:
         if exc.name is not None and target.split(".")[0] == exc.name.split(".")[0]:
             raise WatcherLoadError(f"watcher module not found: {target}") from None
         raise WatcherLoadError(f"{target}: import failed: {exc}") from None
-    except Exception as exc:
+    except StoppedWhileStarting:
+        raise
+    except SystemExit as exc:
+        raise WatcherLoadError(
+            f"{target}: the import called sys.exit({exc.code!r}){_where(exc)}: a watcher "
+            "module must not exit; keep that code under `if __name__ == \"__main__\":`"
+        ) from None
+    except KeyboardInterrupt as exc:
+        raise WatcherLoadError(f"{target}: the import was interrupted{_where(exc)} "
+                               "(KeyboardInterrupt: a Ctrl-C, or the module raising it)"
+                               ) from None
+    except BaseException as exc:  # one error line, whatever the module raised
         raise WatcherLoadError(f"{target}: import failed{_where(exc)}: "
                                f"{type(exc).__name__}: {exc}") from None
 
@@ -191,6 +208,7 @@ def _check(target: str, assets: tuple[Asset, ...]) -> None:
                     "must be unique")
             owner_of[watcher.name] = asset.name
             _check_serializable(target, watcher)
+            _check_filter(target, watcher)
 
 
 def _check_serializable(target: str, watcher: AssetWatcher) -> None:
@@ -210,6 +228,29 @@ def _check_serializable(target: str, watcher: AssetWatcher) -> None:
             from None
 
 
+def _check_filter(target: str, watcher: AssetWatcher) -> None:
+    """A shared-stream filter must be an async generator function: the manager iterates
+    it with ``async for``. Anything else fails at its first message and is restarted for
+    ever (a traceback each time, nothing committed), so it is refused here."""
+    trigger = watcher.trigger
+    if trigger.shared_stream_key() is None:
+        return
+    method = trigger.filter_shared_stream
+    if inspect.isasyncgenfunction(method):
+        return
+    if inspect.iscoroutinefunction(method):
+        shape = "a coroutine function (async def without yield)"
+    elif inspect.isgeneratorfunction(method):
+        shape = "a plain generator function (def with yield)"
+    else:
+        shape = "a plain function" if callable(method) else "not callable"
+    raise WatcherLoadError(
+        f"{target}: watcher {watcher.name!r}: {type(trigger).__qualname__}.filter_shared_stream "
+        f"is {shape}, not an async generator function: write it as `async def` iterating "
+        "the stream with `async for` and containing a `yield` (a filter that never yields "
+        "an event still needs one, e.g. `return` then `yield` after its loop)")
+
+
 def _check_groups(target: str, assets: tuple[Asset, ...]) -> None:
     """Every shared-stream group's watchers agree on ``shared_stream_arguments()``.
 
@@ -227,3 +268,63 @@ def _check_groups(target: str, assets: tuple[Asset, ...]) -> None:
             check_shared_stream_group(members)
         except SharedStreamConflictError as exc:
             raise WatcherLoadError(f"{target}: {exc}") from None
+
+
+
+Topic = tuple[str, str]  # (kafka_config_id, topic name): another connection, another cluster
+
+
+def _check_dead_letter_loops(target: str, assets: tuple[Asset, ...]) -> None:
+    """Refuse a ``dlq_topic`` whose dead letters this process would read again.
+
+    A group's rejected messages go to its ``dlq_topic``; a group that watches that topic
+    (the same group, or another on the same connection) is handed them as new messages.
+    When that chain comes back to a topic it started from, a message rejected once is
+    read and rejected again for ever. Reading another group's dead letters is allowed
+    when the chain ends (a watcher that archives them, or alerts on them): only cycles
+    are refused.
+    """
+    # Each watched topic -> the dead-letter topics its rejects go to, and by which watcher.
+    sends: dict[Topic, dict[Topic, str]] = {}
+    for asset in assets:
+        for watcher in asset.watchers:
+            trigger = watcher.trigger
+            if isinstance(trigger, KafkaSharedStreamTrigger) and trigger.dlq_topic is not None:
+                for topic in trigger.topics:
+                    sends.setdefault((trigger.kafka_config_id, topic), {}).setdefault(
+                        (trigger.kafka_config_id, trigger.dlq_topic), watcher.name)
+    done: set[Topic] = set()
+    for start in sends:
+        loop = _loop_from(start, sends, [], done)
+        if loop is not None:
+            raise WatcherLoadError(f"{target}: {_describe_loop(loop)}: set dlq_topic to a "
+                                   "topic no watcher of this process reads")
+
+
+def _loop_from(topic: Topic, sends: dict[Topic, dict[Topic, str]],
+               path: list[tuple[str, Topic, Topic]], done: set[Topic]
+               ) -> list[tuple[str, Topic, Topic]] | None:
+    """A cycle of (watcher, topic, its dlq) reachable from ``topic``, or None (depth
+    first; ``path`` is the chain that led here, ``done`` the topics already cleared)."""
+    for dlq, watcher in sends.get(topic, {}).items():
+        path.append((watcher, topic, dlq))
+        starts = [i for i, (_, read, _) in enumerate(path) if read == dlq]
+        if starts:
+            return path[starts[0]:]
+        if dlq not in done:
+            loop = _loop_from(dlq, sends, path, done)
+            if loop is not None:
+                return loop
+        path.pop()
+    done.add(topic)
+    return None
+
+
+def _describe_loop(loop: list[tuple[str, Topic, Topic]]) -> str:
+    if len(loop) == 1:
+        watcher, (_, topic), _ = loop[0]
+        return (f"watcher {watcher!r}: dlq_topic {topic!r} is a topic it watches, so its "
+                "dead letters would come back to it as new messages, for ever")
+    steps = "; ".join(f"watcher {watcher!r} reads {topic!r}, its dlq_topic is {dlq!r}"
+                      for watcher, (_, topic), (_, dlq) in loop)
+    return f"dead letters would go round for ever: {steps}"
