@@ -37,6 +37,8 @@ from sharedstream.triggerer.settings_loader import (
     build_section,
     env_overrides,
     read_toml,
+    suggestion,
+    unknown_option,
 )
 
 DEFAULT_DATABASE_URL = "sqlite:///sharedstream.db"
@@ -185,17 +187,19 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         raw = read_toml(file_path)
     else:
         file_path, raw = None, {}
-    return _build(raw, file_path, env_overrides(environ), secrets)
+    return _build(raw, file_path, env_overrides(environ, _SECTIONS), secrets)
 
 
 def _build(raw: Mapping[str, Any], path: Path | None,
            overrides: Mapping[str, Mapping[str, Any]], secrets: bool = True) -> Config:
     source = Source(path)
     where = str(path) if path is not None else "built-in defaults"
-    for section in (*raw, *(s.split(".")[0] for s in overrides)):
+    for section in raw:
         if section not in _SECTIONS:
+            fixed = suggestion(section, _SECTIONS)
+            hint = f"did you mean [{fixed}]? " if fixed else ""
             raise ConfigError(f"[{section}] in {where}: unknown section "
-                              f"(known: {', '.join(_SECTIONS)})")
+                              f"({hint}known: {', '.join(_SECTIONS)})")
     for section, value in raw.items():
         if not isinstance(value, dict):
             raise ConfigError(f"{section} in {where}: expected a [{section}] table")
@@ -309,9 +313,8 @@ def _triggerer(merged_env: tuple[dict[str, Any], frozenset[str]],
     process_keys = {f.name for f in dataclasses.fields(ProcessSettings)}
     for key in merged:
         if key not in manager_keys | process_keys:
-            raise ConfigError(
-                f"{source.describe('triggerer', key, from_env=key in env_keys)}: unknown option "
-                f"(known: {', '.join(sorted(manager_keys | process_keys))})")
+            raise unknown_option("triggerer", key, manager_keys | process_keys, source,
+                                 from_env=key in env_keys)
     manager = build_section(ManagerSettings, "triggerer",
                             {k: v for k, v in merged.items() if k in manager_keys}, source,
                             env_keys)

@@ -14,10 +14,11 @@ back in an error: errors name the key, the expected type and the source.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -67,17 +68,26 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+def env_overrides(env: Mapping[str, str], sections: Collection[str] = ()
+                  ) -> dict[str, dict[str, Any]]:
     """Collect ``SHAREDSTREAM__<SECTION>__<KEY>`` variables as ``{section: {key: value}}``.
 
     A section of tables (``[destinations.<id>]``) takes one more level,
     ``SHAREDSTREAM__<SECTION>__<ID>__<KEY>``, collected as ``{"section.id": {key: value}}``.
+    A section not in ``sections`` (when given) is refused here, naming the variable:
+    the file is not where that mistake is.
     """
     found: dict[str, dict[str, Any]] = {}
     for name, raw in env.items():
         if not name.startswith(ENV_PREFIX):
             continue
         parts = name[len(ENV_PREFIX) :].split("__")
+        if sections and parts[0] and parts[0].lower() not in sections:
+            fixed = suggestion(parts[0].lower(), sections)
+            hint = f"did you mean {ENV_PREFIX}{'__'.join([fixed.upper(), *parts[1:]])}? " \
+                if fixed else ""
+            raise ConfigError(f"environment variable {name}: unknown section "
+                              f"{parts[0].lower()!r} ({hint}known: {', '.join(sections)})")
         if len(parts) == 3 and parts[0].lower() in TABLE_SECTIONS and all(parts):
             section, table, key = (p.lower() for p in parts)
             found.setdefault(f"{section}.{table}", {})[key] = _parse_env_scalar(raw)
@@ -120,8 +130,7 @@ def build_section(
     for key, value in values.items():
         where = source.describe(section, key, from_env=key in env_keys)
         if key not in fields:
-            known = ", ".join(sorted(fields))
-            raise ConfigError(f"{where}: unknown option (known: {known})")
+            raise unknown_option(section, key, fields, source, from_env=key in env_keys)
         kwargs[key] = _coerce(value, hints[key], where)
     for name, f in fields.items():
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -132,6 +141,24 @@ def build_section(
     except (TypeError, ValueError) as exc:
         where = str(source.path) if source.path is not None else "built-in defaults"
         raise ConfigError(f"[{section}] in {where}: {exc}") from None
+
+
+def suggestion(name: str, known: Collection[str]) -> str | None:
+    """The known name closest to a misspelt ``name``, if one is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return close[0] if close else None
+
+
+def unknown_option(section: str, key: str, known: Collection[str], source: Source, *,
+                   from_env: bool) -> ConfigError:
+    """``key`` is no option of ``section``: named as it was given (the file's key or the
+    environment variable), with the closest option spelt the same way."""
+    fixed = suggestion(key, known)
+    hint = ""
+    if fixed is not None:
+        hint = f"did you mean {env_name(section, fixed) if from_env else fixed}? "
+    return ConfigError(f"{source.describe(section, key, from_env=from_env)}: unknown option "
+                       f"({hint}known: {', '.join(sorted(known))})")
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
