@@ -42,6 +42,8 @@ from confluent_kafka.admin import AdminClient
 from sharedstream.kafka.connections import ConnectionConfigError, client_config
 from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 
+log = logging.getLogger(__name__)
+
 
 class BrokerUnreachableError(RuntimeError):
     """The brokers of a connection did not answer a metadata request in time: a runtime
@@ -80,12 +82,18 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
                    timeout: float = 15.0) -> list[str]:
     """The subset of ``topics`` the cluster does not have, sorted.
 
+    A topic missing from an answer is asked for again (backing off to once a second)
+    until ``timeout`` seconds from the start: after a cluster restart a broker can answer
+    before its metadata lists every topic, and that must not read as a typo. Only what
+    is still missing at the deadline is returned; a complete answer returns at once.
+
     Raises :class:`ConnectionConfigError` for a setting librdkafka refuses (an unknown
     key, a bad value), :class:`BrokerAuthenticationError` or
     :class:`BrokerCertificateExpiredError` as soon as librdkafka reports such a failure
     (see the module doc), and :class:`BrokerUnreachableError` naming the bootstrap
     servers when none answers within ``timeout`` seconds.
     """
+    wanted = set(topics)
     errors: list[KafkaError] = []
     settings = client_config(config)
     settings.update(error_cb=errors.append, logger=_QuietLogger())
@@ -97,13 +105,27 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
             f"(fix it in [connections.{connection_id}] or the environment)") from None
     deadline = time.monotonic() + timeout
     wait = 0.1  # short requests at first, so a refusal is seen within a fraction of a second
+    asked_again = False
     while True:
         try:
             existing = admin.list_topics(timeout=max(min(wait, deadline - time.monotonic()),
                                                      0.01)).topics
-            break
         except KafkaException as exc:
             failure = exc
+        else:
+            missing = sorted(wanted - set(existing))
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            # A broker back from a restart may answer before its metadata holds every
+            # topic: only a topic still missing at the deadline is missing.
+            if not asked_again:
+                log.info("topics not in the metadata of connection %r yet: %s; asking again "
+                         "until [triggerer] broker_timeout (%gs)", connection_id,
+                         ", ".join(missing), timeout)
+                asked_again = True
+            time.sleep(min(wait, max(deadline - time.monotonic(), 0.0)))
+            wait = min(wait * 2, 1.0)
+            continue
         admin.poll(0)  # serves error_cb
         for error in errors:
             refused = refusal(connection_id, config, error)
@@ -120,7 +142,6 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
                 f"answered within {timeout:g}s ({reason}); check bootstrap.servers and the "
                 "network ([triggerer] broker_timeout waits longer)") from None
         wait = min(wait * 2, 2.0)
-    return sorted(t for t in set(topics) if t not in existing)
 
 
 def refusal(connection_id: str, config: Mapping[str, Any], error: KafkaError

@@ -5,10 +5,17 @@ so a scrape never waits on the event loop and a busy loop never makes the
 process look dead to an orchestrator. Readiness is computed on each request by a
 callable the triggerer supplies; it returns the list of reasons the process is
 not ready (empty list = ready), which ``/readyz`` prints so an operator sees why.
+
+The address is bound when the server is built, and :func:`check_port` binds and
+releases it the same way, so ``check`` and the start of ``run`` refuse a port in use
+(a :class:`HealthPortError`, exit 2) before anything is written. Between that check
+and the real bind another process may still take the port: the bind then fails with
+the same error.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -18,8 +25,37 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from sharedstream.triggerer.settings_loader import ConfigError
+
 ReadinessCheck = Callable[[], Sequence[str]]
 StatusDocument = Callable[[], Mapping[str, Any]]
+
+
+class HealthPortError(ConfigError):
+    """``[triggerer] health_host``/``health_port`` cannot be listened on. A configuration
+    error (exit 2): the operator frees the port or chooses another."""
+
+
+def check_port(host: str, port: int) -> str:
+    """Bind ``host:port`` as :class:`HealthServer` does, release it, and say so."""
+    if port == 0:
+        return f"health server: {host}, any free port"
+    _bind(host, port, BaseHTTPRequestHandler).server_close()
+    return f"health server: {host}:{port} is free"
+
+
+def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as exc:  # socket.gaierror too: a health_host that does not resolve
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"{host}:{port} is in use (another process listens on it)"
+        else:
+            problem = f"cannot listen on {host}:{port} ({exc.strerror or exc})"
+        raise HealthPortError(
+            f"health server: {problem}: stop that process, or set [triggerer] health_port "
+            "to a free port (0 picks one, -1 turns the server off) or health_host to an "
+            "address of this machine") from None
 
 
 class HealthServer:
@@ -36,7 +72,7 @@ class HealthServer:
         self._registry = registry
         self._readiness = readiness
         self._status = status
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server = _bind(host, port, self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="sharedstream-health", daemon=True

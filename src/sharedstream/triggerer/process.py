@@ -2,9 +2,12 @@
 
 Start-up order, and why:
 
-1. Config and watcher module (the :mod:`plan`): no network yet, errors exit 2.
+1. Config and watcher module (the :mod:`plan`), then the health port, bound and
+   released: no network yet, errors exit 2.
 2. Every topic and dead-letter topic must exist (one error naming all missing),
-   checked before the database is written, so a refused start changes nothing.
+   checked before the database is written, so a refused start changes nothing. A
+   topic missing from the first metadata answer is asked for again until
+   ``broker_timeout``: a cluster restarting with the triggerer is not yet complete.
 3. Database: an empty one is migrated; an older revision is refused unless
    ``--upgrade`` (a rolling deploy must not migrate under a running older process).
 4. Group watcher sets recorded (refused on a different set unless ``--takeover``),
@@ -52,7 +55,7 @@ from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.group_starts import apply_starts, log_report, start_report
-from sharedstream.triggerer.health import HealthServer
+from sharedstream.triggerer.health import HealthServer, check_port
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat
 from sharedstream.triggerer.loading import LoadedWatcher
@@ -141,21 +144,36 @@ def connect(config: Config, *, upgrade: bool) -> StateStore:
 
 
 def check_topics(groups: Sequence[GroupPlan], timeout: float = 15.0) -> None:
-    """Refuse to start while any watched or dead-letter topic is missing."""
-    missing: list[str] = []
+    """Refuse to start while any watched or dead-letter topic is missing.
+
+    One metadata probe per connection, so ``timeout`` (``[triggerer] broker_timeout``)
+    bounds each connection once, not once per group: a topic missing from the first
+    answer is asked for again until then (see :func:`missing_topics`)."""
+    by_connection: dict[str, tuple[dict[str, Any], set[str]]] = {}
     for group in groups:
-        if group.connection_id is None:
-            continue
+        if group.connection_id is not None:
+            by_connection.setdefault(group.connection_id, (group.connection, set()))[1].update(
+                group.topics)
+    missing: list[str] = []
+    for connection_id, (connection, topics) in by_connection.items():
         try:
-            missing += missing_topics(group.connection_id, group.connection, group.topics,
-                                      timeout)
+            missing += missing_topics(connection_id, connection, topics, timeout)
         except ConnectionConfigError as exc:
             raise StartupError(str(exc)) from None
         except BrokerUnreachableError as exc:
             raise UnavailableError(str(exc)) from None
     if missing:
-        raise StartupError(f"missing topics: {', '.join(sorted(set(missing)))} "
-                           "(create them first; sharedstream never auto-creates topics)")
+        raise StartupError(f"missing topics: {', '.join(sorted(set(missing)))} (still "
+                           f"missing after [triggerer] broker_timeout, {timeout:g}s: create "
+                           "them first; sharedstream never auto-creates topics)")
+
+
+def health_check(process: ProcessSettings) -> list[str]:
+    """The health server's address, bound and released: a port in use is refused here,
+    before anything is written, not by a traceback once the process runs."""
+    if process.health_port < 0:
+        return ["health server: off (health_port = -1)"]
+    return [check_port(process.health_host, process.health_port)]
 
 
 class Triggerer:
@@ -340,6 +358,7 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
     found = [f"watchers: {len(plan.watchers)} in {plan.source}"]
     found += [f"group {g.consumer_group}: {', '.join(sorted(g.watchers))}"
               for g in plan.groups]
+    found += health_check(config.process)
     check_topics(plan.groups, config.process.broker_timeout)
     found.append("topics: all present")
     found += replay_topics(plan.groups, create=False, timeout=config.process.broker_timeout)
@@ -395,6 +414,7 @@ def delivery_service(store: StateStore, config: Config) -> DeliveryService:
 def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptions) -> int:
     """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
     plan = make_plan(config, target)
+    health_check(config.process)
     check_topics(plan.groups, config.process.broker_timeout)
     for line in replay_topics(plan.groups, create=True, timeout=config.process.broker_timeout):
         log.info("%s", line)
@@ -424,6 +444,7 @@ def run_delivery(config: Config) -> int:
     """The whole ``sharedstream deliver``: the destinations alone, until a signal."""
     if not config.destinations:
         raise StartupError("no [destinations.<id>] configured: nothing to deliver")
+    health_check(config.process)
     store = connect(config, upgrade=False)
     try:
         delivery = delivery_service(store, config)
