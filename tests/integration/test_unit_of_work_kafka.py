@@ -1,11 +1,14 @@
 """End to end on the real broker and real PostgreSQL: KafkaSharedStreamProducer ->
 SharedStreamManager -> watchers (one keeping a per-partition watermark in its asset
-state) -> DatabaseWorkSink -> commits."""
+state) -> DatabaseWorkSink -> commits, with redeliveries: the watermark watcher raises once
+on some messages after staging its watermark and yielding its event, so those messages
+are handed to it again and must end with exactly one event and the watermark past them."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -37,18 +40,35 @@ class Keeper(KafkaSharedStreamTrigger):
 
     keep_every = 1
     watermark = False
+    fail_once_every = 0  # raise once, after the event, on offsets divisible by this
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.handed: list[tuple[int, int]] = []
+        self.failed: set[tuple[int, int]] = set()
+        self.retried: set[tuple[int, int]] = set()  # handed with message.is_retry
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         message: KafkaMessage
         async for message in stream:
+            where = (message.partition, message.offset)
+            self.handed.append(where)
+            if message.is_retry:
+                self.retried.add(where)
             if message.offset % self.keep_every:
                 continue
             if self.watermark:
                 key = f"last_seen/{message.partition}"
-                if message.offset <= await self.asset_state_store.aget(key, default=-1):
-                    continue
+                last_seen = await self.asset_state_store.aget(key, default=-1)
+                if message.offset <= last_seen and not message.catching_up:
+                    continue  # the documented pattern: a retry is let through
                 await self.asset_state_store.aadvance(key, message.offset)
             yield TriggerEvent({"partition": message.partition, "offset": message.offset})
+            if (self.fail_once_every and message.offset % self.fail_once_every == 0
+                    and where not in self.failed):
+                # Inside the message's window: its staged watermark and event must go.
+                self.failed.add(where)
+                raise RuntimeError(f"planted failure at {where}")
 
 
 @pytest.fixture
@@ -75,6 +95,7 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
     triggers = {name: Keeper(topics=[topic], kafka_config_id="k") for name in assets}
     triggers["marks"].keep_every = 3
     triggers["marks"].watermark = True
+    triggers["marks"].fail_once_every = 90
     manager.declare_cohort(triggers["all"].shared_stream_key(), triggers)
     for name, trigger in triggers.items():
         asset_name = "all_orders" if name == "all" else "marked_orders"
@@ -112,7 +133,17 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
         await sink.aclose()
         configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
-    assert len(found) == len(set(found))  # the unique key would refuse a duplicate anyway
+    marks_watcher, all_watcher = triggers["marks"], triggers["all"]
+    # The redeliveries happened, and only to the watcher that failed.
+    assert marks_watcher.failed == {(p, o) for p in range(PARTITIONS)
+                                    for o in range(0, ends[p], 90)}
+    handed = Counter(marks_watcher.handed)
+    assert {w for w, n in handed.items() if n > 1} == marks_watcher.failed
+    assert set(handed.values()) == {1, 2} and set(Counter(all_watcher.handed).values()) == {1}
+    assert marks_watcher.retried == marks_watcher.failed and not all_watcher.retried
+    # A failed attempt's staged watermark would make the second attempt skip its message,
+    # and its event would be a second row if the key did not refuse it: exactly one each.
+    assert Counter(found).most_common(1)[0][1] == 1
     all_events = {(p, o) for w, p, o, _ in found if w == "all"}
     assert all_events == {(p, o) for p in range(PARTITIONS) for o in range(ends[p])}
     marks = {(p, o) for w, p, o, _ in found if w == "marks"}

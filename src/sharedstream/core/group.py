@@ -37,6 +37,7 @@ from sharedstream.core.contract import (
 )
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.message import KafkaMessage
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
@@ -255,6 +256,8 @@ class Group:
             return
         entry.rounds += 1
         self.counters.redelivered += 1
+        if isinstance(entry.raw, KafkaMessage):  # the filter can tell a retry (catching_up)
+            entry.raw = entry.raw._replace(delivery=entry.rounds)
         owed = entry.targets - (entry.acked_before or frozenset())
         if entry.rejected:
             owed = owed - entry.rejected.keys()

@@ -34,6 +34,10 @@ class KafkaMessage(NamedTuple):
     again); :attr:`read_at` says where this copy was read (a replay topic, say).
     ``replayed_at`` holds that place for a replay only, None otherwise: read
     :attr:`read_at`, which is the message's own coordinates for a first read.
+    ``delivery`` is the hand-out round in this process: 1 for the first, 2 and up for a
+    redelivery after a watcher failed on it (raised, or timed out), which reaches only
+    the watchers that have not handled it, after later messages of its partition.
+    :attr:`catching_up` sums up both kinds of late copy for a watermark check.
     """
 
     topic: str
@@ -45,12 +49,29 @@ class KafkaMessage(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...] = ()
     replay_count: int = 0
     replayed_at: ReadPosition | None = None
+    delivery: int = 1
 
     @property
     def is_replay(self) -> bool:
         """True for a dead letter replayed to this watcher: not handled before, whatever
         a watermark says (its rejection was the watcher's last word on it)."""
         return self.replay_count > 0
+
+    @property
+    def is_retry(self) -> bool:
+        """True for a redelivery in this process after a watcher failed on the message."""
+        return self.delivery > 1
+
+    @property
+    def catching_up(self) -> bool:
+        """True when this watcher has not handled the message although later ones of its
+        partition may have moved its watermark: a DLQ replay, or a retry after a failure.
+
+        A crash redelivery is not catching up: it is the same copy read again from the
+        committed offset, and whatever a watermark says about it was committed with its
+        events (guarantee 3), so a watermark check may skip it.
+        """
+        return self.replay_count > 0 or self.delivery > 1
 
     @property
     def read_at(self) -> ReadPosition:

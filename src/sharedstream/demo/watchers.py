@@ -101,8 +101,8 @@ class PaidOrders(KafkaSharedStreamTrigger):
                 continue
             key = f"last_seen/{message.partition}"
             last_seen = await self.asset_state_store.aget(key, default=-1)
-            if order["id"] <= last_seen and not message.is_replay:
-                continue  # a redelivery of something already recorded
+            if order["id"] <= last_seen and not message.catching_up:
+                continue  # a crash redelivery of something already recorded
             await self.asset_state_store.aadvance(key, order["id"])  # never backwards
             yield TriggerEvent(order)
 
