@@ -22,7 +22,9 @@ def test_a_message_built_as_before_is_a_first_read_read_where_it_is() -> None:
     message = KafkaMessage("orders", 2, 7, 1, None, b"v")
     assert (message.replay_count, message.is_replay) == (0, False)
     assert message.read_at == ReadPosition("orders", 2, 7)
-    assert message == ("orders", 2, 7, 1, None, b"v", (), 0, None)
+    assert (message.delivery, message.is_retry, message.catching_up) == (1, False, False)
+    assert message == ("orders", 2, 7, 1, None, b"v", (), 0, None, 1)
+    assert message._replace(delivery=2).catching_up
 
 
 def test_a_replay_read_on_the_replay_topic_keeps_its_origin_and_says_where_it_was_read(
