@@ -267,18 +267,25 @@ def show(offsets: GroupOffsets) -> GroupPositions:
     return GroupPositions(offsets.group, state, members, rows)
 
 
-def plan_reset(offsets: GroupOffsets, target: ResetTarget, topic: str | None = None,
-               partition: int | None = None) -> list[ResetChange]:
-    """The changes a reset to ``target`` makes; refuses while the group has live members."""
+def idle_committed(offsets: GroupOffsets, action: str) -> dict[Partition, tuple[int, str]]:
+    """The group's committed offsets, for an ``action`` that changes them: refused while
+    the group has live members (they would race it) or when the group does not exist."""
     state, members = offsets.state()
     if members:
         raise CommandError(
             f"consumer group {offsets.group!r} has {members} live member(s) (state {state}): "
-            "stop every triggerer of this group first, then reset")
+            f"stop every triggerer of this group first, then {action}")
     committed = offsets.committed()
     if state == ConsumerGroupState.DEAD.name and not committed:
         raise CommandError(f"consumer group {offsets.group!r} not found "
                            "(no members, no committed offsets)")
+    return committed
+
+
+def plan_reset(offsets: GroupOffsets, target: ResetTarget, topic: str | None = None,
+               partition: int | None = None) -> list[ResetChange]:
+    """The changes a reset to ``target`` makes; refuses while the group has live members."""
+    committed = idle_committed(offsets, "reset")
     topics = offsets.topics(committed)
     if topic is not None:
         if topic not in topics:

@@ -13,7 +13,6 @@ from dataclasses import asdict
 from typing import Any, ParamSpec, TypeVar
 
 import click
-from confluent_kafka import ConsumerGroupState
 from rich.table import Table
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -34,6 +33,7 @@ from sharedstream.ops.offsets import (
     ResetChange,
     apply_reset,
     format_ranges,
+    idle_committed,
     parse_reset_target,
     plan_reset,
     show,
@@ -231,15 +231,7 @@ def offsets_delete(ctx: click.Context, /, group: str, timeout: float, dry_run: b
     another group of its watchers, else from auto.offset.reset.
     """
     with GroupOffsets(kafka_connection(ctx), group, timeout) as offsets:
-        state, members = offsets.state()
-        if members:
-            raise CommandError(
-                f"consumer group {group!r} has {members} live member(s) (state {state}): "
-                "stop every triggerer of this group first, then delete it")
-        committed = offsets.committed()
-        if state == ConsumerGroupState.DEAD.name and not committed:
-            raise CommandError(f"consumer group {group!r} not found "
-                               "(no members, no committed offsets)")
+        committed = idle_committed(offsets, "delete it")
         if not as_json:
             console.print(f"{group}: {len(committed)} committed partition(s) "
                           + ("(dry run, nothing deleted)" if dry_run else "to delete"),
