@@ -10,6 +10,7 @@ scheduler loop share one run, and a run appears about 1 s after its event.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from airflow_server import (
     ensure_airflow_stack,
     fresh_postgres_database,
 )
+from recording_proxy import LISTING, RecordingProxy
 from streams import produce
 from triggerer import Triggerer, run_cli, until, write_config
 
@@ -167,3 +169,96 @@ def test_sigkill_mid_delivery_and_an_api_outage_make_no_second_event(
           "the held events after the outage", 90)
     assert set(identities(stack, kafka_uri).values()) == {1}
     until(lambda: second.get("/readyz")[0] == 200, "ready again", 60)
+
+
+def proxied_config(tmp_path: Path, proxy: RecordingProxy, stack: AirflowStack, pg_url: str,
+                   connection: dict[str, Any]) -> Path:
+    """One unpaced destination of ``kafka_orders``, reaching Airflow through ``proxy``."""
+    return write_config(tmp_path / "sharedstream.toml", database_url=pg_url,
+                        connection=connection, triggerer={"uow_max_delay": 0.5}, tables={
+                            "airflow.stack": {"base_url": proxy.url, "username": "admin",
+                                              "password": stack.password},
+                            "destinations.airflow": {
+                                "kind": "airflow", "instance": "stack", "start": "earliest",
+                                "retry_initial": 0.2, "retry_max": 1.0, "lease_seconds": 2.0,
+                                "assets": [KAFKA_ORDERS[0]]}})
+
+
+def new_events(stack: AirflowStack, before: Counter[str]) -> dict[str, int]:
+    """Identity -> Airflow events carrying it, of kafka_orders, not counted in ``before``."""
+    return dict(identities(stack, KAFKA_ORDERS[1]) - before)
+
+
+def test_the_first_round_of_a_new_destination_checks_nothing_before_posting(
+        stack: AirflowStack, tmp_path: Path, pg_url: str, kafka_bootstrap: str,
+        connection: dict[str, Any], create_topic: Callable[..., str],
+        triggerers: Callable[..., Triggerer]) -> None:
+    """Nothing can have been sent for a destination whose cursor row did not exist
+    (issue 25.9): no listing of Airflow's events before its first posts."""
+    count = 5
+    topic = create_topic("dest")
+    before = identities(stack, KAFKA_ORDERS[1])
+    with RecordingProxy(stack.base_url) as proxy:
+        cfg = proxied_config(tmp_path, proxy, stack, pg_url, connection)
+        triggerers(cfg, watchers=WATCHERS, env={"DEST_TOPIC": topic}).start()
+        produce(kafka_bootstrap, topic, range(count), 1)
+        until(lambda: len(new_events(stack, before)) >= count, "the events in Airflow", 90)
+        forwarded = proxy.forwarded()
+    assert set(new_events(stack, before).values()) == {1}
+    assert len([r for r in forwarded if r.method == "POST" and r.path == LISTING]) == count
+    assert [r for r in forwarded if r.identity_lookup] == []
+
+
+def test_a_restart_delivers_the_rest_through_listing_500s_without_failing_or_a_second_event(
+        stack: AirflowStack, tmp_path: Path, pg_url: str, kafka_bootstrap: str,
+        connection: dict[str, Any], create_topic: Callable[..., str],
+        triggerers: Callable[..., Triggerer]) -> None:
+    """kill -9 after 12 posts, the 13th in flight and taken by Airflow; the restarted
+    process checks what was posted while Airflow answers that listing 500 (a run of the
+    asset queued), as 3.3.2 does after each post (issue 25.9)."""
+    count, killed_after = 50, 12
+    topic = create_topic("dest")
+    asset_id = stack.asset_id_by_name(KAFKA_ORDERS[0])
+    before = identities(stack, KAFKA_ORDERS[1])
+    posts = itertools.count(1)
+    with RecordingProxy(stack.base_url) as proxy:
+        cfg = proxied_config(tmp_path, proxy, stack, pg_url, connection)
+        env = {"DEST_TOPIC": topic}
+        proxy.hold(lambda method, path, _q: method == "POST" and path == LISTING
+                   and next(posts) > killed_after)
+        first = triggerers(cfg, watchers=WATCHERS, env=env).start()
+        produce(kafka_bootstrap, topic, range(count), 1)
+        until(proxy.holding.is_set, "the 13th post in flight", 90)
+        first.kill()
+        proxy.release()  # Airflow takes it; the killed sender never hears
+        until(lambda: len(new_events(stack, before)) == killed_after + 1, "the held post", 30)
+        # The fault landed: events in Airflow that the stored cursor does not cover.
+        assert stored_cursor(pg_url, "airflow") < max(
+            e["extra"]["sharedstream_event"]["id"] for e in stack.events(KAFKA_ORDERS[1])
+            if "sharedstream_event" in (e.get("extra") or {}))
+        proxy.hold(lambda method, path, query: method == "GET" and path == LISTING
+                   and "asset_id" in query)
+        second = triggerers(cfg, watchers=WATCHERS, env=env).start()
+        until(proxy.holding.is_set, "the restarted process's check of what was posted", 90)
+        # Its listing goes to Airflow until Airflow answers it 500, which it does for a
+        # moment after a post (a run of the asset queued): the test posts until then.
+        proxy.release(until_status=500)
+        for n in range(20):
+            stack.post_event(asset_id, {"posted_by": "the test", "n": n})
+            if proxy.caught.wait(3):
+                break
+        assert proxy.caught.is_set(), "Airflow never answered the listing 500"
+        until(lambda: len(new_events(stack, before)) >= count, "every event after the restart",
+              120)
+        forwarded = proxy.forwarded()
+        metrics = second.get("/metrics")[1]
+        ready = second.get("/readyz")
+    # The restarted process met the 500 (the fault landed) ...
+    assert any(r.identity_lookup and r.status == 500 for r in forwarded)
+    # ... and never reported the destination failing: no transient failure counted.
+    assert [line for line in metrics.splitlines() if line.startswith(
+        'sharedstream_delivery_failures_total{destination="airflow"')] == [], metrics
+    assert ready[0] == 200, ready
+    # One Airflow event per message: the 13 posted before the kill were not posted again.
+    assert len(new_events(stack, before)) == count
+    assert set(new_events(stack, before).values()) == {1}

@@ -21,6 +21,7 @@ the method, the path and the status, never headers or the token response.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,7 +41,14 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class AirflowUnavailableError(InfrastructureError):
-    """The instance cannot answer now (network, 5xx, 429, authentication)."""
+    """The instance cannot answer now (network, 5xx, 429, authentication).
+
+    ``status`` is the HTTP status it answered, None when it did not answer at all.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AirflowRequestError(Exception):
@@ -125,7 +133,7 @@ class AirflowClient:
             return response
         where = f"airflow {self.name!r}: {method} {path} answered {status}"
         if status in (401, 403, 408, 429) or status >= 500:
-            raise AirflowUnavailableError(where)
+            raise AirflowUnavailableError(where, status)
         raise AirflowRequestError(f"{where}: {response.text[:_BODY_EXCERPT]}", status)
 
     # -- asset events ------------------------------------------------------------
@@ -178,21 +186,37 @@ class AirflowClient:
                 return None
             offset += len(items)
 
-    async def has_marked_event(self, asset_id: int, key: str, marker: Any,
-                               since: datetime) -> bool:
-        """Whether an event of ``asset_id`` whose ``extra[key]`` is ``marker`` exists from
-        ``since`` on: how a writer finds out whether an earlier attempt already posted."""
+    async def _asset_events_since(self, asset_id: int, since: datetime
+                                  ) -> AsyncIterator[list[dict[str, Any]]]:
+        """Pages of the events of ``asset_id`` from ``since`` on, newest first."""
         offset = 0
         while True:
             page = (await self.request("GET", "/api/v2/assets/events", params={
                 "asset_id": asset_id, "timestamp_gte": since.isoformat(),
                 "order_by": "-timestamp", "limit": PAGE_SIZE, "offset": offset})).json()
             items: list[dict[str, Any]] = page.get("asset_events", [])
+            yield items
+            if len(items) < PAGE_SIZE:
+                return
+            offset += len(items)
+
+    async def has_marked_event(self, asset_id: int, key: str, marker: Any,
+                               since: datetime) -> bool:
+        """Whether an event of ``asset_id`` whose ``extra[key]`` is ``marker`` exists from
+        ``since`` on: how a writer finds out whether an earlier attempt already posted."""
+        async for items in self._asset_events_since(asset_id, since):
             if any((e.get("extra") or {}).get(key) == marker for e in items):
                 return True
-            if len(items) < PAGE_SIZE:
-                return False
-            offset += len(items)
+        return False
+
+    async def marks_since(self, asset_id: int, key: str, since: datetime) -> list[Any]:
+        """Every ``extra[key]`` of the events of ``asset_id`` from ``since`` on (events
+        without one left out): what a writer checks a whole batch against at once."""
+        found: list[Any] = []
+        async for items in self._asset_events_since(asset_id, since):
+            found.extend(extra[key] for e in items
+                         if key in (extra := e.get("extra") or {}))
+        return found
 
     async def create_asset_event(self, asset_id: int, extra: dict[str, Any]) -> dict[str, Any]:
         response = await self.request("POST", "/api/v2/assets/events",

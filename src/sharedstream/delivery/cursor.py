@@ -18,6 +18,7 @@ agree to well under ``lease_seconds``.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import insert, select, update
@@ -30,8 +31,17 @@ from sharedstream.statestore.models import delivery_cursor
 OWNER = f"{uuid.uuid4().hex[:12]}"  # this process, in lease rows
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """This process holds the lease: deliver from ``cursor``. ``created``: the row was
+    made by this claim, so no process can have sent anything past the cursor yet."""
+
+    cursor: int
+    created: bool = False
+
+
 def claim(engine: Engine, destination: str, *, start_at_end: bool, now: datetime,
-          lease: timedelta, owner: str = OWNER) -> int | None:
+          lease: timedelta, owner: str = OWNER) -> Claim | None:
     """Take or renew the lease; the stored cursor if this process holds it now, else None.
 
     A destination seen for the first time gets its row here, its cursor at the newest
@@ -45,8 +55,8 @@ def claim(engine: Engine, destination: str, *, start_at_end: bool, now: datetime
             .where((c.owner == owner) | (c.lease_until < now) | c.owner.is_(None))
             .values(owner=owner, lease_until=now + lease)).rowcount
         if taken:
-            return int(connection.execute(
-                select(c.last_id).where(c.destination == destination)).scalar_one())
+            return Claim(int(connection.execute(
+                select(c.last_id).where(c.destination == destination)).scalar_one()))
         exists = connection.execute(
             select(c.destination).where(c.destination == destination)).first()
         if exists is not None:
@@ -59,7 +69,7 @@ def claim(engine: Engine, destination: str, *, start_at_end: bool, now: datetime
                 owner=owner, lease_until=now + lease))
     except IntegrityError:
         return None  # another process created it first; it holds the lease
-    return start
+    return Claim(start, created=True)
 
 
 def advance(engine: Engine, destination: str, last_id: int, delivered: int, *,

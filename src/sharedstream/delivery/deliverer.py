@@ -111,29 +111,39 @@ class Deliverer:
         dest = self.destination
         try:
             while not stop.is_set():
-                cursor = await self._db(cursors.claim, self._engine, dest.id,
-                                        start_at_end=dest.common.start == "latest",
-                                        now=self._now(), lease=self._lease, owner=self._owner)
-                self.state.holder = cursor is not None
-                if cursor is None:
+                claim = await self._db(cursors.claim, self._engine, dest.id,
+                                       start_at_end=dest.common.start == "latest",
+                                       now=self._now(), lease=self._lease, owner=self._owner)
+                self.state.holder = claim is not None
+                if claim is None:
                     await wait(self._wake, dest.common.lease_seconds / 3, stop)
                     continue
-                self.state.cursor = cursor
-                self._log.info("destination %s: delivering from event %d", dest.id, cursor)
-                await self._deliver(cursor, stop)
+                self.state.cursor = claim.cursor
+                self._log.info("destination %s: delivering from event %d", dest.id,
+                               claim.cursor)
+                await self._deliver(claim.cursor, stop, fresh=claim.created)
         finally:
             if self.state.holder:
                 await self._db(cursors.release, self._engine, dest.id, self._owner)
 
-    async def _deliver(self, cursor: int, stop: asyncio.Event) -> None:
-        """Rounds until ``stop`` or the lease is lost."""
+    async def _deliver(self, cursor: int, stop: asyncio.Event, *, fresh: bool) -> None:
+        """Rounds until ``stop`` or the lease is lost.
+
+        ``suspect`` is the last event id that may have been sent before, and so goes out
+        as "maybe sent": none for a destination created by this claim (``fresh``);
+        after a takeover, the first batch read (a predecessor sends at most one batch past
+        the cursor it stored, processes sharing a destination having one batch_size);
+        and each event whose answer a transient failure left unknown.
+        """
         common = self.destination.common
-        maybe_sent = True  # whoever held the lease before may have sent past the cursor
+        suspect: int | None = cursor if fresh else None  # None: the first batch read
         backoff = Backoff(common.retry_initial, common.retry_max, self._rng)
         renew_by = time.monotonic() + common.lease_seconds / 3
         while not stop.is_set():
             events, head = await self._db(self._read, cursor)
             self.state.head = head
+            if suspect is None:  # nothing past the cursor existed: none can have been sent
+                suspect = events[-1].id if events else cursor
             if not events:
                 self.state.lag_seconds = 0.0
                 if time.monotonic() >= renew_by:
@@ -145,7 +155,7 @@ class Deliverer:
             self.state.lag_seconds = max(0.0, (self._now() - events[0].created_at)
                                          .total_seconds())
             wanted = [e for e in events if self.wants(e.asset)]
-            results = await self.sender.send(wanted, maybe_sent=maybe_sent) if wanted else []
+            results = await self._send(wanted, suspect)
             new_cursor, delivered, refused, failure = self._settle(cursor, events, results)
             if refused:
                 await self._db(undelivered.record, self._engine, self.destination.id,
@@ -157,11 +167,10 @@ class Deliverer:
                 cursor = new_cursor
                 renew_by = time.monotonic() + common.lease_seconds / 3
             if failure is None:
-                maybe_sent = False
                 backoff.reset()
                 self._recovered()
                 continue
-            maybe_sent = True
+            suspect = max(suspect, wanted[len(results) - 1].id)  # its answer was lost
             self._failed(failure)
             if delivered:
                 backoff.reset()  # it fails now and then, not for good: retry at once
@@ -170,6 +179,16 @@ class Deliverer:
                         failure, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)  # a stop cuts the backoff short
+
+    async def _send(self, wanted: list[EventRecord], suspect: int) -> list[Any]:
+        """Send the events that may have been sent before as such, then the others."""
+        maybe = [e for e in wanted if e.id <= suspect]
+        results: list[Any] = await self.sender.send(maybe, maybe_sent=True) if maybe else []
+        rest = wanted[len(maybe):]
+        if rest and len(results) == len(maybe) and not (
+                results and isinstance(results[-1], TransientDeliveryError)):
+            results += await self.sender.send(rest, maybe_sent=False)
+        return results
 
     def _read(self, cursor: int) -> tuple[list[EventRecord], int]:
         with self._engine.connect() as connection:

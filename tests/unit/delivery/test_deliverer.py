@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from sharedstream.delivery import undelivered
+from sharedstream.delivery import cursor, undelivered
 from sharedstream.delivery.cursor import cursors
 from sharedstream.delivery.deliverer import Deliverer
 from sharedstream.delivery.errors import (
@@ -164,11 +165,27 @@ async def test_a_transient_failure_holds_the_cursor_and_retries_as_maybe_sent(
     assert sender.taken == ids
     assert len(held) == 2 and max(held) < ids[1]  # it never passed the failing event
     assert stored_cursor(store) == ids[-1]
-    # The first round after taking the lease may repeat a predecessor's sends, and so
-    # may every retry: each is sent as "maybe sent", for the kind to check.
-    assert [a for a in sender.attempts if a[0] == ids[1]] == [(ids[1], True)] * 3
+    # A destination created by this process cannot have been sent anything yet; a retry
+    # may repeat a send whose answer was lost: it goes as "maybe sent", for the kind to
+    # check, and the event after it, never sent, does not.
+    assert [a for a in sender.attempts if a[0] == ids[1]] == [
+        (ids[1], False), (ids[1], True), (ids[1], True)]
+    assert [a for a in sender.attempts if a[0] == ids[2]] == [(ids[2], False)]
     assert deliverer.state.failures == {"http_503": 2}
     assert undelivered.listed(store.engine) == []
+
+
+async def test_after_a_takeover_only_the_first_batch_goes_as_maybe_sent(
+        store: StateStore) -> None:
+    """A predecessor (its lease expired) sent at most one batch past its stored cursor."""
+    cursor.claim(store.engine, "d", start_at_end=False, now=utcnow() - timedelta(hours=1),
+                 lease=timedelta(seconds=1), owner="gone")
+    ids = add_events(store, "orders", 5)
+    sender = ScriptedDestination()
+    await deliver_until(store, destination(batch_size=2), sender,
+                        lambda: len(sender.taken) == 5)
+    assert sender.attempts == [(ids[0], True), (ids[1], True)] + [
+        (i, False) for i in ids[2:]]
 
 
 async def test_one_process_delivers_a_destination_the_other_stands_by(
