@@ -3,7 +3,7 @@
 The soak (tests/faults/test_soak.py) judges RSS of a real process, which moves by MiB
 with arenas and collections, so it resolves only large leaks in the 30 s CI run. This
 test resolves small ones in seconds: ``tracemalloc`` counts the bytes Python holds, and
-the least-squares slope of that against messages handled says how much each message
+the slope of that against messages handled (Theil-Sen, robust to one odd sample) says how much each message
 leaves behind (contributing rule 9: memory by slope, not by snapshot).
 
 What is measured: everything allocated by the product while ~50k messages go through
@@ -37,7 +37,9 @@ PARTITIONS = 3
 CHUNK = 5_000
 CHUNKS = 10  # the first 3 are warm-up (caches, bounded histories, arenas of the ledger)
 WARM_UP = 3
-MAX_BYTES_PER_MESSAGE = 4.0  # a per-message leak of one small object is ~50 bytes or more
+# A per-message leak of one small object is ~50 bytes or more (a planted 64-byte one reads
+# ~75); on main the figure stays within a few bytes of 0 (objects alive at the sample).
+MAX_BYTES_PER_MESSAGE = 16.0
 # Allocated by the in-memory broker (its log keeps every record) and by this test.
 KEPT_ON_PURPOSE = ("*/sharedstream/kafka/memory.py", __file__, tracemalloc.__file__)
 
@@ -78,6 +80,13 @@ class Counting(KafkaSharedStreamTrigger):
                 reject_shared_stream_event("one in 500")
             elif message.offset % 100 == 0:
                 yield TriggerEvent(message.offset)
+
+
+def theil_sen_slope(samples: list[tuple[int, int]]) -> float:
+    """The median of the pairwise slopes: one sample taken while a batch happened to be
+    alive (a few hundred KiB) does not tilt it, as it tilts a least-squares fit."""
+    return statistics.median((b[1] - a[1]) / (b[0] - a[0])
+                             for i, a in enumerate(samples) for b in samples[i + 1:])
 
 
 def held_bytes() -> int:
@@ -126,7 +135,6 @@ async def test_a_handled_message_leaves_no_memory_behind() -> None:
     assert Counting.handled >= 2 * CHUNKS * CHUNK
     rejected = sum(len(range(7, len(broker.records(TOPIC, p)), 500)) for p in range(PARTITIONS))
     assert len([r for r in broker.delivered if r["topic"] == DLQ]) == rejected
-    messages, held = zip(*samples, strict=True)
-    slope = statistics.linear_regression(messages, held).slope
+    slope = theil_sen_slope(samples)
     assert slope <= MAX_BYTES_PER_MESSAGE, (
         f"{slope:.1f} bytes per message stay behind (held: {held})")
