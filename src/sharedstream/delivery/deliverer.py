@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.core.backoff import Backoff
 from sharedstream.delivery import cursor as cursors
@@ -45,6 +46,7 @@ from sharedstream.delivery.errors import PermanentDeliveryError, TransientDelive
 from sharedstream.delivery.sender import Sender
 from sharedstream.delivery.settings import DestinationSettings
 from sharedstream.delivery.wakeup import wait
+from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.events import EventRecord, events_after, last_event_id
 from sharedstream.statestore.types import utcnow
 
@@ -94,6 +96,7 @@ class Deliverer:
         self._wanted: dict[str, bool] = {}
         self._owner = owner
         self._log = logging.LoggerAdapter(log, {"destination": destination.id})
+        self._database_failing = False  # the last failure was the database's
 
     async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -107,24 +110,54 @@ class Deliverer:
         return found
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Deliver until ``stop``; stand by while another process holds the lease."""
+        """Deliver until ``stop``; stand by while another process holds the lease.
+
+        A database error (the cursor, the lease, the events, the undelivered table) is
+        infrastructure: the destination shows as failing with the database's reason,
+        and after a backoff the lease is claimed again and delivery resumes from the
+        stored cursor, the first batch as "maybe sent" (its send may have happened
+        before the cursor could be stored). Nothing here ends the loop but ``stop``.
+        """
         dest = self.destination
+        backoff = Backoff(dest.common.retry_initial, dest.common.retry_max, self._rng)
         try:
             while not stop.is_set():
-                claim = await self._db(cursors.claim, self._engine, dest.id,
-                                       start_at_end=dest.common.start == "latest",
-                                       now=self._now(), lease=self._lease, owner=self._owner)
-                self.state.holder = claim is not None
-                if claim is None:
-                    await wait(self._wake, dest.common.lease_seconds / 3, stop)
-                    continue
-                self.state.cursor = claim.cursor
-                self._log.info("destination %s: delivering from event %d", dest.id,
-                               claim.cursor)
-                await self._deliver(claim.cursor, stop, fresh=claim.created)
+                try:
+                    await self._claim_and_deliver(stop)
+                    backoff.reset()
+                except SQLAlchemyError as exc:
+                    self.state.holder = False
+                    self._database_failing = True
+                    reason = f"database: {describe_error(exc)}"
+                    self._failed(TransientDeliveryError(reason, "database"))
+                    delay = backoff.next()
+                    self._log.warning("destination %s: %s; retrying in %.2fs", dest.id,
+                                      reason, delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), delay)
         finally:
             if self.state.holder:
-                await self._db(cursors.release, self._engine, dest.id, self._owner)
+                try:
+                    await self._db(cursors.release, self._engine, dest.id, self._owner)
+                except SQLAlchemyError as exc:
+                    self._log.warning("destination %s: lease not released (%s); it expires "
+                                      "after lease_seconds", dest.id, describe_error(exc))
+
+    async def _claim_and_deliver(self, stop: asyncio.Event) -> None:
+        dest = self.destination
+        claim = await self._db(cursors.claim, self._engine, dest.id,
+                               start_at_end=dest.common.start == "latest",
+                               now=self._now(), lease=self._lease, owner=self._owner)
+        if self._database_failing:
+            self._database_failing = False
+            self._recovered()
+        self.state.holder = claim is not None
+        if claim is None:
+            await wait(self._wake, dest.common.lease_seconds / 3, stop)
+            return
+        self.state.cursor = claim.cursor
+        self._log.info("destination %s: delivering from event %d", dest.id, claim.cursor)
+        await self._deliver(claim.cursor, stop, fresh=claim.created)
 
     async def _deliver(self, cursor: int, stop: asyncio.Event, *, fresh: bool) -> None:
         """Rounds until ``stop`` or the lease is lost.
