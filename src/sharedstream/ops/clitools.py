@@ -16,10 +16,11 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 import click
+from click.formatting import join_options
 from rich.console import Console
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -51,9 +52,23 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
 
 
+def stamp(value: datetime) -> str:
+    """The one timestamp format of every command's output, text and JSON: ISO 8601 in UTC
+    to the millisecond with ``Z`` (2026-12-01T10:00:00.123Z), so a time copied from one
+    command's output can be pasted into another's ``--since``. Naive means UTC."""
+    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def json_line(data: Any) -> str:
+    """``data`` as one line of JSON, timestamps as :func:`stamp` prints them (``--json``
+    of a command that streams, one object per line)."""
+    return json.dumps(data, default=_json_default, ensure_ascii=False)
+
+
 def _json_default(value: object) -> object:
     if isinstance(value, datetime):
-        return value.isoformat()
+        return stamp(value)
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
@@ -109,8 +124,10 @@ class RenamedOption(click.Option):
         if record is None:
             return None
         names, text = record
-        current = self.opts[0]
-        return names.replace(", ".join(self.opts), current, 1), text
+        # click lists short names first ("-n, --limit, --lines N"): cut every listed name,
+        # keep what follows them (the metavar).
+        listed = join_options(self.opts)[0]
+        return self.opts[0] + names[len(listed):], text
 
 
 def store_command(*, json_help: str = "Print JSON.") -> Callable[[Callable[..., R]],

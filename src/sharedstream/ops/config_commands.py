@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -44,4 +45,8 @@ def config_show(config_path: str | None, as_json: bool) -> None:
 
 
 def _text(value: Any) -> str:
-    return "" if value is None else str(value)
+    """A value as the config file spells it (``false``, ``["a", "b"]``), text unquoted;
+    Python's ``False`` or ``['a']`` is not something an operator can paste back."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -32,6 +32,7 @@ from sharedstream.ops.clitools import (
     handled,
     kafka_connection,
     kafka_connection_option,
+    stamp,
 )
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.ops.dlq_replay import (
@@ -116,7 +117,7 @@ def histograms(rows: Sequence[Row]) -> tuple[Counter[str], Counter[str]]:
 
 
 def _ms(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    return stamp(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def row_json(row: Row) -> dict[str, Any]:

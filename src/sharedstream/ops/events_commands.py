@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 import click
@@ -19,15 +20,24 @@ from sharedstream.delivery.follow import follow_sync
 from sharedstream.delivery.service import make_sender
 from sharedstream.ops.clitools import (
     CommandError,
+    RenamedOption,
     command_config,
     console,
     emit_json,
     fail,
+    json_line,
     open_store,
+    stamp,
     store_command,
 )
 from sharedstream.statestore.durations import parse_duration, parse_instant
-from sharedstream.statestore.events import EventRecord, clean_events, list_events, newest_id
+from sharedstream.statestore.events import (
+    EventRecord,
+    clean_events,
+    cursor_before,
+    list_events,
+    newest_id,
+)
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.config import Config
@@ -48,7 +58,7 @@ def events_table(events: list[EventRecord]) -> Table:
     for event in events:
         table.add_row(str(event.id), event.asset, event.watcher,
                       f"{event.origin.topic}[{event.origin.partition}]@{event.origin.offset}",
-                      str(event.event_index), event.created_at.isoformat(),
+                      str(event.event_index), stamp(event.created_at),
                       payload_preview(event.payload))
     return table
 
@@ -62,26 +72,39 @@ def events_group() -> None:
     """
 
 
+SINCE_HELP = ("Only events after ID (an event id: digits only), or created at or after "
+              "TIME: ISO-8601 (naive = UTC) or a duration ago (10m, 2h, 7d).")
+
+
+def parse_since(text: str | None) -> int | datetime | None:
+    """``--since`` of ``events list`` and ``tail``: an event id or a time, told apart by
+    form. Digits alone are an id (a cursor copied from an earlier line); no time is
+    written that way, since a duration needs its unit and an ISO date its dashes."""
+    if text is None:
+        return None
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        return parse_instant(text, utcnow())
+    except ValueError as exc:
+        raise click.BadParameter(f"{exc}, or an event id (digits only)",
+                                 param_hint="--since") from None
+
+
 @events_group.command("list")
 @click.option("--asset", "asset_name", metavar="NAME", help="Only events of this asset.")
 @click.option("--watcher", metavar="W", help="Only events of this watcher.")
-@click.option("--since", metavar="TIME",
-              help="Only events created at or after TIME: ISO-8601 (naive = UTC) or a "
-                   "duration ago (10m, 2h, 7d).")
+@click.option("--since", metavar="TIME|ID", help=SINCE_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
               help="At most this many events.")
 @store_command(json_help="Print JSON (full payloads).")
 def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | None,
                 since: str | None, limit: int, as_json: bool, **_: Any) -> None:
     """List asset events, newest first."""
-    start = None
-    if since is not None:
-        try:
-            start = parse_instant(since, utcnow())
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--since") from None
+    start = parse_since(since)
     events = list_events(open_store(ctx).engine, asset_name=asset_name, watcher=watcher,
-                         since=start, limit=limit)
+                         since=start if isinstance(start, datetime) else None,
+                         after_id=start if isinstance(start, int) else None, limit=limit)
     if as_json:
         emit_json([event.as_json() for event in events])
     else:
@@ -121,49 +144,55 @@ def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
 def event_line(event: EventRecord) -> str:
     """One event per line, for ``events tail``."""
     o = event.origin
-    return (f"{event.id}  {event.created_at.isoformat(timespec='seconds')}  {event.asset}  "
+    return (f"{event.id}  {stamp(event.created_at)}  {event.asset}  "
             f"{event.watcher}  {o.topic}[{o.partition}]@{o.offset}/{event.event_index}  "
             f"{payload_preview(event.payload)}")
 
 
 @events_group.command("tail")
 @click.option("--asset", "asset_name", metavar="NAME", help="Only events of this asset.")
-@click.option("-n", "--lines", type=click.IntRange(min=0), default=10, show_default=True,
-              help="How many of the newest events to print first.")
-@click.option("--since", type=click.IntRange(min=0), metavar="ID",
-              help="Print every event after this id (a cursor) instead of the newest.")
+@click.option("--limit", "-n", "--lines", "limit", cls=RenamedOption,
+              type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
+              help="How many of the newest events to print first (without --since).")
+@click.option("--since", metavar="TIME|ID", help=SINCE_HELP + " Printed in commit order.")
 @click.option("-f", "--follow", is_flag=True,
               help="Keep printing new events as they commit (Ctrl-C stops).")
 @store_command(json_help="Print one JSON object per line.")
-def events_tail(ctx: click.Context, /, asset_name: str | None, lines: int, since: int | None,
+def events_tail(ctx: click.Context, /, asset_name: str | None, limit: int, since: str | None,
                 follow: bool, as_json: bool, **_: Any) -> None:
     """Print the newest asset events in commit order; --follow for new ones as they commit.
 
     Each event's id is a cursor: `--since ID` resumes right after it, and misses nothing
-    even with several triggerers writing.
+    even with several triggerers writing. `--since TIME` starts at the first event
+    created then; an older event committed later is not printed.
     """
+    start = parse_since(since)
     store = open_store(ctx)
 
     def show(event: EventRecord) -> None:
-        if as_json:
-            click.echo(json.dumps(event.as_json(), default=str, ensure_ascii=False))
-        else:
-            click.echo(event_line(event))
+        if isinstance(start, datetime) and event.created_at < start:
+            return
+        click.echo(json_line(event.as_json()) if as_json else event_line(event))
 
-    if since is None:
-        newest = list_events(store.engine, asset_name=asset_name, limit=lines) if lines else []
+    if isinstance(start, datetime):
+        with store.engine.connect() as connection:
+            cursor = cursor_before(connection, start)
+    elif start is not None:
+        cursor = start
+    else:
+        newest = list_events(store.engine, asset_name=asset_name, limit=limit) if limit else []
         newest.sort(key=lambda e: e.id)
         for event in newest:
             show(event)
         if not follow:
             return
         if newest:
-            since = newest[-1].id
+            cursor = newest[-1].id
         else:
             with store.engine.connect() as connection:
-                since = newest_id(connection)
+                cursor = newest_id(connection)
     try:
-        for event in follow_sync(asset_name, since, engine=store.engine, forever=follow):
+        for event in follow_sync(asset_name, cursor, engine=store.engine, forever=follow):
             show(event)
     except KeyboardInterrupt:
         pass
@@ -202,7 +231,7 @@ def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bo
             table.add_column(column, overflow="fold")
         for r in rows:
             table.add_row(r.destination, str(r.event.id), r.event.asset, r.reason,
-                          str(r.attempts), r.created_at.isoformat(timespec="seconds"),
+                          str(r.attempts), stamp(r.created_at),
                           *((outcome[(r.destination, r.event.id)],) if retry else ()))
         console.print(table)
     if any(result.startswith("still down") for result in outcome.values()):

@@ -19,6 +19,7 @@ from sharedstream.ops.clitools import (
     emit_json,
     fail,
     open_store,
+    stamp,
     store_command,
 )
 from sharedstream.statestore.accessors import AssetState, TaskState
@@ -97,6 +98,11 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="VALUE") from None
+    if parsed is None:
+        raise click.BadParameter(
+            f"null is not a storable value; to remove {key!r}, run "
+            f"`sharedstream state-store delete {key}` with the same scope options",
+            param_hint="VALUE")
     accessor = _accessor(open_store(ctx), ctx.params)
     if isinstance(accessor, TaskState):
         keep: object = None
@@ -150,7 +156,7 @@ def ss_list(ctx: click.Context, /, as_json: bool, **_: Any) -> None:
                  else str(entry.expires_at or "never"))
         shown = json.dumps(entry.value, ensure_ascii=False)
         table.add_row(entry.key, shown if len(shown) <= 60 else shown[:57] + "...",
-                      str(entry.size), entry.updated_at.isoformat(), extra)
+                      str(entry.size), stamp(entry.updated_at), extra)
     console.print(table)
 
 
@@ -219,7 +225,7 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
     for column in ("ref", "bytes", "modified_at"):
         table.add_column(column)
     for o in report.orphans:
-        table.add_row(o.ref, str(o.size), o.modified_at.isoformat())
+        table.add_row(o.ref, str(o.size), stamp(o.modified_at))
     console.print(table)
     if delete_them:
         console.print(f"deleted {report.deleted}")

@@ -140,15 +140,26 @@ def newest_id(connection: Connection) -> int:
     return int(found or 0)
 
 
+def cursor_before(connection: Connection, since: datetime) -> int:
+    """A cursor just below the first event created at or after ``since`` (the newest id if
+    none is): following from it reaches every such event. Ids and creation times need not
+    rise together across writers, so the follower still drops older events it passes."""
+    found = connection.execute(
+        select(func.min(asset_event.c.id)).where(asset_event.c.created_at >= since)).scalar()
+    return newest_id(connection) if found is None else int(found) - 1
+
+
 def list_events(
     engine: Engine,
     *,
     asset_name: str | None = None,
     watcher: str | None = None,
     since: datetime | None = None,
+    after_id: int | None = None,
     limit: int | None = None,
 ) -> list[EventRecord]:
-    """Events matching every given filter, newest first (ties: last inserted first)."""
+    """Events matching every given filter, newest first (ties: last inserted first);
+    ``after_id`` keeps those whose id is above it (an id is a cursor: ``events tail``)."""
     e, a = asset_event.c, asset.c
     query = event_query().order_by(e.created_at.desc(), e.id.desc())
     if asset_name is not None:
@@ -157,6 +168,8 @@ def list_events(
         query = query.where(e.watcher == watcher)
     if since is not None:
         query = query.where(e.created_at >= since)
+    if after_id is not None:
+        query = query.where(e.id > after_id)
     if limit is not None:
         query = query.limit(limit)
     with engine.connect() as connection:
