@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import click
 import pytest
 
 from sharedstream.cli import cli
+from sharedstream.ops.clitools import RenamedOption
 
 
 def commands() -> Iterator[tuple[str, click.Command]]:
@@ -49,3 +51,50 @@ def test_renamed_options_still_parse_but_help_shows_the_new_name(old: str, new: 
     assert parsed.params == replay.make_context("replay", ["orders.dlq", new, "x"]).params
     text = replay.get_help(click.Context(replay, info_name="replay"))
     assert new in text and old + " " not in text
+
+
+# One concept, one option name (issue 29): each concept's name, the other spellings it
+# must not take (an old one may stay as a hidden RenamedOption alias), and the words of
+# a help text that says the concept, so a new option spelt another way fails here too.
+CONCEPTS: dict[str, tuple[set[str], str]] = {
+    "--limit": ({"-n", "--lines", "--max", "--count", "--head", "--num", "--max-records"},
+                r"^(how many|(read )?at most (N|this many))\b(?! \w+ per)"),
+    "--since": ({"--from", "--after", "--start", "--since-id", "--cursor", "--newer-than"},
+                r"^(Only|Start at)\b.*\b(at or after|after (ID|this id))\b"),
+    "--json": ({"--as-json", "--format", "--output", "-o", "-j"}, r"^Print\b.*\bJSON\b"),
+    "--yes": ({"-y", "--force", "--assume-yes", "--no-confirm", "--no-prompt"},
+              r"\bconfirm"),
+    "--dry-run": ({"--dry", "--preview", "--simulate", "--plan", "--noop"},
+                  r"\b(what would|make none|produce and commit nothing)\b"),
+    "--group": ({"-g", "--group-id", "--consumer-group"}, r"^Kafka consumer group\b"),
+    "--watcher": ({"-w", "--filter-watcher", "--watcher-id", "--watcher-name"},
+                  r"^Only\b.*\bwatcher W\b"),
+    "--config": ({"-c", "--conf", "--config-file", "--settings"}, r"^sharedstream\.toml\b"),
+}
+
+
+def spellings(option: click.Option) -> set[str]:
+    """The names ``--help`` shows: an old spelling kept by RenamedOption is hidden."""
+    names = set(option.opts[:1] if isinstance(option, RenamedOption) else option.opts)
+    return names | set(option.secondary_opts)
+
+
+def test_one_spelling_per_concept() -> None:
+    clashes = []
+    for path, command in commands():
+        for p in command.params:
+            if not isinstance(p, click.Option):
+                continue
+            for name, (others, says) in CONCEPTS.items():
+                if spellings(p) & others:
+                    clashes.append(f"{path} {'/'.join(p.opts)}: spell it {name}")
+                elif re.search(says, p.help or "", re.IGNORECASE) and name not in p.opts:
+                    clashes.append(f"{path} {p.opts[0]} says {name} in its help: {p.help}")
+    assert clashes == []
+
+
+def test_the_concept_table_catches_the_old_tail_spelling() -> None:
+    """``events tail -n/--lines`` before it became ``--limit``: the table must name it."""
+    old = click.Option(["-n", "--lines"], help="How many of the newest events to print.")
+    others, says = CONCEPTS["--limit"]
+    assert spellings(old) & others and re.search(says, old.help or "", re.IGNORECASE)
