@@ -70,14 +70,14 @@ def test_a_changed_topic_set_continues_where_the_old_group_was(
     both = {**env, "E2E_TOPICS": f"{orders},{payments}"}
     check = run_cli(["check", str(MODULE), "--config", str(config)], cwd=tmp_path, env=both)
     assert check.returncode == 0, check.stderr
-    assert (f"{orders}: continues from group {old_group}'s committed offsets (topic set "
-            "changed)") in check.stdout, check.stdout
+    assert (f"{orders}: continues from group {old_group}, where these watchers read it "
+            "last (topic set changed)") in check.stdout, check.stdout
     assert (f"{payments}: no committed offset, starts at earliest (auto.offset.reset)"
             in check.stdout), check.stdout
 
     second = triggerers(config, MODULE, env=both)
     second.start()
-    second.wait_log(f"{orders}: continues from group {old_group}'s committed offsets")
+    second.wait_log(f"{orders}: continues from group {old_group}, where these watchers")
     until(lambda: all_committed(kafka_bootstrap, new_group, orders, ORDERS_PARTITIONS)
           and all_committed(kafka_bootstrap, new_group, payments, 1),
           "the new group committed every orders and payments message", 90)

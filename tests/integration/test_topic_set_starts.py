@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from sharedstream.statestore.models import stream_group
 from sharedstream.statestore.store import StateStore
 
 MODULE = Path(__file__).resolve().parents[1] / "e2e" / "watchers" / "topic_set.py"
+ONE_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -47,10 +49,12 @@ def setup(kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def record(url: str, key: str, group: str, watchers: list[str]) -> None:
-    """A ``stream_group`` row, as ``sharedstream run`` writes one for each group."""
+    """A ``stream_group`` row, as ``sharedstream run`` writes one for each group; all at
+    one instant, as one start records its groups (so recency cannot tell them apart)."""
     with StateStore.from_url(url) as store, store.engine.begin() as connection:
         connection.execute(stream_group.insert(), [{
-            "group_key": key, "consumer_group": group, "watchers": json.dumps(watchers)}])
+            "group_key": key, "consumer_group": group, "watchers": json.dumps(watchers),
+            "updated_at": ONE_START}])
 
 
 def test_groups_that_disagree_refuse_the_start_until_one_is_deleted(
@@ -84,7 +88,8 @@ def test_groups_that_disagree_refuse_the_start_until_one_is_deleted(
     assert [tp for tp in listed.topic_partitions if tp.offset >= 0] == []
     checked = invoke("check", str(MODULE), "--config", str(config), env=env)
     assert checked.exit_code == 0, checked.output
-    assert f"{orders}: continues from group {two}'s committed offsets" in checked.stdout
+    assert f"{orders}: continues from group {two}, where these watchers read it last" in \
+        checked.stdout
 
 
 def test_delete_is_refused_while_the_group_has_a_live_member_and_asks_first(

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from confluent_kafka import (
@@ -139,7 +140,8 @@ class GroupStart:
             return "groups disagree: " + ", ".join(f"{g} at {o}" for g, o in p.sources)
         if p.reason == "copied":
             groups = " and ".join(g for g, _ in p.sources)
-            text = f"continues from group {groups}'s committed offsets (topic set changed)"
+            text = (f"continues from group {groups}, where these watchers read it last "
+                    "(topic set changed)")
             if self.live_members:
                 text += (f"; not copied: the group has {self.live_members} live member(s), "
                          "which started it already")
@@ -148,24 +150,29 @@ class GroupStart:
 
 
 def plan_start(group: str, partitions: Iterable[Partition], own: Committed,
-               sources: Mapping[str, Committed], *, reset: str, live_members: int = 0
-               ) -> GroupStart:
-    """Decide each partition's start (see the module doc); no I/O."""
+               sources: Mapping[str, Committed], *, reset: str, live_members: int = 0,
+               reads: Mapping[str, Mapping[str, datetime]] | None = None) -> GroupStart:
+    """Decide each partition's start (see the module doc); no I/O. ``reads`` maps each
+    watcher of the group to the groups it was recorded in, with when (without it, the
+    group's own commit comes first and every source counts alike)."""
+    committed_by = {**sources, group: own}
     rows = []
     for topic, partition in partitions:
         key = (topic, partition)
-        if key in own:
-            offset, metadata = own[key]
-            rows.append(PartitionStart(topic, partition, "committed", offset, metadata))
-            continue
-        found = sorted((name, committed[key]) for name, committed in sources.items()
-                       if key in committed)
+        chosen = _read_last(key, committed_by, reads or {})
+        if not chosen:
+            chosen = {group} if key in own else {name for name, c in sources.items()
+                                                  if key in c}
+        found = sorted((name, committed_by[name][key]) for name in chosen)
         offsets = {offset for _, (offset, _) in found}
         named = tuple((name, offset) for name, (offset, _) in found)
         if not found:
             rows.append(PartitionStart(topic, partition, "reset"))
         elif len(offsets) > 1:
             rows.append(PartitionStart(topic, partition, "conflict", sources=named))
+        elif group in chosen:
+            offset, metadata = own[key]
+            rows.append(PartitionStart(topic, partition, "committed", offset, metadata))
         else:
             [offset] = offsets
             remembered = frozenset.intersection(*(decode_progress(offset, metadata)
@@ -176,12 +183,45 @@ def plan_start(group: str, partitions: Iterable[Partition], own: Committed,
     return GroupStart(group, reset, live_members, tuple(rows))
 
 
-def left_behind(prefixed: Mapping[str, Committed], in_use: Iterable[str]) -> list[str]:
+def _read_last(key: Partition, committed_by: Mapping[str, Committed],
+               reads: Mapping[str, Mapping[str, datetime]]) -> set[str]:
+    """Per watcher, its most recently recorded group that committed ``key`` (all of them
+    on a tie: one start records its groups at one instant); their union."""
+    out: set[str] = set()
+    for groups in reads.values():
+        having = {name: at for name, at in groups.items() if key in committed_by.get(name, {})}
+        if having:
+            newest = max(having.values())
+            out |= {name for name, at in having.items() if at == newest}
+    return out
+
+
+def left_behind(prefixed: Mapping[str, Committed], latest: Iterable[str],
+                current: Iterable[str] = ()) -> list[str]:
     """The groups of ``prefixed`` (name -> committed offsets) with committed offsets that
-    ``in_use`` (current groups and those they copy from) does not name, sorted."""
-    used = set(in_use)
+    are in use by nobody, sorted. In use: ``latest``, the group each watcher recorded in
+    the database was recorded in last, whichever module it belongs to
+    (:func:`~sharedstream.triggerer.registration.groups_in_use`), and ``current``, the
+    groups a command starts or shows and those they continue from. ``check``, ``run``
+    and ``offsets show`` all decide here, so they agree."""
+    used = {*latest, *current}
     return sorted(name for name, committed in prefixed.items()
                   if committed and name not in used)
+
+
+def kafka_reason(exc: BaseException) -> str:
+    """A Kafka failure in one line: the error's name (its code) and text. The text can be
+    empty (a request cut short, seen once from ``offsets delete``), and then, like a
+    retriable error, the line says that trying again may help."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return str(exc) or type(exc).__name__
+    text = error.str()
+    if not text or text == error.name():
+        return f"{error.name()}, no reason given (trying again may help)"
+    if error.retriable():
+        return f"{error.name()}: {text} (retriable: trying again may help)"
+    return f"{error.name()}: {text}"
 
 
 class GroupAdmin:

@@ -36,6 +36,7 @@ from sharedstream.kafka.group_start import (
     GroupAdmin,
     delete_command,
     group_topics,
+    kafka_reason,
     left_behind,
 )
 from sharedstream.kafka.progress import decode_progress
@@ -172,7 +173,7 @@ class GroupOffsets:
         try:
             return future.result(timeout=self.timeout)
         except KafkaException as exc:
-            raise CommandError(f"kafka: {_reason(exc)}") from None
+            raise CommandError(f"kafka: {kafka_reason(exc)}") from None
         except TimeoutError:
             raise CommandError(f"kafka: no answer within {self.timeout:g}s") from None
 
@@ -184,17 +185,18 @@ class GroupOffsets:
         """Committed offset and metadata per partition the group ever committed."""
         return self._call(self._groups.committed, self.group)
 
-    def left_behind(self, in_use: Iterable[str]) -> list[LeftBehind]:
+    def left_behind(self, latest: Iterable[str]) -> list[LeftBehind]:
         """Groups of this connection's ``<group.id>.`` prefix, other than this one, with
-        committed offsets that ``in_use`` does not name: left behind by a topic-set change
-        (their lag grows for ever)."""
-        used = {self.group, *in_use}
+        committed offsets, left behind by a topic-set change (their lag grows for ever):
+        ``latest`` are the groups the database records as each watcher's last, see
+        :func:`~sharedstream.kafka.group_start.left_behind`."""
+        used = {self.group, *latest}
         prefixed = {name: self._call(self._groups.committed, name)
                     for name in self._call(self._groups.groups, f"{self._group_id}.")
                     if name not in used}
         return [LeftBehind(name, self._call(self._groups.state, name)[1],
                            delete_command(name))
-                for name in left_behind(prefixed, used)]
+                for name in left_behind(prefixed, latest, [self.group])]
 
     def delete(self) -> None:
         """Delete the group and its committed offsets (refused by the broker while it has
@@ -205,7 +207,7 @@ class GroupOffsets:
         try:
             return fn(*args)
         except KafkaException as exc:
-            raise CommandError(f"kafka: {_reason(exc)}") from None
+            raise CommandError(f"kafka: {kafka_reason(exc)}") from None
         except TimeoutError:
             raise CommandError(f"kafka: no answer within {self.timeout:g}s") from None
 
@@ -215,7 +217,7 @@ class GroupOffsets:
         try:
             metadata = self._admin.list_topics(timeout=self.timeout)
         except KafkaException as exc:
-            raise CommandError(f"kafka: {_reason(exc)}") from None
+            raise CommandError(f"kafka: {kafka_reason(exc)}") from None
         missing = [t for t in wanted if t not in metadata.topics
                    or metadata.topics[t].error is not None]
         if missing:
@@ -321,11 +323,6 @@ def _offset_spec(where: ResetTarget) -> Any:
     if where == "latest":
         return spec.latest()
     return spec.for_timestamp(int(where.timestamp() * 1000))
-
-
-def _reason(exc: KafkaException) -> str:
-    error = exc.args[0] if exc.args else None
-    return error.str() if isinstance(error, KafkaError) else str(exc)
 
 
 def _ignore(_error: KafkaError) -> None:

@@ -1,10 +1,11 @@
 """Start-up: where each shared-stream group starts reading, said per topic, and groups
 left behind (see :mod:`sharedstream.kafka.group_start` for the rules and their windows).
 
-``run`` plans before it records the watcher sets (a conflict refuses the start with
-nothing written), and copies the offsets after recording them, before any consumer
-subscribes; ``check`` plans and prints, changing nothing. The groups a group may
-continue from are those the database recorded with one of its watchers.
+``run`` (:func:`start_groups`) plans, compares the watcher sets, copies the offsets and
+only then records the sets, before any consumer subscribes (a conflict refuses the start
+with nothing written); ``check`` plans and prints, changing nothing. The groups a group
+may continue from are those the database recorded with one of its watchers, each topic
+from the one they were recorded in last.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -22,13 +24,19 @@ from sharedstream.kafka.group_start import (
     GroupAdmin,
     GroupStart,
     delete_command,
+    kafka_reason,
     left_behind,
     plan_start,
     source_groups,
 )
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.plan import GroupPlan, StartupError, UnavailableError
-from sharedstream.triggerer.registration import recorded_groups
+from sharedstream.triggerer.registration import (
+    CohortMismatchError,
+    latest_groups,
+    recorded_reads,
+    register_groups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,31 +63,34 @@ class StartReport:
         return next((c for _, s in self.starts if (c := s.conflict()) is not None), None)
 
 
-def plan_starts(groups: Sequence[GroupPlan], recorded: Mapping[str, frozenset[str]],
+def plan_starts(groups: Sequence[GroupPlan], reads: Mapping[str, Mapping[str, datetime]],
                 timeout: float) -> StartReport:
-    """Each Kafka group's start and the groups left behind; ``recorded`` maps consumer
-    groups to the watchers the database recorded in them. Nothing is changed."""
+    """Each Kafka group's start and the groups left behind; ``reads`` maps each recorded
+    watcher to the consumer groups the database recorded it in, with when
+    (:func:`~sharedstream.triggerer.registration.recorded_reads`). Nothing is changed."""
     starts: list[tuple[GroupPlan, GroupStart]] = []
     behind: dict[str, int] = {}
-    in_use = {g.consumer_group for g in groups}
+    latest = latest_groups(reads)
+    current = {g.consumer_group for g in groups}
     for connection_id, members in _by_connection(groups).items():
         with _AdminSession(connection_id, members[0].connection, timeout) as admin:
             group_id = _group_id(members[0].connection)
             reset = str(members[0].connection.get("auto.offset.reset", "earliest"))
             for plan in members:
-                related = [g for g, w in recorded.items() if w & plan.watchers]
+                own_reads = {w: reads[w] for w in plan.watchers if w in reads}
+                related = {g for recorded in own_reads.values() for g in recorded}
                 topics = plan.consumed_topics
                 sources = source_groups(admin, group_id, plan.consumer_group, topics, related)
                 _, live = admin.state(plan.consumer_group)
                 start = plan_start(plan.consumer_group, admin.partitions(topics),
                                    admin.committed(plan.consumer_group), sources,
-                                   reset=reset, live_members=live)
+                                   reset=reset, live_members=live, reads=own_reads)
                 starts.append((plan, start))
-                in_use |= {g for p in start.partitions if p.reason == "copied"
-                           for g, _ in p.sources}
+                current |= {g for p in start.partitions if p.reason == "copied"
+                            for g, _ in p.sources}
             prefixed = {name: admin.committed(name) for name in admin.groups(f"{group_id}.")
-                        if name not in in_use}
-            for name in left_behind(prefixed, in_use):
+                        if name not in current | latest}
+            for name in left_behind(prefixed, latest, current):
                 behind.setdefault(name, admin.state(name)[1])
     return StartReport(tuple(starts), tuple(sorted(behind.items())))
 
@@ -131,8 +142,7 @@ class _AdminSession:
         # it for the collector (which may run on a librdkafka thread).
         self.admin.admin = None
         if isinstance(exc, KafkaException | TimeoutError):
-            error = exc.args[0] if exc.args else None
-            reason = error.str() if isinstance(error, KafkaError) else str(exc) or "timed out"
+            reason = kafka_reason(exc) if isinstance(exc, KafkaException) else "timed out"
             raise UnavailableError(f"connection {self.connection_id!r}: reading consumer "
                                    f"group offsets failed ({reason})") from None
 
@@ -144,13 +154,35 @@ def _ignore(_error: KafkaError) -> None:
 
 def start_report(groups: Sequence[GroupPlan], store: StateStore | None,
                  timeout: float) -> StartReport:
-    """:func:`plan_starts` with the groups the database recorded (none without a store);
+    """:func:`plan_starts` with the reads the database recorded (none without a store);
     a conflict is a StartupError (exit 2) naming the groups and the fix."""
-    report = plan_starts(groups, recorded_groups(store) if store is not None else {}, timeout)
+    report = plan_starts(groups, recorded_reads(store) if store is not None else {}, timeout)
     conflict = report.conflict()
     if conflict is not None:
         raise StartupError(conflict)
     return report
+
+
+def start_groups(groups: Sequence[GroupPlan], store: StateStore, timeout: float, *,
+                 takeover: bool) -> StartReport:
+    """What ``run`` does before any consumer subscribes: plan, compare the watcher sets
+    (a refused start changes nothing), copy the planned offsets, then record the sets.
+
+    Copying before recording closes a crash window: a group recorded before its copy
+    landed would be, at the next start, where its watchers read last, and its stale
+    commits (a return to an earlier topic set) would win. Copied but not recorded, the
+    next start finds the same source newest and copies again (its offsets, or further).
+    """
+    starts = start_report(groups, store, timeout)
+    declarations = [g.declaration() for g in groups]
+    try:
+        register_groups(store, declarations, takeover=takeover, dry_run=True)
+        apply_starts(starts, timeout)
+        register_groups(store, declarations, takeover=takeover)
+    except CohortMismatchError as exc:
+        raise StartupError(str(exc)) from None
+    log_report(starts)
+    return starts
 
 
 def log_report(report: StartReport) -> None:

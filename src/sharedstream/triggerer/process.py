@@ -54,7 +54,7 @@ from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.gctune import tune_gc
-from sharedstream.triggerer.group_starts import apply_starts, log_report, start_report
+from sharedstream.triggerer.group_starts import start_groups, start_report
 from sharedstream.triggerer.health import HealthServer, check_port
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat
@@ -420,15 +420,8 @@ def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptio
         log.info("%s", line)
     store = connect(config, upgrade=options.upgrade)
     try:
-        starts = start_report(plan.groups, store, config.process.broker_timeout)
-        # Groups first: a refused start (another watcher set) must change nothing.
-        try:
-            register_groups(store, [g.declaration() for g in plan.groups],
-                            takeover=options.takeover)
-        except CohortMismatchError as exc:
-            raise StartupError(str(exc)) from None
-        apply_starts(starts, config.process.broker_timeout)  # before any consumer subscribes
-        log_report(starts)
+        start_groups(plan.groups, store, config.process.broker_timeout,
+                     takeover=options.takeover)
         asset_ids = register_assets(store, (w.asset for w in plan.watchers))
         delivery = None
         if options.deliver and config.destinations:

@@ -14,9 +14,9 @@ the new set.
 
 A watcher module whose topic set changed consumes as a new group (another key): its
 row is new, so nothing is refused, and the old group's row stays. Those rows tell
-which consumer groups a watcher read before (:func:`recorded_groups`, where a new group
-continues from) and which group each watcher reads now (:func:`groups_in_use`: the
-one recorded last).
+which consumer groups a watcher read, and when (:func:`recorded_reads`: a group
+continues each topic from the group its watchers read it in last), and which group
+each watcher reads now (:func:`groups_in_use`: the one recorded last).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy import select
 
@@ -105,30 +105,35 @@ def register_groups(store: StateStore, groups: Iterable[GroupDeclaration], *,
             }], conflict=("group_key",), update=("consumer_group", "watchers", "updated_at"))
 
 
-def recorded_groups(store: StateStore) -> dict[str, frozenset[str]]:
-    """Every recorded consumer group with the watchers ever recorded in it."""
+def recorded_reads(store: StateStore) -> dict[str, dict[str, datetime]]:
+    """Per recorded watcher, each consumer group it was recorded in and when last: where
+    it read which topics, and in what order (a start records all its groups at one
+    instant, so a watcher that moved has its old group's row older)."""
     with store.engine.connect() as connection:
-        rows = connection.execute(
-            select(stream_group.c.consumer_group, stream_group.c.watchers)).all()
-    out: dict[str, frozenset[str]] = {}
+        rows = connection.execute(select(stream_group.c.consumer_group, stream_group.c.watchers,
+                                         stream_group.c.updated_at)).all()
+    out: dict[str, dict[str, datetime]] = {}
     for row in rows:
-        out[row.consumer_group] = out.get(row.consumer_group, frozenset()) | frozenset(
-            json.loads(row.watchers))
+        for watcher in json.loads(row.watchers):
+            groups = out.setdefault(watcher, {})
+            if row.consumer_group not in groups or row.updated_at > groups[row.consumer_group]:
+                groups[row.consumer_group] = row.updated_at
     return out
 
 
 def groups_in_use(store: StateStore) -> set[str]:
-    """The consumer group each recorded watcher was recorded in last (a start records
-    all its groups at one instant, so a watcher that moved has its old group's row older)."""
-    with store.engine.connect() as connection:
-        rows = connection.execute(select(stream_group.c.consumer_group, stream_group.c.watchers,
-                                         stream_group.c.updated_at)).all()
-    latest: dict[str, tuple[Any, str]] = {}
-    for row in rows:
-        for watcher in json.loads(row.watchers):
-            if watcher not in latest or row.updated_at > latest[watcher][0]:
-                latest[watcher] = (row.updated_at, row.consumer_group)
-    return {group for _, group in latest.values()}
+    """The consumer group(s) each recorded watcher was recorded in last, whichever module
+    it belongs to."""
+    return latest_groups(recorded_reads(store))
+
+
+def latest_groups(reads: Mapping[str, Mapping[str, datetime]]) -> set[str]:
+    """:func:`groups_in_use` from :func:`recorded_reads` (all of them on a tie)."""
+    out: set[str] = set()
+    for groups in reads.values():
+        newest = max(groups.values())
+        out |= {name for name, at in groups.items() if at == newest}
+    return out
 
 
 def _difference(group: GroupDeclaration, recorded: frozenset[str]) -> str:

@@ -3,7 +3,11 @@ alone, from the committed offsets it is given (the broker side is tests/e2e)."""
 
 from __future__ import annotations
 
-from sharedstream.kafka.group_start import left_behind, plan_start
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import KafkaError, KafkaException
+
+from sharedstream.kafka.group_start import kafka_reason, left_behind, plan_start
 from sharedstream.kafka.progress import decode_progress, encode_progress
 
 NEW = "app.orders+payments"
@@ -20,8 +24,8 @@ def test_each_partition_starts_from_its_own_commit_a_source_or_reset() -> None:
     assert set(start.copies()) == {("orders", 0)}
     assert start.lines() == [
         "orders partition(s) 1: committed offsets of this group",
-        "orders partition(s) 0: continues from group app.orders's committed offsets (topic "
-        "set changed)",
+        "orders partition(s) 0: continues from group app.orders, where these watchers read "
+        "it last (topic set changed)",
         "payments: no committed offset, starts at earliest (auto.offset.reset)"]
     assert start.conflict() is None
 
@@ -57,3 +61,33 @@ def test_left_behind_are_groups_with_commits_nobody_uses() -> None:
     prefixed = {"app.orders": {("orders", 0): (40, "")}, "app.orders+payments": {
         ("orders", 0): (60, "")}, "app.idle": {}}
     assert left_behind(prefixed, ["app.orders+payments"]) == ["app.orders"]
+
+
+def test_each_watcher_continues_from_the_group_it_was_recorded_in_last() -> None:
+    # [orders] -> [orders,payments] -> [payments] -> back: the own commit of payments is
+    # stale, the [payments] group read further; orders was last read by the own group.
+    t1, t2, t3 = (datetime(2026, 1, 1, hour, tzinfo=UTC) for hour in (1, 2, 3))
+    reads = {"reader": {"app.orders": t1, NEW: t2, "app.payments": t3}}
+    own = {("orders", 0): (7, ""), ("payments", 0): (3, "")}
+    sources = {"app.orders": {("orders", 0): (5, "")},
+               "app.payments": {("payments", 0): (4, encode_progress(4, [6]))}}
+    start = plan_start(NEW, [("orders", 0), ("payments", 0)], own, sources,
+                       reset="earliest", reads=reads)
+    assert [(p.reason, p.offset) for p in start.partitions] == [("committed", 7), ("copied", 4)]
+    assert decode_progress(4, start.copies()[("payments", 0)][1]) == {6}
+
+
+def test_watchers_whose_last_groups_disagree_still_refuse() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    start = plan_start(NEW, [("orders", 0)], {}, {
+        "app.orders": {("orders", 0): (10, "")}, "app.orders+refunds": {("orders", 0): (25, "")}},
+        reset="earliest", reads={"one": {"app.orders": at},
+                                 "two": {"app.orders+refunds": at + timedelta(hours=1)}})
+    assert start.conflict() is not None
+
+
+def test_a_kafka_error_without_text_is_named_and_says_to_try_again() -> None:
+    reason = kafka_reason(KafkaException(KafkaError(KafkaError._TRANSPORT, "")))
+    assert reason == "_TRANSPORT, no reason given (trying again may help)"
+    named = kafka_reason(KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND)))
+    assert named == "GROUP_ID_NOT_FOUND: Broker: The group id does not exist"
