@@ -5,36 +5,44 @@ The consumer group of a shared-stream group is ``<group.id>.<topics joined by "+
 topic set changes consumes as a new group, with nothing committed. Left alone it would
 start every topic at ``auto.offset.reset`` (``earliest``): a silent re-read of the whole
 retention of topics its watchers had read. So, before the group's consumer exists,
-each partition the group has never committed is looked up in the *source groups*:
-other groups of the same connection (same ``<group.id>.`` prefix) whose watchers,
-as the database recorded them, include one of this group's, and that committed the
-partition. Per partition (:func:`plan_start`):
+each partition starts from where these watchers read it *last*: per watcher, of the
+groups the database recorded it in (same ``<group.id>.`` prefix), the one recorded most
+recently that committed the partition; the group's own commit counts only as one of
+them. A group returning to an earlier topic set ([A] -> [A,B] -> [B] -> [A,B]) thus
+continues B from the [B] group, not from its own commit left stale when it stopped.
+Per partition (:func:`plan_start`):
 
-* the group committed it: it continues from its own offset (``committed``);
-* one source committed it, or several at the same offset: its offset and progress
-  metadata (guarantee 7; with several, only the offsets every one of them
-  remembers) are copied to this group (``copied``);
-* sources disagree: the start is refused (``conflict``). The highest offset would skip,
-  for a watcher of a group that was behind, what it never handled (guarantee 1); the
+* the group is where they read it last: its own offset (``committed``);
+* another group is, or several at the same offset (a tie: one start records all its
+  groups at one instant): its offset and progress metadata (guarantee 7; with several,
+  only the offsets every one of them remembers) are copied, replacing any stale
+  commit of this group (``copied``);
+* the groups where they read it last disagree (two watchers from different groups,
+  or a tie): the start is refused (``conflict``). The highest offset would skip, for
+  a watcher of a group that was behind, what it never handled (guarantee 1); the
   lowest would re-read up to the retention of a stale group. Only the operator knows
   which group is current: deleting the other one (``sharedstream offsets delete``)
   settles it;
 * nobody committed it: ``auto.offset.reset`` (``reset``).
 
-The copy (:func:`copy_offsets`) is one offset commit by the admin client, made only
-while the group has no live member, before this process subscribes. Failure windows:
-a crash before it leaves nothing written (the next start plans again); after it, the
-partitions are the group's own committed offsets. A copy the broker took only in part
-is finished by the next start, because each partition is decided on its own. A source
-group still running while the copy is made (an old triggerer not stopped yet) goes on
-committing: what it handles after the copy is handed to this group's watchers again
-(events are idempotent), never skipped. Two processes of the new group starting at
-once: the second one's copy is refused once the first has joined, and it exits (a
-supervisor restarts it, and it then continues from the group's own offsets).
+The copy (:meth:`GroupAdmin.commit`) is one offset commit by the admin client, made only
+while the group has no live member, before this process subscribes and before it
+records its watcher sets. Failure windows: a crash before the copy leaves nothing
+written (the next start plans again). A crash after it, before the recording, leaves
+the copied offsets; the next start still finds the source read last and copies again
+(the same offsets, or further if the source went on): recording first would have made
+this group the last read, and its stale commit would win. A copy the broker took only
+in part is finished by the next start, because each partition is decided on its own.
+A source group still running while the copy is made (an old triggerer not stopped
+yet) goes on committing: what it handles after the copy is handed to this group's
+watchers again (events are idempotent), never skipped. Two processes of the new group
+starting at once: the second one's copy is refused once the first has joined, and it
+exits (a supervisor restarts it, and it then continues from the group's own offsets).
 
-A group *left behind* is a group of the prefix with committed offsets that no current
-group uses and none copies from: its lag grows for ever. :func:`left_behind` names
-them with the command that removes them.
+A group *left behind* is a group of the prefix with committed offsets that is no
+recorded watcher's latest group (of any module), no current group and no group copied
+from: its lag grows for ever. :func:`left_behind` decides it for ``check``, ``run``
+and ``offsets show`` alike.
 """
 
 from __future__ import annotations
@@ -97,7 +105,7 @@ class GroupStart:
     partitions: tuple[PartitionStart, ...]
 
     def copies(self) -> dict[Partition, tuple[int, str]]:
-        """What :func:`copy_offsets` writes: nothing while the group has live members
+        """What :meth:`GroupAdmin.commit` writes: nothing while the group has live members
         (they started it already; the broker would refuse the commit anyway)."""
         if self.live_members:
             return {}
