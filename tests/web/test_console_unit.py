@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
+from sharedstream.install import pip_install
 from sharedstream.statestore.store import StateStore
 from sharedstream.web.app import create_app, host_name, token_matches
 from sharedstream.web.charts import lag_chart, timeline
@@ -159,7 +160,7 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path,
     result = run_web(["--database-url", f"sqlite:///{tmp_path / 'x.db'}"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: the Python module 'uvicorn' is not installed: pip install 'sharedstream[web]'"]
+        f"error: the Python module 'uvicorn' is not installed: {pip_install('web')}"]
 
 
 def test_a_database_without_the_schema_is_refused(tmp_path: Path) -> None:

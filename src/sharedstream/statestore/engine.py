@@ -21,6 +21,8 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 
+from sharedstream.install import pip_install
+
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
@@ -77,9 +79,9 @@ def make_engine(url: str, *, must_exist: bool = False, **kwargs: Any) -> Engine:
         hint = ""
         if ours is not None:
             scheme, extra = ours
-            hint = f": pip install 'sharedstream[{extra}]'"
+            hint = f": {pip_install(extra)}"
             if not parsed.drivername.startswith(scheme):
-                hint = f"; write {scheme}:// instead (pip install 'sharedstream[{extra}]')"
+                hint = f"; write {scheme}:// instead ({pip_install(extra)})"
         raise DatabaseURLError(f"database URL {shown} needs the Python module "
                                f"{exc.name!r}, which is not installed{hint}") from None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sharedstream.install import pip_install
+
 # Module (top-level name) -> the extra of ``pip install 'sharedstream[<extra>]'``.
 EXTRAS = {"httpx": "airflow", "pymysql": "mysql", "psycopg": "postgres",
           "psycopg2": "postgres", "fastapi": "web", "uvicorn": "web", "jinja2": "web"}
@@ -11,5 +13,5 @@ def missing_module(exc: ModuleNotFoundError) -> str:
     """What to say for a module that is not installed: its name and the extra to install."""
     name = (exc.name or "").split(".")[0]
     extra = EXTRAS.get(name)
-    fix = f"pip install 'sharedstream[{extra}]'" if extra else f"pip install {name}"
+    fix = pip_install(extra) if extra else f"pip install {name}"
     return f"the Python module {name!r} is not installed: {fix}"
