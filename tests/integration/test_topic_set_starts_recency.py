@@ -14,6 +14,7 @@ broker's, not against the product's own writer.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from click.testing import CliRunner, Result
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 from test_offsets_commands import commit, produce
-from test_topic_set_starts import MODULE, setup  # noqa: F401  (a fixture)
+from test_topic_set_starts import MODULE
 
 from sharedstream.cli import cli
 from sharedstream.kafka.progress import decode_progress, encode_progress
@@ -34,6 +35,22 @@ from sharedstream.triggerer.config import load_config
 from sharedstream.triggerer.plan import make_plan
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def setup(db_url: str, kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[str, Path, str]:
+    """(group.id, config file, database url) for connection ``e2e``, the module's, on
+    each database."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHAREDSTREAM_CONFIG", raising=False)
+    group_id = f"recency-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "sharedstream.toml"
+    config.write_text(f'[database]\nurl = "{db_url}"\n\n[connections.e2e]\n'
+                      f'"bootstrap.servers" = "{kafka_bootstrap}"\n"group.id" = "{group_id}"\n')
+    with StateStore.from_url(db_url) as store:
+        store.upgrade()
+    return group_id, config, db_url
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -49,7 +66,7 @@ def record(url: str, key: str, group: str, watchers: list[str], minutes: int) ->
 
 
 def test_another_modules_latest_group_is_not_left_behind_by_any_command(
-        setup: tuple[str, Path, str], kafka_bootstrap: str,  # noqa: F811
+        setup: tuple[str, Path, str], kafka_bootstrap: str,
         create_topic: Callable[..., str], tmp_path: Path) -> None:
     group_id, config, url = setup
     orders, framed, stale = create_topic("orders"), create_topic("framed"), create_topic("old")
@@ -78,7 +95,7 @@ def test_another_modules_latest_group_is_not_left_behind_by_any_command(
 
 
 def test_a_return_to_an_earlier_topic_set_continues_where_the_watchers_read_last(
-        setup: tuple[str, Path, str], kafka_bootstrap: str,  # noqa: F811
+        setup: tuple[str, Path, str], kafka_bootstrap: str,
         kafka_admin: AdminClient, create_topic: Callable[..., str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     group_id, config, url = setup
@@ -123,3 +140,29 @@ def _committed(admin: AdminClient, group: str) -> list[TopicPartition]:
         [ConsumerGroupTopicPartitions(group)])[group].result(timeout=10)
     return [tp for tp in result.topic_partitions if tp.offset >= 0]
 
+
+
+def test_a_start_is_recorded_after_every_earlier_one_whatever_the_hosts_clock(
+        setup: tuple[str, Path, str], kafka_bootstrap: str,
+        create_topic: Callable[..., str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    group_id, config, url = setup
+    a, b = create_topic("a"), create_topic("b")
+    produce(kafka_bootstrap, b, {0: 10})
+    only_b, both = f"{group_id}.{b}", f"{group_id}.{a}+{b}"
+    # The [B] start ran on a host whose clock is a day ahead of this one.
+    commit(kafka_bootstrap, only_b, [TopicPartition(b, 0, 4)])
+    record(url, "b", only_b, ["reader"], int((datetime.now(UTC) - T0).total_seconds() // 60)
+           + 24 * 60)
+    env = {"E2E_TOPICS": f"{a},{b}", "E2E_HANDOUTS": str(tmp_path)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loaded = load_config(config)
+    with StateStore.from_url(url) as store:
+        group_starts.start_groups(make_plan(loaded, [str(MODULE)]).groups, store,
+                                  loaded.process.broker_timeout, takeover=False)
+    commit(kafka_bootstrap, both, [TopicPartition(b, 0, 8)])  # [A,B] read on from 4
+
+    again = invoke("check", str(MODULE), "--config", str(config), env=env)
+    assert again.exit_code == 0, again.output
+    assert f"group {both}: {b}: committed offsets of this group" in again.stdout, again.stdout

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from sharedstream.statestore.models import asset, stream_group
 from sharedstream.statestore.sql import upsert
@@ -97,7 +97,12 @@ def register_groups(store: StateStore, groups: Iterable[GroupDeclaration], *,
                 "stop it, or start this one with --takeover to record the new set")
         if dry_run:
             return
+        # Recorded after every earlier start, even one on a host whose clock runs ahead:
+        # the order of the rows is where each watcher read last (recorded_reads).
         now = utcnow()
+        newest = connection.execute(select(func.max(stream_group.c.updated_at))).scalar()
+        if newest is not None and newest >= now:
+            now = newest + timedelta(microseconds=1)
         for g in declared:
             upsert(connection, stream_group, [{
                 "group_key": g.key_text, "consumer_group": g.consumer_group,
