@@ -26,7 +26,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any],
     tmp = tmp_path_factory.mktemp("demo")
     done = subprocess.run(
         [sys.executable, "-c", "from sharedstream.cli import main; main()",
-         "demo", "--seconds", "6", "--outage", "1.5", "--json"],
+         "demo", "--seconds", "6", "--outage", "1.5", "--json", "--keep"],
         capture_output=True, text=True, timeout=80,
         env={**os.environ, "TMPDIR": str(tmp)}, cwd=tmp, check=False)
     return done.returncode, json.loads(done.stdout), done.stderr

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -76,6 +78,7 @@ class DemoOptions:
     seconds: float = 20.0
     outage: float = 4.0
     rate: float = 8.0
+    keep: bool = False  # keep the temporary directory (database, log) after exit
 
     @property
     def traffic_seconds(self) -> float:
@@ -271,23 +274,35 @@ def main(options: DemoOptions, *, as_json: bool) -> int:
     With ``as_json`` the view goes to stderr and only the summary's JSON to stdout,
     so the output can be piped.
     """
-    console = Console(stderr=as_json)
+    out = sys.stderr if as_json else sys.stdout
+    # Piped, a line is never cut at 80 columns: the summary's paths and command are pasted.
+    console = Console(stderr=as_json, width=None if out.isatty() else 200)
     summary = run_demo(options, console)
     if as_json:
         emit_json(summary)
     else:
         console.print(view.summary_table(summary))
+        for line in view.summary_after(summary):
+            console.print(line, soft_wrap=True, highlight=False, markup=False)
     code: int = summary["exit_code"]
     return code
 
 
 def run_demo(options: DemoOptions, console: Console) -> dict[str, Any]:
-    """Run the demo, showing it on ``console``; the summary (``exit_code`` included)."""
+    """Run the demo, showing it on ``console``; the summary (``exit_code`` included).
+
+    Its directory (SQLite database, log) is removed when the run ends, Ctrl-C included,
+    unless ``options.keep``: the summary's paths then name files that still exist.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="sharedstream-demo-"))
     log_file = workdir / "demo.log"
-    with _log_to(log_file):
-        summary = _run(options, console, workdir)
-    summary["log_file"] = str(log_file)
+    try:
+        with _log_to(log_file):
+            summary = _run(options, console, workdir)
+    finally:
+        if not options.keep:
+            shutil.rmtree(workdir)
+    summary.update(log_file=str(log_file), kept=options.keep)
     return summary
 
 

@@ -8,6 +8,7 @@ happens: a dead letter, the outage starting, the database answering again.
 
 from __future__ import annotations
 
+import shlex
 from types import TracebackType
 from typing import Any
 
@@ -235,7 +236,16 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table.add_row("database outage", outage)
     if summary["interrupted"]:
         table.add_row("stopped", f"early (Ctrl-C) at t={summary['seconds']:g}s")
-    table.add_row("files", f"{summary['database_url']}\n{summary['log_file']}")
-    table.add_row("look closer", "sharedstream events list --asset paid_orders "
-                                 f"--database-url {summary['database_url']}")
     return table
+
+
+def summary_after(summary: dict[str, Any]) -> list[str]:
+    """The summary's files and the command to look closer, as plain lines below the
+    table: in a cell they would wrap, and a wrapped command cannot be pasted."""
+    if not summary["kept"]:
+        return ["files: removed at exit (sharedstream demo --keep keeps the database and "
+                "the log to look closer)"]
+    url = summary["database_url"]
+    return [f"database: {url}", f"log: {summary['log_file']}",
+            "look closer: sharedstream events list --asset paid_orders --database-url "
+            + shlex.quote(url)]
