@@ -7,14 +7,12 @@ members), 2 usage or configuration error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, ParamSpec, TypeVar
 
 import click
 from rich.table import Table
-from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.ops.clitools import (
@@ -39,9 +37,8 @@ from sharedstream.ops.offsets import (
     show,
 )
 from sharedstream.statestore.engine import DatabaseURLError
-from sharedstream.statestore.models import stream_group
 from sharedstream.statestore.types import utcnow
-from sharedstream.triggerer.registration import groups_in_use
+from sharedstream.triggerer.registration import groups_in_use, recorded_reads
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -72,12 +69,9 @@ def _group_name(ctx: click.Context, group: str | None, watcher: str | None) -> s
         raise click.UsageError("give exactly one of --group GROUP or --watcher W")
     if group is not None:
         return group
-    with open_store(ctx).engine.connect() as connection:
-        rows = connection.execute(
-            select(stream_group.c.consumer_group, stream_group.c.watchers,
-                   stream_group.c.updated_at)).all()
-    found = sorted(((row.updated_at, row.consumer_group) for row in rows
-                    if watcher in json.loads(row.watchers)), reverse=True)
+    assert watcher is not None  # exactly one of the two was given
+    recorded = recorded_reads(open_store(ctx)).get(watcher, {})
+    found = sorted(((at, name) for name, at in recorded.items()), reverse=True)
     if not found:
         raise CommandError(f"watcher {watcher!r} is in no recorded group (groups are recorded "
                            "when `sharedstream run` starts)")
