@@ -1,10 +1,12 @@
 """MkDocs hook: the configuration reference, generated from the settings' own definitions.
 
-A page asks for a section's table with a marker on a line of its own::
+A page asks for a section's table with a block of its own::
 
     <!-- config-reference: triggerer -->
+    <!-- /config-reference -->
 
-and this hook replaces the marker with a table built at build time from the
+and ``references.py`` fills the block with a table (committed, and rendered afresh at
+build time) built from the
 dataclass that loads that section of ``sharedstream.toml``: every field's name,
 type, default, environment override and help. Nothing in the table is typed
 by hand, so it cannot drift from the code.
@@ -427,15 +429,12 @@ def on_pre_build(config: Any) -> None:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    if "config-reference" not in markdown:
-        return markdown
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group("section")
-        _rendered.add(name)
-        return f"\n{_or_plugin_error(render_section, name)}\n"  # a table is its own block
-
-    return MARKER.sub(replace, markdown)
+    """Renders every marked section (a drift stops the build) and notes it for the
+    coverage check; ``references.py`` puts the tables in the page."""
+    for match in MARKER.finditer(markdown):
+        _or_plugin_error(render_section, match.group("section"))
+        _rendered.add(match.group("section"))
+    return markdown
 
 
 def on_post_build(config: Any) -> None:

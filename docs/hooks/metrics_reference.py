@@ -2,21 +2,18 @@
 
 ``sharedstream.triggerer.metrics.CATALOG`` declares every metric the triggerer
 exports, once, with its kind, labels and help (a unit test and an end-to-end scrape
-hold the code to it). A page line ``<!-- metrics-reference -->`` becomes a table of
-that catalog at build time, so the manual lists exactly what a scrape shows.
+hold the code to it). ``references.py`` fills a page's ``<!-- metrics-reference -->``
+block with a table of that catalog, so the manual lists exactly what a scrape shows.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT / "src") not in sys.path:
     sys.path.append(str(_ROOT / "src"))
-
-MARKER = "<!-- metrics-reference -->"
 
 # What a Prometheus scrape shows for each kind (prometheus_client's text format).
 _EXPOSED = {"gauge": ("",), "counter": ("_total",), "summary": ("_count", "_sum")}
@@ -32,9 +29,3 @@ def render_metrics() -> str:
         meaning = spec.help.replace("|", "\\|")
         lines.append(f"| {names} | {spec.kind} | {labels} | {meaning} |")
     return "\n".join(lines)
-
-
-def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    if MARKER not in markdown:
-        return markdown
-    return markdown.replace(MARKER, f"\n{render_metrics()}\n")  # a table is its own block
