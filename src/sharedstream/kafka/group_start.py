@@ -12,13 +12,15 @@ them. A group returning to an earlier topic set ([A] -> [A,B] -> [B] -> [A,B]) t
 continues B from the [B] group, not from its own commit left stale when it stopped.
 Per partition (:func:`plan_start`):
 
-* the group is where they read it last: its own offset (``committed``);
+* the group is where one of them read it last: its own offset (``committed``); a
+  watcher moved into a group that others read takes the group's position, as a
+  watcher added to a group always did;
 * another group is, or several at the same offset (a tie: one start records all its
   groups at one instant): its offset and progress metadata (guarantee 7; with several,
   only the offsets every one of them remembers) are copied, replacing any stale
   commit of this group (``copied``);
-* the groups where they read it last disagree (two watchers from different groups,
-  or a tie): the start is refused (``conflict``). The highest offset would skip, for
+* else, the groups where they read it last disagree (two watchers from different
+  groups, or a tie): the start is refused (``conflict``). The highest offset would skip, for
   a watcher of a group that was behind, what it never handled (guarantee 1); the
   lowest would re-read up to the retention of a stale group. Only the operator knows
   which group is current: deleting the other one (``sharedstream offsets delete``)
@@ -174,13 +176,13 @@ def plan_start(group: str, partitions: Iterable[Partition], own: Committed,
         found = sorted((name, committed_by[name][key]) for name in chosen)
         offsets = {offset for _, (offset, _) in found}
         named = tuple((name, offset) for name, (offset, _) in found)
-        if not found:
+        if group in chosen:
+            offset, metadata = own[key]
+            rows.append(PartitionStart(topic, partition, "committed", offset, metadata))
+        elif not found:
             rows.append(PartitionStart(topic, partition, "reset"))
         elif len(offsets) > 1:
             rows.append(PartitionStart(topic, partition, "conflict", sources=named))
-        elif group in chosen:
-            offset, metadata = own[key]
-            rows.append(PartitionStart(topic, partition, "committed", offset, metadata))
         else:
             [offset] = offsets
             remembered = frozenset.intersection(*(decode_progress(offset, metadata)

@@ -91,3 +91,11 @@ def test_a_kafka_error_without_text_is_named_and_says_to_try_again() -> None:
     assert reason == "_TRANSPORT, no reason given (trying again may help)"
     named = kafka_reason(KafkaException(KafkaError(KafkaError.GROUP_ID_NOT_FOUND)))
     assert named == "GROUP_ID_NOT_FOUND: Broker: The group id does not exist"
+
+
+def test_a_watcher_moved_into_a_group_others_read_takes_the_groups_position() -> None:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    start = plan_start(NEW, [("orders", 0)], {("orders", 0): (30, "")},
+                       {"app.orders": {("orders", 0): (10, "")}}, reset="earliest",
+                       reads={"moved": {"app.orders": at}, "stays": {NEW: at}})
+    assert [(p.reason, p.offset) for p in start.partitions] == [("committed", 30)]
