@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from triggerer import COMMAND, ORDERS, run_cli, write_config
 
+from sharedstream.install import pip_install
+
 SECRET = "pa55word-never-shown"
 
 
@@ -74,7 +76,7 @@ CASES: list[tuple[str, Callable[..., tuple[list[str], dict[str, str]]], int, lis
     ("a driver that is not installed",
      lambda t, kafka, db, topic: (["events", "list", "--database-url",
                                    f"mysql+mysqldb://app:{SECRET}@db/x"], {}), 2,
-     ["MySQLdb", "mysql+pymysql://", "sharedstream[mysql]"]),
+     ["MySQLdb", "mysql+pymysql://", pip_install("mysql")]),
     ("schema revision that does not exist",
      lambda t, kafka, db, topic: (["db", "upgrade", "--revision", "9999", "--database-url",
                                    db], {}), 2, ["'9999'", "0003"]),
@@ -120,7 +122,7 @@ def test_a_missing_extra_names_it(tmp_path: Path) -> None:
                              "--topic", "t"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=60, check=False)
     line = one_error_line(result, 2)
-    assert "'httpx'" in line and "sharedstream[airflow]" in line, line
+    assert "'httpx'" in line and pip_install("airflow") in line, line
 
 
 def test_sigterm_while_starting_is_a_clean_exit(tmp_path: Path) -> None:
