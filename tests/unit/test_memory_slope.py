@@ -3,8 +3,9 @@
 The soak (tests/faults/test_soak.py) judges RSS of a real process, which moves by MiB
 with arenas and collections, so it resolves only large leaks in the 30 s CI run. This
 test resolves small ones in seconds: ``tracemalloc`` counts the bytes Python holds, and
-the slope of that against messages handled (Theil-Sen, robust to one odd sample) says how much each message
-leaves behind (contributing rule 9: memory by slope, not by snapshot).
+the slope of that against messages handled (Theil-Sen, robust to one odd sample) says
+how much each message leaves behind (contributing rule 9: memory by slope, not by
+snapshot).
 
 What is measured: everything allocated by the product while ~50k messages go through
 ``KafkaSharedStreamProducer`` -> ``SharedStreamManager`` -> two watchers -> a sink that
@@ -137,4 +138,4 @@ async def test_a_handled_message_leaves_no_memory_behind() -> None:
     assert len([r for r in broker.delivered if r["topic"] == DLQ]) == rejected
     slope = theil_sen_slope(samples)
     assert slope <= MAX_BYTES_PER_MESSAGE, (
-        f"{slope:.1f} bytes per message stay behind (held: {held})")
+        f"{slope:.1f} bytes per message stay behind (held: {samples})")

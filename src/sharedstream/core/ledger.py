@@ -345,6 +345,13 @@ class Ledger:
     def end_all(self) -> int:
         return self.end(list(self.partitions))
 
+    def handed_out(self, keys: Iterable[Key]) -> int:
+        """How many entries of these partitions are with the watchers, outcome unknown
+        (``PENDING``; not held ones, which wait for their retry time). O(entries); asked
+        only when partitions are about to be revoked."""
+        return sum(1 for key in keys if (ledger := self.partitions.get(key)) is not None
+                   for entry in ledger.entries.values() if entry.state is State.PENDING)
+
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
         """The ledger and entry of a record if it belongs to the current generation."""
         ledger = self.partitions.get(record.lane)

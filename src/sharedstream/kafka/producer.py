@@ -20,7 +20,10 @@ Failure windows:
   is produced again after restart (duplicate, same identity header).
 * Crash after the rejection recorder stored a row, before the commit: the row is
   recorded again (recorders are idempotent by identity).
-* Revocation: pending dead-letter reports are awaited (``revoke_timeout``), the
+* Revocation: the watchers first finish what they were handed of the revoked
+  partitions (at most ``revoke_timeout / 2``; held messages are not waited for: what
+  is still open then is handed out again by the next owner), pending dead-letter
+  reports are awaited (``revoke_timeout``), the
   loop is asked to publish its targets (bounded wait: a loop that does not answer
   costs re-reading what resolved in the last commit interval), and the revoked
   partitions' targets the broker has not confirmed are committed synchronously
@@ -106,6 +109,7 @@ _REBALANCE_ERRORS = frozenset(
 )
 # First pause before a revocation's commit is sent again after another kind of failure.
 REVOKE_RETRY_S = 0.1
+SETTLE_POLL_S = 0.005  # how often a revoke looks whether the watchers are done
 
 
 class StreamNotOpenError(RuntimeError):
@@ -325,6 +329,33 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
     def _publish_and_signal(self, done: threading.Event) -> None:
         self._take_targets()
         done.set()
+
+    def _settle_and_signal(self, keys: frozenset[Key], until: float,
+                           done: threading.Event) -> None:
+        """Loop: once the watchers have resolved what they were handed of ``keys`` (or at
+        ``until``), publish the targets and signal the consumer thread."""
+        loop, ledger = self._loop, self._ledger
+        if (loop is not None and ledger is not None and time.monotonic() < until
+                and ledger.handed_out(keys)):
+            loop.call_later(SETTLE_POLL_S, self._settle_and_signal, keys, until, done)
+            return
+        self._publish_and_signal(done)
+
+    def _settle_with_loop(self, keys: frozenset[Key], timeout: float) -> None:
+        """Consumer thread, at revoke: let the watchers finish what they were handed of
+        the revoked partitions, for at most half of ``timeout``, so the commit covers it
+        and the next owner does not hand it out again. Held messages are not waited for
+        (they wait for a retry time); what is still open at the bound goes to the next
+        owner, as documented (docs/guarantees.md, "Revocation and close")."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running() or not keys:
+            return
+        done = threading.Event()
+        loop.call_soon_threadsafe(self._settle_and_signal, keys,
+                                  time.monotonic() + timeout / 2, done)
+        if not done.wait(timeout):
+            self._log.warning("%s: the event loop did not settle within %.1fs",
+                              self.consumer_group, timeout)
 
     def _sync_with_loop(self, timeout: float) -> None:
         """Consumer thread: let the loop take what happened so far and publish it.
@@ -1022,7 +1053,10 @@ class KafkaSharedStreamProducer(SharedStreamProducer[KafkaPayload]):
             return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        """Deliver pending dead letters, commit the revoked resolved prefix, drop the lanes."""
+        """Let the watchers finish what they hold of these partitions (bounded), deliver
+        pending dead letters, commit the revoked resolved prefix, drop the lanes."""
+        self._settle_with_loop(frozenset((tp.topic, tp.partition) for tp in partitions),
+                               self._revoke_timeout)
         if self._dlq is not None and self._dlq.flush(self._revoke_timeout):
             self._log.warning("%s: dead letters still undelivered at revoke", self.consumer_group)
         self._sync_with_loop(self._revoke_timeout)

@@ -259,11 +259,30 @@ async def test_restart_hands_out_only_what_was_not_terminal() -> None:
     await second.aclose()
 
 
-async def test_revocation_commits_what_resolved_and_late_acks_are_discarded() -> None:
+async def test_revocation_waits_for_what_the_watchers_hold_then_commits_it() -> None:
+    """The watchers finish what they were handed while the revocation waits (bounded),
+    so the commit covers it and the next owner does not hand it out again."""
     cluster = broker(partitions=2)
     for i in range(3):
         cluster.produce(T, f"m{i}".encode(), partition=1)
     producer = make(cluster, commit_interval=3600)  # only the revocation commits
+    d = Driver(producer)
+    e = await d.take(3)
+    cluster.consumer({"group.id": GROUP}).subscribe([T])
+    # Answered after the rebalance began (the consumer thread serves it within ms).
+    asyncio.get_running_loop().call_later(0.1, d.ack, *e)
+    assert await d.next_change() == LanesEnded(frozenset({(T, 1)}))
+    assert committed(cluster, 1) == 3
+    await producer.aclose()
+
+
+async def test_revocation_commits_what_resolved_and_late_acks_are_discarded() -> None:
+    """What the watchers still hold when the revocation's wait ends (half of
+    ``revoke_timeout``) is not committed, and its late acks change nothing."""
+    cluster = broker(partitions=2)
+    for i in range(3):
+        cluster.produce(T, f"m{i}".encode(), partition=1)
+    producer = make(cluster, commit_interval=3600, revoke_timeout=0.4)
     d = Driver(producer)
     e = await d.take(3)
     d.ledger.finish(e[0])  # resolved, not published yet: the revocation publishes it
