@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -62,7 +61,10 @@ MESSAGES = 10
 # is not JSON, ids 3, 6 and 8 are "new".
 VALID_IDS = {1, 2, 3, 4, 6, 7, 8, 9}
 PAID_IDS = {1, 2, 4, 7, 9}
-REASONS = {"missing field 'amount'", "not JSON"}
+# Rejections per dead letter: the order without an amount is rejected by paid_orders too
+# (the demo's watchers, like the README's, dead-letter it so a fix can replay it).
+REASONS = [{"valid_orders": "missing field 'amount'", "paid_orders": "missing amount"},
+           {"valid_orders": "not JSON"}]
 
 
 def go() -> str:
@@ -244,17 +246,16 @@ def test_compose_triggerer_reaches_kafka_and_the_database(
     assert {e["id"] for e in found["paid_orders"]} == PAID_IDS
     assert all(e["status"] == "paid" for e in found["paid_orders"])
 
-    def dead_letters() -> dict[str, str] | None:
-        reasons: dict[str, str] = {}
+    def dead_letters() -> dict[str, dict[str, str]] | None:
+        reasons: dict[str, dict[str, str]] = {}
         for record in read_dead_letters({"bootstrap.servers": kafka_bootstrap}, "orders.dlq",
                                         timeout=5):
             assert record.identity is not None, record.problem
-            assert set(record.rejections) == {"valid_orders"}, record.rejections
-            reasons[record.identity] = record.rejections["valid_orders"]
+            reasons[record.identity] = dict(record.rejections)
         return reasons if len(reasons) == len(REASONS) else None
 
     reasons = until(dead_letters, "two dead letters", timeout=20, interval=0.5)
-    assert Counter(reasons.values()) == Counter(REASONS)
+    assert sorted(reasons.values(), key=str) == sorted(REASONS, key=str)
 
     status, body = process.get("/readyz")
     assert status == 200, body
