@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from triggerer import COMMAND, ORDERS, run_cli, write_config
 
-from sharedstream.install import pip_install
+from sharedstream.core.install import pip_install
 
 SECRET = "pa55word-never-shown"
 

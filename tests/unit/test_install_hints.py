@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sharedstream.cli import cli
-from sharedstream.install import install_command
+from sharedstream.core.install import install_command
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 

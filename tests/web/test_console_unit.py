@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from sharedstream.install import pip_install
+from sharedstream.core.install import pip_install
 from sharedstream.statestore.store import StateStore
 from sharedstream.web.app import create_app, host_name, token_matches
 from sharedstream.web.charts import lag_chart, timeline

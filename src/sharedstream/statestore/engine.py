@@ -21,7 +21,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 
-from sharedstream.install import pip_install
+from sharedstream.core.install import pip_install
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sharedstream.install import pip_install
+from sharedstream.core.install import pip_install
 
 # Module (top-level name) -> the extra of ``pip install 'sharedstream[<extra>]'``.
 EXTRAS = {"httpx": "airflow", "pymysql": "mysql", "psycopg": "postgres",

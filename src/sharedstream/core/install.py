@@ -22,7 +22,7 @@ def pip_install(extra: str) -> str:
     The checkout is found from this file, not from metadata: an old ``*.egg-info`` left
     in ``src/`` shadows the editable install's record.
     """
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     if (root / "pyproject.toml").is_file() and (root / "src" / "sharedstream").is_dir():
         return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
     try:
