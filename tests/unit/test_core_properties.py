@@ -40,15 +40,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from memory_adapter import memory_producer
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.core.window import Window
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.memory import MemoryBroker, MemoryConsumer
-from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.progress import decode_progress
-from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -176,13 +175,7 @@ class Scripted(KafkaSharedStreamTrigger):
 
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> Any:
-        return KafkaSharedStreamProducer(
-            topics=kwargs["topics"], dlq_topic=kwargs["dlq_topic"],
-            config={"bootstrap.servers": "memory:9092", "group.id": GROUP_ID,
-                    "statistics.interval.ms": 0},
-            recorder=InMemoryRejectionRecorder(), commit_interval=0.01, poll_timeout=0.01,
-            consumer_factory=cls.broker.consumer, dlq_producer_factory=cls.broker.producer,
-            topic_id_resolver=cls.broker.topic_ids, topic_id_check_interval=3600)
+        return memory_producer(cls.broker, kwargs, GROUP_ID)
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         run = self.run

@@ -23,13 +23,12 @@ import tracemalloc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from memory_adapter import memory_producer
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.core.window import Window
 from sharedstream.kafka.memory import MemoryBroker
-from sharedstream.kafka.producer import KafkaSharedStreamProducer
-from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger, reject_shared_stream_event
 
@@ -65,13 +64,7 @@ class Counting(KafkaSharedStreamTrigger):
 
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> Any:
-        return KafkaSharedStreamProducer(
-            topics=kwargs["topics"], dlq_topic=kwargs["dlq_topic"],
-            config={"bootstrap.servers": "memory:9092", "group.id": GROUP_ID,
-                    "statistics.interval.ms": 0},
-            recorder=InMemoryRejectionRecorder(), commit_interval=0.01, poll_timeout=0.01,
-            consumer_factory=cls.broker.consumer, dlq_producer_factory=cls.broker.producer,
-            topic_id_resolver=cls.broker.topic_ids, topic_id_check_interval=3600)
+        return memory_producer(cls.broker, kwargs, GROUP_ID)
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         message: KafkaMessage
