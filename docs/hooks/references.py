@@ -67,7 +67,7 @@ def cli_reference() -> Iterator[str]:
 
     def walk(command: click.Command, parent: click.Context | None, name: str
              ) -> Iterator[str]:
-        ctx = click.Context(command, info_name=name, parent=parent)
+        ctx = click.Context(command, info_name=name, parent=parent, **command.context_settings)
         path = ctx.command_path
         yield f"## `{path}`"
         yield ""
@@ -76,7 +76,12 @@ def cli_reference() -> Iterator[str]:
         if command.help:
             yield inspect.cleandoc(command.help).replace("\b\n", "")
             yield ""
-        rows = [r for r in (p.get_help_record(ctx) for p in command.get_params(ctx)) if r]
+        # The help option from the context, not the command's cached one: click caches it
+        # per command from whichever context asked first (a test invoking a subcommand
+        # alone caches it without -h), which would make this page depend on test order.
+        rows = [r for r in (p.get_help_record(ctx) for p in command.params) if r]
+        if ctx.help_option_names and command.add_help_option:
+            rows.append((", ".join(ctx.help_option_names), "Show this message and exit."))
         if rows:
             yield "| option | meaning |"
             yield "|---|---|"
