@@ -88,6 +88,9 @@ def test_every_message_is_one_airflow_event_and_a_paced_destination_one_run_each
     topic = create_topic("dest")
     cfg = config(tmp_path, stack, pg_url, connection)
     process = triggerers(cfg, watchers=WATCHERS, env={"DEST_TOPIC": topic}).start()
+    # Ready first: on a broker just started (this module runs first in the suite) the
+    # group coordinator may still be loading, which is start-up, not delivery.
+    process.wait_ready(120)
     produce(kafka_bootstrap, topic, range(count), 1)
     name, uri = KAFKA_ORDERS
     until(lambda: sum(identities(stack, uri).values()) >= count, "the events in Airflow", 90)

@@ -15,11 +15,13 @@ destination's lease rules out except across a lease expiry (see delivery.cursor)
 
 Airflow 3.3.2 answers that listing 500 while a run created by one of the listed events
 is queued and not started (its response model wants the run's start date): a moment
-within a scheduler loop after each post. So a 500 there is asked again, with a short
-backoff, for up to ``LOOKUP_PATIENCE_S``; only a listing still failing then ends the
-round (a transient failure, ``lookup_http_500``: the cursor holds and the events wait,
-never posted unchecked). Listing once per batch, before its posts, also keeps this
-sender's own posts from queueing the runs its next check would trip on.
+within a scheduler loop after each post, tens of milliseconds on an idle scheduler,
+seconds to minutes on a loaded one. So a 500 there is asked again, with a short
+backoff, for up to ``LOOKUP_PATIENCE_S`` (two minutes, not counted as a failure); only
+a listing still failing then ends the round (a transient failure, ``lookup_http_500``:
+the cursor holds and the events wait, never posted unchecked). Listing once per batch,
+before its posts, also keeps this sender's own posts from queueing the runs its next
+check would trip on.
 
 Airflow merges events posted faster than its scheduler loop into one asset-triggered
 run (apache/airflow#56050); ``pace_seconds`` spaces events of one asset for users who
@@ -55,7 +57,7 @@ IDENTITY_KEY = "sharedstream_event"
 CHECK_SLACK = timedelta(minutes=5)
 # How long a listing answered 500 is asked again before the round gives up: several
 # scheduler loops, far less than an outage worth reporting.
-LOOKUP_PATIENCE_S = 15.0
+LOOKUP_PATIENCE_S = 120.0
 
 log = logging.getLogger(__name__)
 
