@@ -49,18 +49,21 @@ and ``offsets show`` alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from confluent_kafka import (
     ConsumerGroupState,
     ConsumerGroupTopicPartitions,
     KafkaError,
+    KafkaException,
     TopicPartition,
 )
 
+from sharedstream.core.backoff import Backoff
 from sharedstream.kafka.progress import decode_progress, encode_progress
 
 Partition = tuple[str, int]
@@ -70,6 +73,13 @@ Reason = Literal["committed", "copied", "reset", "conflict"]
 # States in which nobody is consuming; any other state (rebalancing, stable, a state this
 # client does not know) may have members about to commit.
 IDLE_STATES = frozenset({ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD})
+# A coordinator still loading its groups (a broker just started) or moved: ask again.
+COORDINATOR_ERRORS = frozenset({KafkaError.NOT_COORDINATOR,
+                                KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE})
+RETRY_INITIAL_S = 0.1
+RETRY_CAP_S = 2.0
+T = TypeVar("T")
 
 
 def group_topics(group: str, group_id: str) -> list[str]:
@@ -238,34 +248,56 @@ class GroupAdmin:
     """The admin requests behind the start plan, on one connection's admin client.
 
     Kafka failures raise :class:`confluent_kafka.KafkaException` (``TimeoutError`` when
-    no answer comes within ``timeout``); callers word them for their users.
+    no answer comes within ``timeout``); callers word them for their users. A request the
+    broker answers with a retriable error (its group coordinator is still loading after
+    a start, or moved: ``NOT_COORDINATOR``, ``COORDINATOR_LOAD_IN_PROGRESS``) is sent
+    again with backoff until ``timeout`` has passed: a whole-cluster restart, where the
+    broker and the triggerer come back together, is not a configuration error.
     """
 
-    def __init__(self, admin: Any, timeout: float) -> None:
+    def __init__(self, admin: Any, timeout: float,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.admin = admin
         self.timeout = timeout
+        self._clock = clock
+        self._sleep = sleep
+
+    def _retrying(self, request: Callable[[], T]) -> T:
+        deadline = self._clock() + self.timeout
+        backoff = Backoff(RETRY_INITIAL_S, RETRY_CAP_S)
+        while True:
+            try:
+                return request()
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in COORDINATOR_ERRORS)
+                delay = backoff.next()
+                if not retriable or self._clock() + delay > deadline:
+                    raise
+                self._sleep(delay)
 
     def groups(self, prefix: str) -> list[str]:
         """Every consumer group whose name starts with ``prefix``."""
-        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
-            timeout=self.timeout)
+        result = self._retrying(lambda: self.admin.list_consumer_groups(
+            request_timeout=self.timeout).result(timeout=self.timeout))
         return sorted(g.group_id for g in result.valid if g.group_id.startswith(prefix))
 
     def committed(self, group: str) -> Committed:
         """Committed offset and metadata per partition the group ever committed."""
         request = [ConsumerGroupTopicPartitions(group)]
-        result = self.admin.list_consumer_group_offsets(
-            request, request_timeout=self.timeout)[group].result(timeout=self.timeout)
+        result = self._retrying(lambda: self.admin.list_consumer_group_offsets(
+            request, request_timeout=self.timeout)[group].result(timeout=self.timeout))
         return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "")
                 for tp in result.topic_partitions if tp.offset >= 0}
 
     def state(self, group: str) -> tuple[str, int]:
         """The group's state name and its number of live members (at least 1 in any state
         but empty or dead: members may be about to commit)."""
-        future = self.admin.describe_consumer_groups(
-            [group], request_timeout=self.timeout)[group]
         try:
-            description = future.result(timeout=self.timeout)
+            description = self._retrying(lambda: self.admin.describe_consumer_groups(
+                [group], request_timeout=self.timeout)[group].result(timeout=self.timeout))
         except Exception as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
@@ -282,8 +314,8 @@ class GroupAdmin:
         request = [ConsumerGroupTopicPartitions(group, [
             TopicPartition(t, p, offset, metadata)
             for (t, p), (offset, metadata) in offsets.items()])]
-        result = self.admin.alter_consumer_group_offsets(
-            request, request_timeout=self.timeout)[group].result(timeout=self.timeout)
+        result = self._retrying(lambda: self.admin.alter_consumer_group_offsets(
+            request, request_timeout=self.timeout)[group].result(timeout=self.timeout))
         return [f"{tp.topic}[{tp.partition}]: {tp.error.str()}"
                 for tp in result.topic_partitions if tp.error is not None]
 

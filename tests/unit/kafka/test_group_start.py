@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sharedstream.kafka.group_start import kafka_reason, left_behind, plan_start
+from sharedstream.kafka.group_start import GroupAdmin, kafka_reason, left_behind, plan_start
 from sharedstream.kafka.progress import decode_progress, encode_progress
 
 NEW = "app.orders+payments"
@@ -99,3 +100,52 @@ def test_a_watcher_moved_into_a_group_others_read_takes_the_groups_position() ->
                        {"app.orders": {("orders", 0): (10, "")}}, reset="earliest",
                        reads={"moved": {"app.orders": at}, "stays": {NEW: at}})
     assert [(p.reason, p.offset) for p in start.partitions] == [("committed", 30)]
+
+
+class _Answer:
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    def result(self, timeout: float | None = None) -> object:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+class _LoadingCoordinator:
+    """An admin client whose broker has just started: the group coordinator answers
+    NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS, then the listing."""
+
+    def __init__(self, errors: list[int], listing: object) -> None:
+        self.errors = errors
+        self.listing = listing
+        self.calls = 0
+
+    def list_consumer_groups(self, request_timeout: float) -> _Answer:
+        self.calls += 1
+        if self.errors:
+            return _Answer(KafkaException(KafkaError(self.errors.pop(0))))
+        return _Answer(self.listing)
+
+
+def test_a_coordinator_still_loading_is_asked_again_until_the_timeout() -> None:
+    from types import SimpleNamespace
+
+    listing = SimpleNamespace(valid=[SimpleNamespace(group_id="app.orders"),
+                                     SimpleNamespace(group_id="other")])
+    admin = _LoadingCoordinator([KafkaError.NOT_COORDINATOR,
+                                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS], listing)
+    slept: list[float] = []
+    groups = GroupAdmin(admin, timeout=15.0, sleep=slept.append)
+    assert groups.groups("app.") == ["app.orders"]
+    assert admin.calls == 3 and len(slept) == 2
+    # Past the timeout the error is the caller's to word; one that is not retriable at once.
+    clock = iter([0.0, 0.0, 20.0, 20.0]).__next__
+    late = GroupAdmin(_LoadingCoordinator([KafkaError.NOT_COORDINATOR] * 5, listing),
+                      timeout=15.0, clock=clock, sleep=slept.append)
+    with pytest.raises(KafkaException):
+        late.groups("app.")
+    refused = _LoadingCoordinator([KafkaError.GROUP_AUTHORIZATION_FAILED], listing)
+    with pytest.raises(KafkaException):
+        GroupAdmin(refused, timeout=15.0, sleep=slept.append).groups("app.")
+    assert refused.calls == 1
