@@ -176,11 +176,16 @@ def test_sigkill_mid_delivery_and_an_api_outage_make_no_second_event(
 
 def proxied_config(tmp_path: Path, proxy: RecordingProxy, stack: AirflowStack, pg_url: str,
                    connection: dict[str, Any]) -> Path:
-    """One unpaced destination of ``kafka_orders``, reaching Airflow through ``proxy``."""
+    """One unpaced destination of ``kafka_orders``, reaching Airflow through ``proxy``.
+
+    The proxy holds a request on purpose (until the test has set up the fault), for as
+    long as that takes on a loaded machine: a request timeout longer than any hold keeps
+    a hold from reading as Airflow not answering."""
     return write_config(tmp_path / "sharedstream.toml", database_url=pg_url,
                         connection=connection, triggerer={"uow_max_delay": 0.5}, tables={
                             "airflow.stack": {"base_url": proxy.url, "username": "admin",
-                                              "password": stack.password},
+                                              "password": stack.password,
+                                              "request_timeout": 120.0},
                             "destinations.airflow": {
                                 "kind": "airflow", "instance": "stack", "start": "earliest",
                                 "retry_initial": 0.2, "retry_max": 1.0, "lease_seconds": 2.0,
