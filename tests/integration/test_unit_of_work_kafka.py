@@ -140,7 +140,13 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
     handed = Counter(marks_watcher.handed)
     assert {w for w, n in handed.items() if n > 1} == marks_watcher.failed
     assert set(handed.values()) == {1, 2} and set(Counter(all_watcher.handed).values()) == {1}
-    assert marks_watcher.retried == marks_watcher.failed and not all_watcher.retried
+    # Every failed message came back marked as a retry. A message also comes marked when
+    # it was held for a watcher whose queue was full (it lagged, under load), and then it
+    # was never handed to it before: its first hand-out, after later messages.
+    assert marks_watcher.failed <= marks_watcher.retried
+    for watcher in (marks_watcher, all_watcher):
+        lagged = watcher.retried - watcher.failed
+        assert all(Counter(watcher.handed)[where] == 1 for where in lagged), watcher
     # A failed attempt's staged watermark would make the second attempt skip its message,
     # and its event would be a second row if the key did not refuse it: exactly one each.
     assert Counter(found).most_common(1)[0][1] == 1

@@ -35,8 +35,9 @@ class KafkaMessage(NamedTuple):
     ``replayed_at`` holds that place for a replay only, None otherwise: read
     :attr:`read_at`, which is the message's own coordinates for a first read.
     ``delivery`` is the hand-out round in this process: 1 for the first, 2 and up for a
-    redelivery after a watcher failed on it (raised, or timed out), which reaches only
-    the watchers that have not handled it, after later messages of its partition.
+    redelivery after a watcher failed on it (raised, timed out, or its queue was full),
+    which reaches only the watchers that have not handled it, after later messages of
+    its partition.
     :attr:`catching_up` sums up both kinds of late copy for a watermark check.
     """
 
