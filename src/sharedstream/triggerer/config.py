@@ -70,8 +70,11 @@ class ProcessSettings:
     * ``shutdown_timeout``: seconds SIGTERM waits for in-flight work before exiting.
     * ``health_host`` / ``health_port``: where ``/livez``, ``/readyz``, ``/metrics``
       are served (loopback by default; port 0 picks a free one; -1 disables).
-    * ``uow_batch_size`` / ``uow_max_delay``: a unit-of-work transaction is flushed
-      when it holds this many windows or its oldest window is this old (seconds).
+    * ``uow_batch_size`` / ``uow_max_delay``: a unit-of-work transaction holds at most
+      this many windows; it starts as soon as the writer is free (group commit: what
+      arrived during the previous transaction forms the next), unless its oldest window
+      is younger than ``uow_max_delay`` seconds and the batch is not full (0, the
+      default: never wait).
     * ``broker_timeout``: how long start-up waits for each connection's brokers to
       answer (seconds); then it exits 1 naming them, so a supervisor retries.
     * ``loop_block_timeout``: seconds the event loop may be held by one step (a filter
@@ -83,7 +86,7 @@ class ProcessSettings:
     health_host: str = "127.0.0.1"
     health_port: int = 8794
     uow_batch_size: int = 500
-    uow_max_delay: float = 0.05
+    uow_max_delay: float = 0.0
     broker_timeout: float = 15.0
     loop_block_timeout: float = 10.0
 

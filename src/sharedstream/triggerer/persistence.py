@@ -1,12 +1,19 @@
 """``DatabaseWorkSink``: the unit of work, windows committed in batches (guarantee 3).
 
 Flow: ``submit`` (event loop, never blocks) encodes each event payload once and queues
-the window; a flusher task forms a batch when ``batch_size`` windows wait or the oldest
-has waited ``max_delay`` seconds, and commits it on one dedicated writer thread in ONE
+the window; a flusher task takes what is queued (at most ``batch_size`` windows) as soon
+as the writer is free, and commits it on one dedicated writer thread in ONE
 transaction: every event of the batch as ``asset_event`` rows (one multi-row insert
 that skips rows already there) plus the windows' staged state writes, folded in window
 order. Only after the commit returns are the windows confirmed, on the loop, in one hop
 per batch; the manager then acks them and the producer may commit past them.
+
+Group commit: an idle writer takes a window into a transaction in the same loop turn
+it was submitted in; the windows submitted while a transaction is in flight wait for
+it and form the next batch. So the batch size follows the database's speed (one window
+per transaction when it keeps up, ``batch_size`` when it does not) and no timer adds
+latency. ``uow_max_delay`` (0 by default) may ask the flusher to wait that long for a
+fuller batch: fewer transactions, later events.
 
 Failure windows:
 
@@ -305,7 +312,7 @@ class DatabaseWorkSink:
 
     async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
         """Commit and confirm everything submitted so far, without waiting for
-        ``max_delay``; True once nothing is queued or being committed, False on timeout.
+        ``uow_max_delay``; True once nothing is queued or being committed, False on timeout.
 
         At SIGTERM: after fetching paused and before the manager stops its groups (which
         gives up on unconfirmed windows). The sink keeps running: call :meth:`aclose` last.
