@@ -79,7 +79,8 @@ def with_database(config: Any, database_url: str | None) -> Any:
 def run(watchers: tuple[str, ...], config_path: str | None, takeover: bool, upgrade: bool,
         no_delivery: bool, database_url: str | None, log_level: str, log_format: str) -> None:
     """Run the triggerer on WATCHERS: Python files, module paths or folders of modules."""
-    from sharedstream.triggerer.process import RunOptions, run_triggerer
+    from sharedstream.triggerer.embedded import run_triggerer
+    from sharedstream.triggerer.process import RunOptions
 
     options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
     start(log_level, log_format,

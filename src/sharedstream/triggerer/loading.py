@@ -97,10 +97,25 @@ def load_watchers(targets: Sequence[str]) -> WatcherModule:
         assets += found
     if not assets:
         raise WatcherLoadError(f"{source}: no Asset found in any watcher module")
-    _check(source, tuple(assets))
-    _check_groups(source, tuple(assets))
-    _check_dead_letter_loops(source, tuple(assets))
-    return WatcherModule(source=source, assets=tuple(assets))
+    return check_assets(source, assets)
+
+
+def check_assets(source: str, assets: Sequence[Asset]) -> WatcherModule:
+    """``assets`` checked as a watcher module's are; ``source`` names them in errors.
+
+    The embedded API (:class:`sharedstream.triggerer.Triggerer`) passes assets built in code, so
+    they get the same start-up checks as a module ``sharedstream run`` imports."""
+    strays = [a for a in assets if not isinstance(a, Asset)]
+    if strays:
+        raise WatcherLoadError(f"{source}: expected Asset objects, got "
+                               f"{type(strays[0]).__qualname__}")
+    if not assets:
+        raise WatcherLoadError(f"{source}: no Asset given")
+    found = tuple({id(a): a for a in assets}.values())  # one object listed twice: once
+    _check(source, found)
+    _check_groups(source, found)
+    _check_dead_letter_loops(source, found)
+    return WatcherModule(source=source, assets=found)
 
 
 def _on_path(folder: Path) -> None:

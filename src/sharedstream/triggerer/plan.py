@@ -20,7 +20,12 @@ from sharedstream.kafka.connections import (
 )
 from sharedstream.kafka.group_start import group_topics
 from sharedstream.triggerer.config import Config
-from sharedstream.triggerer.loading import LoadedWatcher, WatcherLoadError, load_watchers
+from sharedstream.triggerer.loading import (
+    LoadedWatcher,
+    WatcherLoadError,
+    WatcherModule,
+    load_watchers,
+)
 from sharedstream.triggerer.registration import GroupDeclaration
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -79,6 +84,11 @@ def make_plan(config: Config, targets: str | Sequence[str]) -> Plan:
         module = load_watchers(targets)
     except WatcherLoadError as exc:
         raise StartupError(str(exc)) from None
+    return plan_of(config, module)
+
+
+def plan_of(config: Config, module: WatcherModule) -> Plan:
+    """The plan of assets already loaded and checked (a module, or the embedded API's)."""
     watchers = tuple(module.watchers())
     by_key: dict[Hashable, list[LoadedWatcher]] = {}
     standalone: list[LoadedWatcher] = []

@@ -1,5 +1,9 @@
 """``sharedstream run``: the triggerer process from start-up checks to a clean exit.
 
+The runtime and its checks live here; :mod:`sharedstream.triggerer.embedded` puts
+them in the order below behind the public ``async with Triggerer(...)`` API, and
+``run`` is a thin caller of that.
+
 Start-up order, and why:
 
 1. Config and watcher module (the :mod:`plan`), then the health port, bound and
@@ -53,8 +57,7 @@ from sharedstream.statestore.engine import DatabaseURLError, describe_error
 from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
-from sharedstream.triggerer.gctune import tune_gc
-from sharedstream.triggerer.group_starts import start_groups, start_report
+from sharedstream.triggerer.group_starts import start_report
 from sharedstream.triggerer.health import HealthServer, check_port
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat
@@ -71,7 +74,6 @@ from sharedstream.triggerer.plan import (
 )
 from sharedstream.triggerer.registration import (
     CohortMismatchError,
-    register_assets,
     register_groups,
 )
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
@@ -205,6 +207,11 @@ class Triggerer:
         self._delivery_stop = asyncio.Event()
         self.heartbeat: Heartbeat | None = None
         self.watchdog: LoopWatchdog | None = None
+
+    @property
+    def fatal(self) -> BaseException | None:
+        """The error that stopped the process by itself, if one did."""
+        return self._fatal
 
     def readiness(self) -> list[str]:
         """Why the process is not ready (empty = ready): cohort, broker, database."""
@@ -411,28 +418,6 @@ def delivery_service(store: StateStore, config: Config) -> DeliveryService:
         raise StartupError(f"destinations: {missing_module(exc)}") from None
 
 
-def run_triggerer(config: Config, target: str | Sequence[str], options: RunOptions) -> int:
-    """The whole ``sharedstream run``: checks, then the loop until a signal; exit code."""
-    plan = make_plan(config, target)
-    health_check(config.process)
-    check_topics(plan.groups, config.process.broker_timeout)
-    for line in replay_topics(plan.groups, create=True, timeout=config.process.broker_timeout):
-        log.info("%s", line)
-    store = connect(config, upgrade=options.upgrade)
-    try:
-        start_groups(plan.groups, store, config.process.broker_timeout,
-                     takeover=options.takeover)
-        asset_ids = register_assets(store, (w.asset for w in plan.watchers))
-        delivery = None
-        if options.deliver and config.destinations:
-            delivery = delivery_service(store, config)
-        tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
-        triggerer = Triggerer(plan, store, asset_ids, delivery=delivery)
-        return asyncio.run(_main(triggerer.run))
-    finally:
-        store.close()
-
-
 def run_delivery(config: Config) -> int:
     """The whole ``sharedstream deliver``: the destinations alone, until a signal."""
     if not config.destinations:
@@ -446,7 +431,7 @@ def run_delivery(config: Config) -> int:
             await deliver_alone(delivery, store, config.process, stop)
             return EXIT_OK
 
-        return asyncio.run(_main(deliver))
+        return asyncio.run(run_with_signals(deliver))
     finally:
         store.close()
 
@@ -494,7 +479,7 @@ def destination_problems(delivery: DeliveryService) -> list[str]:
             for state in delivery.states() if state.failing_since is not None]
 
 
-async def _main(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:
+async def run_with_signals(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:
     """Run ``run(stop)`` with SIGTERM/SIGINT setting ``stop`` (a second one exits at once)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
