@@ -9,8 +9,9 @@ its own::
 
 Kinds: ``config-reference: SECTION`` (the settings dataclasses, through
 ``config_reference.py``), ``metrics-reference`` (the metric catalog, through
-``metrics_reference.py``) and ``cli-reference`` (every command's ``--help``, from the
-click commands). ``python3 docs/hooks/references.py`` writes every block afresh;
+``metrics_reference.py``), ``cli-reference`` (every command's ``--help``, from the
+click commands) and ``values-reference`` (the Helm chart's values.yaml, through
+``values_reference.py``). ``python3 docs/hooks/references.py`` writes every block afresh;
 ``--check`` only says which pages are stale (exit 1), as
 ``tests/unit/test_docs_references.py`` does in CI. As a MkDocs hook it renders each
 block afresh too, so the built site can never show a stale copy.
@@ -55,6 +56,9 @@ def render(kind: str, arg: str | None) -> str:
         return text
     if kind == "cli-reference" and arg is None:
         return "\n".join(cli_reference())
+    if kind == "values-reference" and arg is None:
+        text = _hook("values_reference").render_values()
+        return text
     raise ValueError(f"unknown generated block <!-- {kind}{': ' + arg if arg else ''} -->")
 
 

@@ -193,6 +193,9 @@ console can fetch each triggerer's /status), the secrets, then extraEnv. */}}
   configMap:
     name: {{ include "sharedstream.watchersConfigMap" . }}
 {{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "sharedstream.volumeMounts" -}}
@@ -208,6 +211,9 @@ console can fetch each triggerer's /status), the secrets, then extraEnv. */}}
 - name: watchers
   mountPath: {{ .Values.watchers.mountPath | quote }}
   readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}
 
