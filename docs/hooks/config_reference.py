@@ -298,6 +298,7 @@ def sections() -> dict[str, Section | Callable[[], str]]:
         "airflow.<name>": TableSection("airflow", [AirflowInstanceSettings],
                                        _DESTINATION_PROBES["airflow"], table="<NAME>"),
         "connections.<id>": render_connections,
+        "schema_registries.<id>": render_schema_registries,
         "destinations.<id>": TableSection("destinations", [CommonOptions],
                                           _DESTINATION_PROBES["webhook"]),
         "destinations.<id>.airflow": TableSection(
@@ -314,7 +315,7 @@ def loader_sections() -> set[str]:
     from sharedstream.triggerer import config
 
     tables = {"connections": "connections.<id>", "airflow": "airflow.<name>",
-              "destinations": "destinations.<id>"}
+              "destinations": "destinations.<id>", "schema_registries": "schema_registries.<id>"}
     kinds = {f"destinations.<id>.{kind}" for kind in ("airflow", "webhook", "kafka")}
     return {tables.get(name, name) for name in config._SECTIONS} | kinds
 
@@ -329,6 +330,45 @@ def render_section(name: str) -> str:
                              f"(known: {', '.join(sorted(known))})")
     section = known[name]
     return section.render() if isinstance(section, Section) else section()
+
+
+# --------------------------------------------------------------------- schema registries
+
+
+def render_schema_registries() -> str:
+    """From ``sharedstream.serde.registries`` itself: what it requires, what it defaults,
+    what it masks and how the environment names a registry."""
+    from sharedstream.serde import registries as r
+
+    try:
+        r.resolve_registry("schema_registry_default", {"schema_registry_default": {"x": 1}}, {})
+    except r.RegistryConfigError:
+        pass
+    else:
+        raise ReferenceDrift("resolve_registry accepts a registry without url")
+    resolved = r.resolve_registry("schema_registry_default",
+                                  {"schema_registry_default": {"url": "http://sr:8081"}}, {})
+    lines = ["| key | what sharedstream does |", "|---|---|",
+             "| `url` | required: the registry's base URL (several, comma-separated, are tried "
+             "in turn) |"]
+    for key in sorted(set(resolved) - {"url"}):
+        lines.append(f"| `{key}` | absent → {toml_value(resolved[key])}; a value you set is "
+                     "kept |")
+    secret_like = ["basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
+                   "ssl.key.password", "url", "ssl.ca.location"]
+    masked = r.redacted_registry({k: "x" for k in secret_like})
+    hidden = [k for k in secret_like if masked[k] != "x"]
+    shown = [k for k in secret_like if masked[k] == "x"]
+    var = r.registry_env_var(r.DEFAULT_REGISTRY)
+    lines += [
+        "",
+        "Every other key is handed to `confluent_kafka.schema_registry.SchemaRegistryClient` "
+        f"as it is. The default registry id is `{r.DEFAULT_REGISTRY}`; its environment forms "
+        f"are `{var}` (a JSON object) and `{var}__<KEY>` (one key, dots as `_`), which win "
+        f"over the file key by key. Values of {', '.join(f'`{k}`' for k in hidden)} are "
+        f"shown as `***`; {', '.join(f'`{k}`' for k in shown)} are shown.",
+    ]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- connections

@@ -19,6 +19,7 @@ RANKS: dict[str, float] = {
     "core": 0,
     "statestore": 1,
     "kafka": 1,
+    "serde": 1.5,  # value deserialisers: over core's message, reusing kafka's secret masking
     "triggers": 2,
     "__init__": 2.5,  # ``from sharedstream import Asset``: the public names, from triggers
     "airflowbridge": 3,

@@ -8,8 +8,10 @@ declares its own topic/partition/offset record.
 
 from __future__ import annotations
 
+import json as _json
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class ReadPosition(NamedTuple):
@@ -20,7 +22,47 @@ class ReadPosition(NamedTuple):
     offset: int
 
 
-class KafkaMessage(NamedTuple):
+class ValueDecodeError(ValueError):
+    """The value cannot be read by a watcher's deserialiser: the message's fault, not an outage.
+
+    ``reason`` is what the watcher's rejection says (and what the dead letter carries).
+    An outage of something the decode needs (a schema registry) is not this error: it
+    is an ``InfrastructureError``, which holds the message instead.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ValueDecoder(Protocol):
+    """Turns a message's value into what a watcher reads; hashable, equal when interchangeable.
+
+    :meth:`KafkaMessage.decoded` keys its shared cache on the decoder itself, so two
+    watchers holding equal decoders (two ``JsonValue(model=Order)``) share one decode.
+    ``decode`` is called with a non-None value only; it raises :class:`ValueDecodeError`
+    for bytes it cannot read, anything else for a failure that is not the value's.
+    """
+
+    def __hash__(self) -> int: ...
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any: ...
+
+
+class _Fields(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    replay_count: int = 0
+    replayed_at: ReadPosition | None = None
+    delivery: int = 1
+
+
+class KafkaMessage(_Fields):
     """One Kafka record as a watcher sees it.
 
     ``key`` and ``value`` are the raw bytes (None for a null key or a tombstone);
@@ -39,18 +81,64 @@ class KafkaMessage(NamedTuple):
     which reaches only the watchers that have not handled it, after later messages of
     its partition.
     :attr:`catching_up` sums up both kinds of late copy for a watermark check.
+
+    Decode once: every watcher of a group receives this same object, so :attr:`text`,
+    :attr:`json` and :meth:`decoded` compute on first use and keep the result (or the
+    :class:`ValueDecodeError`) on the message; a second ask, by this watcher or a
+    sibling, is a dictionary lookup. The cache is not part of the tuple: equality,
+    hashing and unpacking see the ten fields only.
     """
 
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
-    replay_count: int = 0
-    replayed_at: ReadPosition | None = None
-    delivery: int = 1
+    # No __slots__ here: a tuple subclass cannot add slots, so the decode cache lives in
+    # the instance __dict__, which Python allocates only when the first decode is stored.
+
+    @property
+    def text(self) -> str | None:
+        """The value as UTF-8 text, None for a tombstone; :class:`ValueDecodeError`
+        ("not UTF-8") otherwise."""
+        return self.decoded(TEXT)  # type: ignore[no-any-return]
+
+    @property
+    def json(self) -> Any:
+        """The value parsed as JSON, None for a tombstone (read ``value is None`` to tell
+        it from a JSON ``null``); :class:`ValueDecodeError` ("not JSON: ...") otherwise."""
+        return self.decoded(JSON)
+
+    def decoded(self, decoder: ValueDecoder) -> Any:
+        """The value as ``decoder`` reads it, decoded at most once per message and decoder.
+
+        A :class:`ValueDecodeError` is kept too and raised again to every asker. Any
+        other exception (a registry that does not answer) is not kept: the next ask,
+        a redelivery after backoff, tries again.
+        """
+        value = self.value
+        if value is None:
+            return None
+        cache: dict[Hashable, tuple[bool, Any]] | None = self.__dict__.get("_decoded")
+        if cache is None:
+            cache = self.__dict__["_decoded"] = {}
+        found = cache.get(decoder)
+        if found is None:
+            try:
+                found = (True, decoder.decode(value, self))
+            except ValueDecodeError as exc:
+                found = (False, exc)
+            cache[decoder] = found
+        if found[0]:
+            return found[1]
+        raise found[1]
+
+    def _replace(self, /, **changes: Any) -> KafkaMessage:
+        """A copy with ``changes``; a redelivery (same value) keeps the decodes made."""
+        copy: KafkaMessage = super()._replace(**changes)
+        cache = self.__dict__.get("_decoded")
+        if cache is not None and "value" not in changes:
+            copy.__dict__["_decoded"] = cache
+        return copy
+
+    def __getstate__(self) -> None:
+        # Pickles and copies carry the fields only: decodes may hold unpicklable models.
+        return None
 
     @property
     def is_replay(self) -> bool:
@@ -80,6 +168,34 @@ class KafkaMessage(NamedTuple):
         own coordinates (built on demand: a first read carries no second position)."""
         at = self.replayed_at
         return ReadPosition(self.topic, self.partition, self.offset) if at is None else at
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """UTF-8 text: what :attr:`KafkaMessage.text` decodes with."""
+
+    def decode(self, value: bytes, message: KafkaMessage) -> str:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueDecodeError("not UTF-8") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Json:
+    """JSON (UTF-8, -16 or -32 as ``json.loads`` detects): :attr:`KafkaMessage.json`."""
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        try:
+            return _json.loads(value)
+        except UnicodeDecodeError:
+            raise ValueDecodeError("not JSON: not UTF-8") from None
+        except ValueError as exc:
+            raise ValueDecodeError(f"not JSON: {exc}") from None
+
+
+TEXT: ValueDecoder = _Text()
+JSON: ValueDecoder = _Json()
 
 
 @dataclass(frozen=True, slots=True)

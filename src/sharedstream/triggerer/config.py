@@ -4,7 +4,8 @@ Sections: ``[database] url``, ``[triggerer]`` (the shared-stream manager's knobs
 plus the process's own), ``[state_store]``, ``[workers]`` and
 ``[connections.<id>]`` (librdkafka dicts, checked by the Kafka producer room),
 ``[airflow.<name>]`` (Airflow instances of the asset bridge, ``sharedstream.airflowbridge``),
-``[destinations.<id>]`` (where asset events are delivered, ``sharedstream.delivery``).
+``[destinations.<id>]`` (where asset events are delivered, ``sharedstream.delivery``),
+``[schema_registries.<id>]`` (schema registry clients, ``sharedstream.serde.registries``).
 Every option can be overridden with ``SHAREDSTREAM__<SECTION>__<KEY>``.
 
 Everything is validated before any consumer or database connection exists: an
@@ -163,11 +164,12 @@ class Config:
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     airflow: Mapping[str, AirflowInstanceSettings] = field(default_factory=dict)
     destinations: Mapping[str, DestinationSettings] = field(default_factory=dict)
+    schema_registries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     web: WebSettings = field(default_factory=WebSettings)
 
 
 _SECTIONS = ("database", "triggerer", "state_store", "workers", "connections", "airflow",
-             "destinations", "web")
+             "destinations", "web", "schema_registries")
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None, *,
@@ -229,11 +231,20 @@ def _build(raw: Mapping[str, Any], path: Path | None,
         if not isinstance(conn, dict):
             raise ConfigError(f"[connections.{conn_id}] in {where}: expected a table of "
                               'librdkafka options ("bootstrap.servers" = "...")')
+    registries = raw.get("schema_registries", {})
+    if "schema_registries" in overrides:
+        raise ConfigError("schema registries come from [schema_registries.<id>] tables or "
+                          "SHAREDSTREAM_SCHEMA_REGISTRY_<ID>__<KEY>, not "
+                          "SHAREDSTREAM__SCHEMA_REGISTRIES__*")
+    for registry_id, registry in registries.items():
+        if not isinstance(registry, dict):
+            raise ConfigError(f"[schema_registries.{registry_id}] in {where}: expected a table "
+                              'of schema registry client options (url = "http://...")')
     airflow = _airflow_instances(raw.get("airflow", {}), overrides, source) if secrets else {}
     web = build_section(WebSettings, "web", *_with_source(values("web"), source))
     return Config(path=path, database=database, manager=manager, process=process, web=web,
                   state_store=state_store, connections=connections,
-                  airflow=airflow,
+                  schema_registries=registries, airflow=airflow,
                   destinations=_destinations(raw.get("destinations", {}), overrides, source,
                                              airflow) if secrets else {})
 

@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from sharedstream.kafka.connections import AIRFLOW_PREFIX, ENV_PREFIX, env_var_name
+from sharedstream.serde import registries
 from sharedstream.triggerer.config import Config, load_config
 from sharedstream.triggerer.settings_loader import ENV_PREFIX as SETTINGS_PREFIX
 from sharedstream.triggerer.settings_loader import read_toml
@@ -93,6 +94,22 @@ def _settings(config: Config, raw: Mapping[str, Any], file: str | None,
                 yield Setting(section, f.name, masked(f.name, getattr(part, f.name)),
                               source(section, f.name, table))
     yield from _connections(config, file, env)
+    yield from _schema_registries(config, file, env)
+
+
+def _schema_registries(config: Config, file: str | None, env: Mapping[str, str]
+                       ) -> Iterator[Setting]:
+    """Registry connections as the file and the environment give them, secrets masked."""
+    ids = set(config.schema_registries)
+    ids |= {name[len(registries.ENV_PREFIX):].split("__")[0].lower() for name in env
+            if name.startswith(registries.ENV_PREFIX) and name[len(registries.ENV_PREFIX):]}
+    for registry_id in sorted(ids):
+        keys = registries.registry_sources(registry_id, config.schema_registries, env)
+        shown = registries.redacted_registry({k: v for k, (v, _) in keys.items()})
+        for key, (value, where) in sorted(keys.items()):
+            yield Setting(f"schema_registries.{registry_id}", key,
+                          "***" if shown[key] == "***" else masked(key, value),
+                          where or file or "default")
 
 
 def _connections(config: Config, file: str | None, env: Mapping[str, str]

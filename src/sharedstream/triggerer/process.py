@@ -52,6 +52,7 @@ from sharedstream.kafka.connections import ConnectionConfigError
 from sharedstream.kafka.runtime import configure_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
+from sharedstream.serde import configure_schema_registries, registry_problems
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import DatabaseURLError, describe_error
 from sharedstream.statestore.migrate import head_revision, is_known_revision
@@ -243,6 +244,7 @@ class Triggerer:
                     for a in self._state_access if a.read_failure is not None]
         if self.watchdog is not None:
             reasons += self.watchdog.problems()
+        reasons += registry_problems()
         return reasons
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -251,6 +253,7 @@ class Triggerer:
         configure_kafka_runtime(self.config.connections, self.recorder,
                                 topic_id_resolver=self.topic_id_resolver)
         configure_airflow_instances(lambda path: load_config(path).airflow)
+        configure_schema_registries(self.config.schema_registries)
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))

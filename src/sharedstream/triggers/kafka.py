@@ -15,12 +15,13 @@ import logging
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
-from sharedstream.core.message import KafkaMessage
+from sharedstream.core.message import TEXT, KafkaMessage, ValueDecodeError, ValueDecoder
 from sharedstream.kafka.connections import resolve_callable, resolve_connection
 from sharedstream.kafka.dlq_headers import replay_topic_name
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.runtime import kafka_runtime
 from sharedstream.kafka.topic_ids import describe_topic_ids
+from sharedstream.serde import to_payload
 from sharedstream.triggers.base import (
     BaseEventTrigger,
     TriggerEvent,
@@ -34,11 +35,19 @@ STREAM_KIND = "kafka-shared-stream"
 
 
 class KafkaSharedStreamTrigger(BaseEventTrigger):
-    """Turns each message of ``topics`` into a UTF-8 text event (override the filter to do more).
+    """Turns each message of ``topics`` into an event of its decoded value (override the
+    filter to do more).
+
+    ``value_deserializer`` (a :mod:`sharedstream.serde` declaration: ``JsonValue``,
+    ``AvroValue(model=Order)``, ...) says how values are read; None reads UTF-8 text.
+    Watchers of the group declaring equal deserialisers share one decode per message.
+    It is the filter's own argument, not the group's: watchers reading the same topics
+    with different deserialisers still share one consumer.
 
     Tombstones (value None) are acknowledged without an event and counted in
-    :attr:`tombstones_skipped`; values that are not UTF-8 are rejected with the
-    reason ``"not UTF-8"`` (dead-letter topic, or ``rejected_message``).
+    :attr:`tombstones_skipped`; values that do not decode are rejected with the
+    deserialiser's reason (``"not UTF-8"`` for text; the schema id and the error for a
+    registry format), to the dead-letter topic or ``rejected_message``.
     """
 
     def __init__(
@@ -48,6 +57,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         kafka_config_id: str = "kafka_default",
         poll_timeout: float = 1.0,
         dlq_topic: str | None = None,
+        value_deserializer: ValueDecoder | None = None,
     ) -> None:
         if isinstance(topics, str):
             raise TypeError("topics must be a list of topic names, not a string")
@@ -57,21 +67,23 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         self.kafka_config_id = kafka_config_id
         self.poll_timeout = poll_timeout
         self.dlq_topic = dlq_topic
+        self.value_deserializer = value_deserializer
         self.tombstones_skipped = 0
 
     def shared_stream_key(self) -> Hashable:
         return (STREAM_KIND, tuple(self.topics), self.kafka_config_id)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            classpath(self),
-            {
-                "topics": list(self.topics),
-                "kafka_config_id": self.kafka_config_id,
-                "poll_timeout": self.poll_timeout,
-                "dlq_topic": self.dlq_topic,
-            },
-        )
+        kwargs: dict[str, Any] = {
+            "topics": list(self.topics),
+            "kafka_config_id": self.kafka_config_id,
+            "poll_timeout": self.poll_timeout,
+            "dlq_topic": self.dlq_topic,
+        }
+        # Only when declared: subclasses whose __init__ predates the argument still rebuild.
+        if self.value_deserializer is not None:
+            kwargs["value_deserializer"] = self.value_deserializer
+        return classpath(self), kwargs
 
     def shared_stream_arguments(self) -> Mapping[str, Any]:
         """What the group's consumer is built from; a subclass's own kwargs are not in it."""
@@ -107,18 +119,40 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             topic_id_resolver=runtime.topic_id_resolver or describe_topic_ids,
         )
 
-    async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+    async def decoded(self, stream: AsyncIterator[Any]
+                      ) -> AsyncIterator[tuple[KafkaMessage, Any]]:
+        """``(message, value)`` for each message of ``stream``, the value read by
+        :attr:`value_deserializer` (text without one), decoded once for the group.
+
+        A value that does not decode is rejected here with its reason and not yielded;
+        a tombstone is yielded with the value None. A registry outage raises
+        ``SchemaRegistryUnavailable`` out of the filter: the message is held and
+        redelivered, never dead-lettered.
+        """
+        decoder = self.value_deserializer or TEXT
         message: KafkaMessage
+        async for message in stream:
+            try:
+                value = message.decoded(decoder)
+            except ValueDecodeError as exc:
+                reject_shared_stream_event(exc.reason)
+                continue
+            yield message, value
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
+        decoder = self.value_deserializer or TEXT
+        message: KafkaMessage
+        # Inlined rather than over decoded(): one async-generator step less per delivery.
         async for message in stream:
             if message.value is None:
                 self.tombstones_skipped += 1
                 continue
             try:
-                text = message.value.decode("utf-8")
-            except UnicodeDecodeError:
-                reject_shared_stream_event("not UTF-8")
+                value = message.decoded(decoder)
+            except ValueDecodeError as exc:
+                reject_shared_stream_event(exc.reason)
                 continue
-            yield TriggerEvent(text)
+            yield TriggerEvent(value if decoder is TEXT else to_payload(value))
 
 
 

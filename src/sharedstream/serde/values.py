@@ -1,0 +1,210 @@
+"""The value deserialisers a watcher declares: text, JSON, and schema-registry formats.
+
+Each is a frozen dataclass, so equal declarations are one decoder: watchers of a group
+that declare ``AvroValue(model=Order)`` share one decode per message through
+:meth:`KafkaMessage.decoded <sharedstream.core.message.KafkaMessage.decoded>`, and a
+different deserialiser decodes once on its own.
+
+Schema-registry values (Confluent framing: byte 0, a 4-byte schema id, the body) are
+read by ``confluent_kafka.schema_registry``'s deserialisers. What goes wrong is sorted
+in two:
+
+* the value's fault, a :class:`ValueDecodeError` (the watcher rejects the message,
+  the reason names the schema id and the error): a first byte other than 0, a value
+  too short to be framed, a schema id the registry does not know (HTTP 404), bytes the
+  writer schema cannot read, a value the JSON Schema refuses, a model that does not fit;
+* not the value's fault, a :class:`SchemaRegistryUnavailable` (an
+  ``InfrastructureError``: the message is held and redelivered with backoff, never
+  counted towards ``max_attempts``, never dead-lettered): the registry refusing
+  connections, timing out, answering 5xx or 401/403, or a registry connection that
+  is not configured.
+
+Lookups are cached by the registry client (one per registry id, see
+:mod:`sharedstream.serde.registries`) and parsed schemas by the deserialiser (one per
+declaration): a lookup happens once per schema id per process. A cache miss is a
+synchronous HTTP request on the event loop (bounded by the connection's ``timeout``);
+during an outage each redelivery pays one failed request, after backoff.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from sharedstream.core.message import KafkaMessage, ValueDecodeError
+from sharedstream.core.streamconfig import InfrastructureError
+from sharedstream.serde.models import model_converter
+from sharedstream.serde.registries import (
+    DEFAULT_REGISTRY,
+    RegistryConfigError,
+    any_outage,
+    note_answered,
+    note_outage,
+    registry_client,
+)
+
+
+class SchemaRegistryUnavailable(InfrastructureError):
+    """The registry a value needs cannot be asked now: the message waits, it is not bad."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextValue:
+    """The value as UTF-8 text (shared with :attr:`KafkaMessage.text`)."""
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        return message.text
+
+
+@dataclass(frozen=True, slots=True)
+class JsonValue:
+    """The value parsed as JSON (shared with :attr:`KafkaMessage.json`), validated into
+    ``model`` when one is given."""
+
+    model: type[Any] | None = None
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        parsed = message.json
+        return parsed if self.model is None else _converter(self.model)(parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class AvroValue:
+    """A Confluent-framed Avro value, read with its writer schema from ``registry``.
+
+    ``reader_schema`` (Avro JSON text) resolves every writer version to one shape, as
+    Avro's schema evolution does; without it the value has the writer's fields. The
+    record becomes a dict, or ``model`` when one is given.
+    """
+
+    registry: str = DEFAULT_REGISTRY
+    model: type[Any] | None = None
+    reader_schema: str | None = None
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        return _registry_decode(self, self.registry, self.model, value, message)
+
+    def build(self, client: Any) -> Callable[..., Any]:
+        from confluent_kafka.schema_registry.avro import AvroDeserializer
+        return AvroDeserializer(client, schema_str=self.reader_schema)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSchemaValue:
+    """A Confluent-framed JSON value, validated against its registered JSON Schema (the
+    writer's), then into ``model`` when one is given."""
+
+    registry: str = DEFAULT_REGISTRY
+    model: type[Any] | None = None
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        return _registry_decode(self, self.registry, self.model, value, message)
+
+    def build(self, client: Any) -> Callable[..., Any]:
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+        return JSONDeserializer(None, schema_registry_client=client)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtobufValue:
+    """A Confluent-framed Protobuf value, parsed into ``message_type`` (the generated
+    class): the message object is the typed value."""
+
+    message_type: type[Any]
+    registry: str = DEFAULT_REGISTRY
+
+    def decode(self, value: bytes, message: KafkaMessage) -> Any:
+        return _registry_decode(self, self.registry, None, value, message)
+
+    def build(self, client: Any) -> Callable[..., Any]:
+        from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+        return ProtobufDeserializer(  # type: ignore[no-any-return]
+            self.message_type, {"use.deprecated.format": False}, schema_registry_client=client)
+
+
+_lock = threading.Lock()
+_converters: dict[type[Any], Callable[[Any], Any]] = {}
+# declaration -> (the registry client it was built with, the confluent deserialiser)
+_deserializers: dict[Hashable, tuple[Any, Callable[..., Any]]] = {}
+
+
+def _converter(model: type[Any]) -> Callable[[Any], Any]:
+    found = _converters.get(model)
+    if found is None:
+        found = _converters[model] = model_converter(model)
+    return found
+
+
+def framed_schema_id(value: bytes) -> int:
+    """The schema id of a Confluent-framed value; :class:`ValueDecodeError` when the
+    value is not framed."""
+    if len(value) < 6:
+        raise ValueDecodeError(
+            f"not schema-registry framed: {len(value)} bytes, a framed value has 6 or more")
+    if value[0] != 0:
+        raise ValueDecodeError(
+            f"not schema-registry framed: first byte 0x{value[0]:02x}, expected 0x00 "
+            "(magic byte)")
+    schema_id: int = struct.unpack_from(">I", value, 1)[0]
+    return schema_id
+
+
+def _registry_decode(declaration: Any, registry: str, model: type[Any] | None, value: bytes,
+                     message: KafkaMessage) -> Any:
+    schema_id = framed_schema_id(value)
+    deserializer = _deserializer(declaration, registry)
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    try:
+        decoded = deserializer(value, SerializationContext(message.topic, MessageField.VALUE))
+    except Exception as exc:
+        classified = _classified(exc, registry, schema_id)
+        if isinstance(classified, SchemaRegistryUnavailable):
+            note_outage(registry, str(classified).removeprefix(f"schema registry {registry!r}: "))
+        else:
+            note_answered(registry)
+        raise classified from None
+    if any_outage():
+        note_answered(registry)
+    return decoded if model is None else _converter(model)(decoded)
+
+
+def _deserializer(declaration: Any, registry: str) -> Callable[..., Any]:
+    try:
+        client = registry_client(registry)
+    except RegistryConfigError as exc:
+        # Held, not rejected: a fixed config delivers the message, a dead letter would not.
+        note_outage(registry, str(exc).removeprefix(f"schema registry {registry!r}"
+                                                    ).lstrip(": "))
+        raise SchemaRegistryUnavailable(str(exc)) from None
+    cached = _deserializers.get(declaration)
+    if cached is not None and cached[0] is client:
+        return cached[1]
+    with _lock:
+        built: Callable[..., Any] = declaration.build(client)
+        _deserializers[declaration] = (client, built)
+    return built
+
+
+def _classified(exc: Exception, registry: str, schema_id: int) -> Exception:
+    """The registry's failures as an outage, everything else as the value's fault."""
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    if isinstance(exc, SchemaRegistryError):
+        status = exc.http_status_code
+        if status == 404:
+            return ValueDecodeError(
+                f"schema id {schema_id}: not found in schema registry {registry!r} "
+                f"({exc.error_message})")
+        return SchemaRegistryUnavailable(
+            f"schema registry {registry!r}: HTTP {status} looking up schema id {schema_id} "
+            f"({exc.error_message})")
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
+            "httpx", "httpx2", "httpcore", "httpcore2"):
+        return SchemaRegistryUnavailable(
+            f"schema registry {registry!r}: {type(exc).__name__} looking up schema id "
+            f"{schema_id} ({exc})")
+    if isinstance(exc, ValueDecodeError):
+        return exc
+    return ValueDecodeError(f"schema id {schema_id}: {type(exc).__name__}: {exc}")
