@@ -24,11 +24,13 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -135,7 +137,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, databa
     with StateStore.from_url(url) as store:  # something for the state browser to show
         store.task(TaskScope("orders_daily", "scheduled__2026-05-01T00:00:00+00:00", "load")
                    ).set("progress", {"rows": 1200, "last_id": 449})
-    connection = connection_for(kafka_bootstrap, "web")
+    # A killed member keeps its partitions at the broker until its session times out:
+    # 20 s leaves the last test ample time to see them flagged before the takeover.
+    connection = {**connection_for(kafka_bootstrap, "web"), "session.timeout.ms": 20000}
     config = write_config(root / "sharedstream.toml", database_url=url, connection=connection,
                           triggerer={"max_attempts": 1000, "retry_backoff_initial": 0.2,
                                      "retry_backoff_max": 1.0})
@@ -181,6 +185,23 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str,
     return found[0], {k.lower(): v for k, v in found[1].items()}
 
 
+def api(stack: Stack, path: str) -> Any:
+    request = urllib.request.Request(f"{stack.url}/api/v1{path}",
+                                     headers={"Authorization": f"Bearer {stack.token}"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.load(reply)
+
+
+UTC_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def refreshed(page: Page) -> None:
+    """Wait for the page's live part to be fetched anew, and say when in UTC."""
+    page.wait_for_function("() => +document.getElementById('live').dataset.refreshed >= 1")
+    expect(page.locator("#refresh-status")).to_have_text(
+        re.compile(rf"^updated {UTC_ISO.pattern}$"))
+
+
 def lag_lines(page: Page) -> dict[str, int]:
     found: dict[str, int] = page.eval_on_selector_all(
         "polyline.lag-line",
@@ -202,6 +223,61 @@ def test_the_overview_shows_both_triggerers(stack: Stack) -> None:
     expect(group).to_have_attribute("data-health", "held")
     expect(group).to_have_attribute("data-lag", re.compile(r"\d+"))  # the brokers' ends known
     stack.shot("overview")
+
+
+def test_the_held_page_and_a_triggerers_page(stack: Stack) -> None:
+    page = stack.page
+    page.goto(f"{stack.url}/held")
+    # id 50 is message 16 of partition 2 (ids go to partition id % 3).
+    row = page.locator(f'tr.held[data-group="{stack.group}"][data-offset="16"]'
+                       '[data-watcher="flaky"]')
+    expect(row.locator(".reason")).to_contain_text("flaky watcher fails on id 50")
+    owner = row.locator("a.owner")
+    expect(owner).to_have_text(re.compile(r"^.+:\d+$"))  # host:pid, not a truncated id
+    host_pid = owner.inner_text()
+    pid = host_pid.rpartition(":")[2]
+    assert pid in {str(p.pid) for p in stack.processes}
+    refreshed(page)
+    stack.shot("held")
+    owner.click()
+    expect(page.locator("h1")).to_contain_text(host_pid)
+    facts = page.locator("#triggerer")
+    expect(facts.locator(".pid")).to_have_text(pid)
+    expect(facts.locator("td[data-health]")).to_have_attribute(
+        "data-health", re.compile("^(ok|not_ready)$"))
+    expect(facts.locator(".last-seen")).to_have_text(re.compile(rf"^{UTC_ISO.pattern} \("))
+    expect(facts).to_contain_text("orders.py")  # the watcher module it runs
+    group = page.locator(f'#triggerer-groups tr.group[data-group="{stack.group}"]')
+    expect(group.locator(".partitions")).to_contain_text(f"{stack.topic}[2]")  # it holds 16
+    expect(page.locator('#held tr.held[data-offset="16"][data-watcher="flaky"]')
+           ).to_have_count(1)
+    expect(page.locator("#triggerer-destinations")).to_contain_text("no destinations")
+    stack.shot("triggerer")
+
+
+def test_the_watchers_page_lists_each_watcher_and_its_tables_sort(stack: Stack) -> None:
+    page = stack.page
+    page.goto(f"{stack.url}/watchers")
+    rows = page.locator(f'#watchers tr.watcher[data-group="{stack.group}"]')
+    expect(rows).to_have_count(3)
+    expect(rows.filter(has_text="flaky").locator(".held")).not_to_have_text("0")
+
+    def names() -> list[str]:
+        found: list[str] = page.locator("#watchers tr.watcher").evaluate_all(
+            "rows => rows.map(r => r.dataset.watcher)")
+        return found
+
+    header = page.locator("#watchers thead th").first
+    header.click()
+    expect(header).to_have_attribute("data-sorted", "ascending")
+    assert names() == sorted(names())
+    header.click()
+    expect(header).to_have_attribute("data-sorted", "descending")
+    assert names() == sorted(names(), reverse=True)
+    refreshed(page)  # a refresh keeps the order the reader chose
+    expect(header).to_have_attribute("data-sorted", "descending")
+    assert names() == sorted(names(), reverse=True)
+    stack.shot("watchers")
 
 
 def test_a_held_message_shows_its_reason_the_lag_chart_moves_then_it_resolves(
@@ -258,11 +334,26 @@ def test_a_dead_letter_with_markup_is_shown_as_text(stack: Stack) -> None:
     expect(page.locator("table.histogram", has_text="by watcher")).to_contain_text("picky")
     reasons = page.locator("table.histogram", has_text="by reason")
     expect(reasons).to_contain_text("id 407 ends in 07")
+    refreshed(page)  # this page refreshes too
     stack.shot("dead-letters")
+    # One search over reasons, keys and values (case-insensitive).
+    records = page.locator("#dead-letters tr.dead-letter")
+    for text, matches in (("<B>KEY", 1), ("window.pwned=1", 1), ("<i>not</i>", 1),
+                          ("id 407 ENDS in 07", 1), ("ends in 07", 5)):
+        page.goto(f"{stack.url}/dead-letters?" + urllib.parse.urlencode(
+            {"topic": stack.dlq, "q": text}))
+        expect(records).to_have_count(matches)
+        expect(page.locator("#dead-letter-matches")).to_have_text(str(matches))
 
 
 def test_the_asset_and_state_pages_show_events_and_watermarks(stack: Stack) -> None:
     page = stack.page
+    page.goto(f"{stack.url}/assets")
+    expect(page.locator("#assets")).to_contain_text("everything")
+    refreshed(page)  # the assets list refreshes too, and pauses
+    page.locator("#refresh-toggle").click()
+    expect(page.locator("#refresh-status")).to_have_text("paused")
+    expect(page.locator("#refresh-toggle")).to_have_text("resume")
     page.goto(f"{stack.url}/assets/everything")
     watermark = page.locator("table.state tr", has_text="watermark").locator("td.value summary")
     expect(watermark).to_have_text("449")
@@ -295,3 +386,38 @@ def test_off_loopback_every_request_needs_the_token(stack: Stack, tmp_path: Path
     assert refused.stderr.splitlines() == [
         "error: refusing to serve on 0.0.0.0 without a token: set SHAREDSTREAM__WEB__TOKEN "
         "(or --token), or bind 127.0.0.1"]
+
+
+def test_a_killed_triggerers_partitions_are_flagged_then_the_lag_comes_from_the_broker(
+        stack: Stack) -> None:
+    page = stack.page
+    victim, survivor = stack.processes
+    victim.kill()
+    # At once, well before the broker's session timeout hands them to the survivor:
+    # the survivor's report leaves the victim's partitions out.
+    group = until(lambda: (g := api(stack, f"/groups/{stack.group}"))["unowned"] and g,
+                  "the killed triggerer's partitions flagged", 15, interval=0.2)
+    assert group["health"] == "unowned"
+    page.goto(f"{stack.url}/groups/{stack.group}")
+    expect(page.locator("#unowned")).to_contain_text(group["unowned"][0])
+    expect(page.locator("#partitions tr.partition.unowned")).to_have_count(
+        len(group["unowned"]))
+    page.goto(f"{stack.url}/")
+    row = page.locator(f'tr.group[data-group="{stack.group}"]')
+    expect(row).to_have_attribute("data-health", "unowned")
+    expect(row.locator(".unowned")).to_contain_text(group["unowned"][0])
+    stack.shot("overview-unowned")
+    survivor.kill()
+    # Nobody runs the group: its lag is the broker's committed lag, on every page.
+    expect(row).to_have_attribute("data-health", "no_triggerer")
+    expect(row).to_have_attribute("data-lag", re.compile(r"^\d+$"))
+    expect(row.locator("td.num").first).to_have_text(str(PARTITIONS))  # partitions
+    page.goto(f"{stack.url}/groups/{stack.group}")
+    expect(page.locator("#chart-source")).to_have_attribute("data-source", "kafka")
+    page.wait_for_function(
+        "n => { const lines = [...document.querySelectorAll('polyline.lag-line')];"
+        " return lines.length === n && lines.every(l => l.dataset.source === 'kafka'); }",
+        arg=PARTITIONS)
+    committed = {f"{p['topic']}[{p['partition']}]": p["committed_lag"]
+                 for p in api(stack, f"/groups/{stack.group}")["partitions"]}
+    assert lag_lines(page) == committed

@@ -3,8 +3,11 @@
 Every text that reaches the markup (topic names, labels) goes through
 :func:`html.escape`; numbers are formatted here. The SVG uses presentation attributes
 only (no ``style``), so the console's Content-Security-Policy needs no inline styles.
-Each line carries ``data-partition`` and ``data-last`` (its newest value) so scripts
-and tests can read the chart without parsing coordinates.
+Each line carries ``data-partition``, ``data-last`` (its newest value) and
+``data-source`` (where that value came from) so scripts and tests can read the chart
+without parsing coordinates. Lag is a count: the axis has whole-number ticks only.
+Partitions often lag alike (all 0, say), so the lines are drawn widest first, each
+narrower one on top, with its own dash: one that coincides with another still shows.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ WIDTH, HEIGHT = 760, 220
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 26
 
 
+DASHES = ("", "9 3", "3 3", "12 3 3 3", "1 4")
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     label: str
@@ -26,6 +32,8 @@ class Line:
     last: int
     peak: int
     samples: int
+    source: str | None = None  # "triggerer" or "kafka", of the newest sample
+    dash: str = ""
 
 
 def color(index: int) -> str:
@@ -53,10 +61,18 @@ def _nice_top(peak: float) -> int:
         scale *= 10
 
 
+def _ticks(top: int) -> list[int]:
+    """Whole-number ticks from 0 to ``top`` (a :func:`_nice_top`), two to six of them."""
+    count = next(n for n in (4, 5, 2, 1) if top % n == 0)
+    return [top // count * i for i in range(count + 1)]
+
+
 def lag_chart(series: Mapping[tuple[str, int], Sequence[tuple[float, int]]], now: float,
-              window_s: float) -> tuple[str, list[Line]]:
+              window_s: float, sources: Mapping[tuple[str, int], str] | None = None
+              ) -> tuple[str, list[Line]]:
     """The SVG of every partition's lag over the samples kept (up to ``window_s``), and
-    the legend's lines. The x axis spans the samples (at least a minute), newest right."""
+    the legend's lines (``sources``: where each partition's newest sample came from).
+    The x axis spans the samples (at least a minute), newest right."""
     all_points = [p for samples in series.values() for p in samples]
     start = max(now - window_s, min((t for t, _ in all_points), default=now))
     span = max(now - start, 60.0)
@@ -73,29 +89,32 @@ def lag_chart(series: Mapping[tuple[str, int], Sequence[tuple[float, int]]], now
     parts = [f'<svg class="chart lag-chart" viewBox="0 0 {WIDTH} {HEIGHT}" '
              f'width="100%" role="img" aria-label="lag per partition" '
              f'data-samples="{len(all_points)}">']
-    for i in range(5):
-        value = top * i / 4
+    for value in _ticks(top):
         gy = y(value)
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{gy:.1f}" y2="{gy:.1f}" '
                      f'stroke="#e5e7eb"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end" font-size="11" '
-                     f'fill="#6b7280">{value:g}</text>')
+                     f'fill="#6b7280">{value}</text>')
     for i in range(5):
         t = start + span * i / 4
         parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 8}" text-anchor="middle" '
                      f'font-size="11" fill="#6b7280">{escape(_ago(now - t))}</text>')
     lines = []
-    for index, ((topic, partition), samples) in enumerate(sorted(series.items())):
+    drawn = [(key, samples) for key, samples in sorted(series.items()) if samples]
+    for index, ((topic, partition), samples) in enumerate(drawn):
         label = f"{topic}[{partition}]"
-        stroke = color(index)
-        if not samples:
-            continue
+        stroke, dash = color(index), DASHES[index % len(DASHES)]
+        width = 2.0 + 1.5 * min(len(drawn) - 1 - index, 4)  # the first drawn, the widest
+        source = (sources or {}).get((topic, partition))
         points = " ".join(f"{x(t):.1f},{y(lag):.1f}" for t, lag in samples)
         last = samples[-1][1]
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
         parts.append(f'<polyline class="lag-line" data-partition="{escape(label)}" '
-                     f'data-last="{last}" fill="none" stroke="{stroke}" stroke-width="2" '
+                     f'data-last="{last}" data-source="{escape(source or "")}" fill="none" '
+                     f'stroke="{stroke}" stroke-width="{width:.1f}"{dashed} '
                      f'points="{points}"/>')
-        lines.append(Line(label, stroke, last, max(lag for _, lag in samples), len(samples)))
+        lines.append(Line(label, stroke, last, max(lag for _, lag in samples), len(samples),
+                          source, dash))
     if not lines:
         parts.append(f'<text x="{WIDTH / 2:.0f}" y="{HEIGHT / 2:.0f}" text-anchor="middle" '
                      f'fill="#6b7280">no samples yet</text>')

@@ -4,7 +4,9 @@ A sample is taken whenever the console fetches the triggerers' ``/status`` (at m
 once a second while pages or the API are polled, and every ``--sample-interval``
 seconds by a background task otherwise). Each partition keeps a bounded ring; samples
 older than the window are dropped. Nothing is persisted: a restarted console starts a
-new history.
+new history. Each partition remembers where its newest sample came from (the owning
+triggerer, or the broker's committed offsets when no live triggerer reports it), so
+the chart says what it shows.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ class LagHistory:
         self._maxlen = int(window_s / min_gap_s) + 2
         self._groups: dict[str, dict[Partition, deque[Sample]]] = {}
         self._last: dict[str, float] = {}
+        self._sources: dict[str, dict[Partition, str]] = {}
         self._lock = threading.Lock()
 
-    def record(self, now: float, group: str, lags: Mapping[Partition, int]) -> bool:
-        """Add one sample per partition of ``group``; False when the last one is too recent."""
+    def record(self, now: float, group: str, lags: Mapping[Partition, int],
+               sources: Mapping[Partition, str] | None = None) -> bool:
+        """Add one sample per partition of ``group`` (``sources``: where each came from);
+        False when the last one is too recent, or there is none."""
+        if not lags:
+            return False
         with self._lock:
             if now - self._last.get(group, float("-inf")) < self.min_gap_s:
                 return False
@@ -42,6 +49,7 @@ class LagHistory:
                 if ring is None:
                     ring = rings[partition] = deque(maxlen=self._maxlen)
                 ring.append((now, int(lag)))
+            self._sources.setdefault(group, {}).update(sources or {})
             self._trim(rings, now)
             return True
 
@@ -60,3 +68,8 @@ class LagHistory:
             rings = self._groups.get(group, {})
             self._trim(rings, now)
             return {p: list(ring) for p, ring in sorted(rings.items())}
+
+    def sources(self, group: str) -> dict[Partition, str]:
+        """Where each partition's newest sample came from (``triggerer`` or ``kafka``)."""
+        with self._lock:
+            return dict(self._sources.get(group, {}))

@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from sharedstream import __version__
 from sharedstream.statestore.scopes import TaskScope
 from sharedstream.web.charts import color, lag_chart, timeline
+from sharedstream.web.live import lag_source
 from sharedstream.web.params import BadParameter, instant, page_int
 from sharedstream.web.settings import WebSettings
 from sharedstream.web.sources import NotFound, Sources, window
@@ -46,15 +47,19 @@ def compact(value: Any, width: int = PREVIEW_CHARS) -> str:
 
 
 def when(value: datetime | None) -> str:
+    """ISO 8601 in UTC with ``Z``, to the second: the one time format of the console, as
+    of the CLI (naive values from the database are UTC)."""
     if value is None:
         return "-"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def from_ms(ms: int | None) -> str:
     if ms is None or ms < 0:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return when(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def ago(seconds: float | None) -> str:
@@ -124,9 +129,37 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         return render(request, "problem.html", {"heading": "Not found", "what": what},
                       status=404, live=False)
 
+    async def owners() -> dict[str, dict[str, Any]]:
+        """Each triggerer by id, for ``owner`` cells: its host and pid, linked to its page."""
+        return {t["id"]: t for t in await sources.triggerers()}
+
     @router.get("/", response_class=HTMLResponse)
     async def overview(request: Request) -> HTMLResponse:
-        return render(request, "overview.html", {"overview": await sources.overview()})
+        found = await sources.overview()
+        return render(request, "overview.html", {
+            "overview": found, "owners": {t["id"]: t for t in found["triggerers"]}})
+
+    @router.get("/triggerers/{triggerer_id}", response_class=HTMLResponse)
+    async def triggerer(request: Request, triggerer_id: str) -> HTMLResponse:
+        try:
+            found = await sources.triggerer(triggerer_id.replace("\x00", ""))
+        except NotFound as exc:
+            return missing(request, str(exc))
+        return render(request, "triggerer.html", {"t": found, "owners": await owners()})
+
+    @router.get("/watchers", response_class=HTMLResponse)
+    async def watchers(request: Request) -> HTMLResponse:
+        group = _text(request.query_params, "group")
+        return render(request, "watchers.html", {"watchers": await sources.watchers(group)})
+
+    @router.get("/held", response_class=HTMLResponse)
+    async def held(request: Request) -> HTMLResponse:
+        params = request.query_params
+        found = await sources.held(group=_text(params, "group"),
+                                   watcher=_text(params, "watcher"),
+                                   topic=_text(params, "topic"),
+                                   partition=page_int(params, "partition"))
+        return render(request, "held.html", {"held": found, "owners": await owners()})
 
     @router.get("/groups/{consumer_group:path}", response_class=HTMLResponse)
     async def group(request: Request, consumer_group: str) -> HTMLResponse:
@@ -136,10 +169,12 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         except NotFound as exc:
             return missing(request, str(exc))
         now = sources.clock()
-        svg, lines = lag_chart(sources.history.series(consumer_group, now), now,
-                               sources.history.window_s)
-        return render(request, "group.html", {"group": detail, "chart": svg,
-                                              "lines": lines})
+        history = sources.history
+        svg, lines = lag_chart(history.series(consumer_group, now), now, history.window_s,
+                               history.sources(consumer_group))
+        return render(request, "group.html", {
+            "group": detail, "chart": svg, "lines": lines, "owners": await owners(),
+            "chart_source": lag_source(line.source for line in lines if line.source)})
 
     @router.get("/assets", response_class=HTMLResponse)
     async def assets(request: Request) -> HTMLResponse:
@@ -148,7 +183,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         offset = page_int(params, "offset") or 0
         page = await asyncio.to_thread(sources.assets_sync, q=_text(params, "q"),
                                        active=active, limit=50, offset=offset)
-        return render(request, "assets.html", {"page": page}, live=False)
+        return render(request, "assets.html", {"page": page})
 
     def _event_filters(params: Mapping[str, str], errors: list[str]) -> dict[str, Any]:
         return {"watcher": _text(params, "watcher"), "topic": _text(params, "topic"),
@@ -206,7 +241,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
                 page = await asyncio.to_thread(
                     sources.dead_letters_sync, topic=topic, since=since,
                     watcher=_text(params, "watcher"), reason=_text(params, "reason"),
-                    limit=50, offset=offset)
+                    text=_text(params, "q"), limit=50, offset=offset)
             except NotFound as exc:
                 errors.append(str(exc))
         stats = await asyncio.to_thread(sources.rejected_stats_sync)
@@ -216,7 +251,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
             offset=rejected_offset)
         return render(request, "dead_letters.html", {
             "topics": topics, "topic": topic, "page": page, "stats": stats,
-            "rejected": rejected, "error": "; ".join(errors) or None}, live=False)
+            "rejected": rejected, "error": "; ".join(errors) or None})
 
     @router.get("/state", response_class=HTMLResponse)
     async def state(request: Request) -> HTMLResponse:

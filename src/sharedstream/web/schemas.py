@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 T = TypeVar("T")
 
 TriggererHealth = Literal["ok", "not_ready", "unreachable", "no_status", "stale"]
-GroupHealth = Literal["ok", "held", "not_polling", "no_triggerer"]
+GroupHealth = Literal["ok", "held", "unowned", "not_polling", "no_triggerer"]
 
 
 class Page(BaseModel, Generic[T]):
@@ -142,8 +142,17 @@ class GroupSummary(BaseModel):
     watchers: list[str]
     recorded_at: datetime | None
     triggerers: list[str] = Field(description="Ids of the live triggerers in the group.")
-    partition_count: int
-    lag: int | None = Field(description="Sum of the live partitions' lag (end - floor).")
+    partition_count: int = Field(description="Partitions of its topics (the broker's, "
+                                             "or those assigned when it does not answer).")
+    assigned: int = Field(description="Partitions the live triggerers report assigned.")
+    unowned: list[str] = Field(description="`topic[partition]` of each partition that no "
+                                           "live member answering its /status reports "
+                                           "assigned (a killed member still holds it at "
+                                           "the broker until its session times out).")
+    lag: int | None = Field(description="Sum of the partitions' lag: end - floor where a "
+                                        "live triggerer reports it, else the broker's "
+                                        "committed lag.")
+    lag_source: Literal["triggerer", "kafka", "mixed"] | None
     held: int
     polling: bool
     health: GroupHealth
@@ -173,6 +182,7 @@ class PartitionState(BaseModel):
     open_bytes: int | None
     fetch: str | None
     paused: bool | None
+    unowned: bool = Field(description="No live member consumes it (see GroupSummary).")
 
 
 class HeldMessage(BaseModel):

@@ -1,0 +1,109 @@
+"""The console's reads of dead-letter topics (``--dlq-topic``).
+
+A topic is read at most every five seconds (``DLQ_TTL_S``), newest ``dlq_max_records``
+records at most, by assigning its partitions (nothing committed); the page and the API
+filter and search what was read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sharedstream.kafka.connections import ConnectionConfigError
+from sharedstream.ops.dlq_commands import group_rows, histograms, row_json
+from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.web.caches import TtlCache
+from sharedstream.web.dbreads import NotFound
+from sharedstream.web.kafkaview import KafkaReads
+from sharedstream.web.settings import WebSettings
+
+DLQ_TTL_S = 5.0
+
+
+class DeadLetterReads(KafkaReads):
+    """The dead-letter half of :class:`~sharedstream.web.sources.Sources`."""
+
+    settings: WebSettings
+    _dlq_cache: TtlCache
+
+    def _read_dead_letters(self, topic: str, since: datetime | None
+                           ) -> tuple[list[DeadLetter], bool]:
+        """The newest ``dlq_max_records`` records of ``topic`` (or those since ``since``),
+        and whether older ones were left out."""
+        connection = self._connection(None)
+        cap = self.settings.dlq_max_records
+        timeout = self.settings.kafka_timeout
+        with DeadLetterReader(connection, topic, since=since, timeout=timeout) as reader:
+            ranges = reader.ranges
+            if reader.total <= cap:
+                return list(reader), False
+        share = max(cap // max(len(ranges), 1), 1)
+        starts = {r.partition: max(r.start, r.end - share) for r in ranges}
+        with DeadLetterReader(connection, topic, since=since, start_offsets=starts,
+                              timeout=timeout) as reader:
+            return list(reader), True
+
+    def dead_letters_sync(self, *, topic: str, since: datetime | None, watcher: str | None,
+                          reason: str | None, limit: int, offset: int,
+                          text: str | None = None) -> dict[str, Any]:
+        """A page of the topic's records (copies of one rejection as one row), newest
+        first, with the histograms of all it read; ``text`` searches reasons, keys and
+        values (case-insensitive; bytes that are not UTF-8 never match)."""
+        if topic not in self.settings.dlq_topics:
+            raise NotFound(f"{topic!r} is not one of the console's dead-letter topics "
+                           "(--dlq-topic)")
+        bucket = None if since is None else since.replace(microsecond=0)
+
+        def read() -> tuple[list[DeadLetter], bool, str | None]:
+            try:
+                records, truncated = self._read_dead_letters(topic, bucket)
+                return records, truncated, None
+            except (DeadLetterError, ConnectionConfigError) as exc:
+                return [], False, str(exc)
+
+        records, truncated, error = self._dlq_cache.get((topic, bucket), read)
+        rows = group_rows(records)
+        reasons, watchers = histograms(rows)
+        pairs: Counter[tuple[str, str]] = Counter(
+            (w, why) for row in rows if not row.first.foreign
+            for w, why in row.first.rejections.items())
+        selected = [row for row in rows if _dead_letter_matches(row.first, watcher, reason, text)]
+        selected.reverse()  # newest first
+        page = selected[offset:offset + limit]
+        return {"topic": topic, "read": len(records), "distinct": len(rows),
+                "foreign": sum(1 for r in rows if r.first.foreign), "truncated": truncated,
+                "error": error,
+                "stats": {"reasons": dict(reasons.most_common()),
+                          "watchers": dict(watchers.most_common()),
+                          "by_watcher_reason": [{"watcher": w, "reason": why, "count": n}
+                                                for (w, why), n in pairs.most_common()]},
+                "items": [row_json(r) for r in page], "total": len(selected), "limit": limit,
+                "offset": offset}
+
+
+def _utf8(data: bytes | None) -> str:
+    if data is None:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
+def _dead_letter_matches(record: DeadLetter, watcher: str | None, reason: str | None,
+                         text: str | None = None) -> bool:
+    if watcher is not None and watcher not in record.rejections:
+        return False
+    reasons: Iterable[str] = record.rejections.values() if not record.foreign \
+        else [record.problem or "<foreign>"]
+    if reason is not None and not any(reason in why for why in reasons):
+        return False
+    if text is not None:
+        wanted = text.casefold()
+        haystack = [*reasons, _utf8(record.message.key), _utf8(record.message.value)]
+        return any(wanted in part.casefold() for part in haystack)
+    return True
+
