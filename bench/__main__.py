@@ -1,6 +1,7 @@
 """Every figure of issue 8 in ONE run, on the real broker, PostgreSQL and SQLite.
 
     python -m bench [--quick] [--out bench/results]
+    python -m bench --persistence [--quick]   # issue 28 only: see persistence()
 
 Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set
 (each PostgreSQL figure gets a fresh database created there), else a broker and a
@@ -47,7 +48,7 @@ from typing import Any
 import confluent_kafka
 import sqlalchemy as sa
 from bench import kafka_throughput as kt
-from bench import statestore_cleanup, uow_throughput
+from bench import persistence_reference, statestore_cleanup, uow_throughput
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
@@ -173,11 +174,12 @@ class TimedWorkSink(DatabaseWorkSink):
         return written
 
 
-def persisting_sink(url: str, watchers: int) -> tuple[StateStore, TimedWorkSink]:
+def persisting_sink(url: str, watchers: int,
+                    settings: ProcessSettings | None = None) -> tuple[StateStore, TimedWorkSink]:
     store = StateStore.from_url(url)
     store.upgrade()
     assets = {f"w{i}": store.register_asset(f"bench_w{i}") for i in range(watchers)}
-    return store, TimedWorkSink(store, assets, ProcessSettings())
+    return store, TimedWorkSink(store, assets, settings or ProcessSettings())
 
 
 async def persisted(bootstrap: str, topic: str, messages: int, url: str, watchers: int,
@@ -193,13 +195,14 @@ async def persisted(bootstrap: str, topic: str, messages: int, url: str, watcher
             "events_per_s": round(sink.events_written / seconds), "batches": sink.batches}
 
 
-async def latency(bootstrap: str, url: str, rate: int, seconds: float) -> dict[str, Any]:
+async def latency(bootstrap: str, url: str, rate: int, seconds: float,
+                  settings: ProcessSettings | None = None) -> dict[str, Any]:
     """One watcher keeping everything, persisting to ``url``, fed at ``rate`` msg/s."""
     topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, kt.PARTITIONS, 1)])[topic].result(30)
     total = int(rate * seconds)
-    store, sink = persisting_sink(url, 1)
+    store, sink = persisting_sink(url, 1, settings)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     producer.produce(topic, b"warm-up", partition=0)  # waits in the topic until assigned
     producer.flush(10)
@@ -387,6 +390,106 @@ async def cursor_writes(url: str, writes: int) -> dict[str, Any]:
     async_rate = 8 * (writes // 8) / (time.perf_counter() - started)
     store.close()
     return {"sync_writes_per_s": round(sync_rate), "async_writes_per_s": round(async_rate)}
+
+
+# -- issue 28: persistence against the hand-written references --------------------------------
+
+
+@dataclass(frozen=True)
+class PersistenceSizes:
+    messages: int = 100_000  # each throughput run
+    runs: int = 3  # alternating runs of each side; medians reported
+    rates: tuple[int, ...] = (20, 1_000, 5_000, 10_000)  # latency: offered msg/s ...
+    seconds: float = 5.0  # ... each for this long
+    cursors: int = 20_000  # units of work, one cursor advance each
+
+
+QUICK_PERSISTENCE = PersistenceSizes(messages=5_000, runs=1, rates=(20, 1_000), seconds=1.0,
+                                     cursors=1_000)
+
+
+def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
+    """Issue 28's figures in one run, on a PostgreSQL with fsync and synchronous_commit on:
+    1 watcher keeping every message as an event against the hand-written references
+    (alternating, medians of ``runs``), latency at several offered loads (with the
+    default group commit, and with the old fixed 50 ms batch delay beside it), and
+    asset cursor writes per second in units of work."""
+    bootstrap = services.bootstrap
+    server = persistence_reference.DurablePostgres()
+    server.start()
+    try:
+        probe_url = server.create_database("probe")
+        durability = persistence_reference.settings(probe_url)
+        log(f"bench PostgreSQL: {durability}")
+        topic = kt.fill(bootstrap, sizes.messages)
+        runs: dict[str, list[float]] = {k: [] for k in (
+            "reference_postgresql", "sharedstream_postgresql", "reference_sqlite",
+            "sharedstream_sqlite")}
+        for _ in range(sizes.runs):
+            runs["reference_postgresql"].append(persistence_reference.postgres(
+                bootstrap, topic, sizes.messages, server.create_database("ref")))
+            result = asyncio.run(persisted(bootstrap, topic, sizes.messages,
+                                           server.create_database("ss"), 1, KeepTrigger))
+            runs["sharedstream_postgresql"].append(result["events_per_s"])
+            with tempfile.TemporaryDirectory() as tmp:
+                runs["reference_sqlite"].append(persistence_reference.sqlite(
+                    bootstrap, topic, sizes.messages, Path(tmp) / "ref.db"))
+            with sqlite_url() as lite:
+                result = asyncio.run(persisted(bootstrap, topic, sizes.messages, lite, 1,
+                                               KeepTrigger))
+            runs["sharedstream_sqlite"].append(result["events_per_s"])
+            log(f"events/s: { {k: round(v[-1]) for k, v in runs.items()} }")
+        medians = {k: round(sorted(v)[len(v) // 2]) for k, v in runs.items()}
+        latencies = []
+        for rate in sizes.rates:
+            for label, settings in (("group commit", ProcessSettings()),
+                                    ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05))):
+                lat = asyncio.run(latency(bootstrap, server.create_database("lat"), rate,
+                                          sizes.seconds, settings))
+                lat.pop("samples_ms")
+                latencies.append({"writer": label, **lat})
+                log(f"latency {label} at {rate}/s: p50 {lat['p50_ms']} ms, "
+                    f"p99 {lat['p99_ms']} ms")
+        cursor = asyncio.run(uow_throughput.run(server.create_database("uow"), sizes.cursors))
+        log(f"cursor writes in units of work: {cursor['events_per_second']:,}/s")
+    finally:
+        server.stop()
+    return {"postgresql": durability, "runs": {k: [round(x) for x in v] for k, v in runs.items()},
+            "medians": medians, "latency": latencies, "cursor_writes_uow": cursor}
+
+
+def persistence_markdown(result: dict[str, Any]) -> str:
+    m, med = result["machine"], result["medians"]
+    pg_ratio = med["sharedstream_postgresql"] / med["reference_postgresql"]
+    lite_ratio = med["sharedstream_sqlite"] / med["reference_sqlite"]
+    lines = [f"Machine: {m['nproc']} CPUs, load average at start "
+             f"{m['load_average_at_start'][0]:.1f} (shared). PostgreSQL: "
+             f"fsync={result['postgresql']['fsync']}, synchronous_commit="
+             f"{result['postgresql']['synchronous_commit']}. Sizes: {result['sizes']}.", "",
+             "| 1 watcher keeping every message | events/s (median) | runs |", "|---|---:|---|"]
+    lines += [f"| {k} | {v:,} | {', '.join(f'{x:,}' for x in result['runs'][k])} |"
+              for k, v in med.items()]
+    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms |",
+              "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['writer']} | {r['offered_per_s']:,} | {r['p50_ms']} | {r['p99_ms']} | "
+              f"{r['max_ms']} |" for r in result["latency"]]
+    lat = {(r["writer"], r["offered_per_s"]): r for r in result["latency"]}
+    idle = lat[("group commit", min(r["offered_per_s"] for r in result["latency"]))]
+    at5k = lat.get(("group commit", 5_000))
+    cursors = result["cursor_writes_uow"]["events_per_second"]
+    targets = [
+        ("PostgreSQL events/s >= 0.8x reference", f"{pg_ratio:.2f}x", pg_ratio >= 0.8),
+        ("SQLite events/s >= 0.8x reference", f"{lite_ratio:.2f}x", lite_ratio >= 0.8),
+        ("p99 <= 20 ms at 5,000 msg/s", f"{at5k['p99_ms']} ms" if at5k else "not run",
+         bool(at5k and at5k["p99_ms"] <= 20)),
+        (f"one message into an idle system <= 10 ms (p50 at {idle['offered_per_s']} msg/s)",
+         f"{idle['p50_ms']} ms", idle["p50_ms"] <= 10),
+        ("asset cursor writes in units of work >= 20,000/s", f"{cursors:,}/s",
+         cursors >= 20_000),
+    ]
+    lines += ["", "| target | measured | reached |", "|---|---|---|"]
+    lines += [f"| {t} | {v} | {'yes' if ok else 'NO'} |" for t, v, ok in targets]
+    return "\n".join(lines) + "\n"
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -589,6 +692,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--persistence", action="store_true",
+                        help="only issue 28's figures: persistence against hand-written "
+                             "references, on a PostgreSQL with fsync on")
     parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -598,6 +704,17 @@ def main() -> None:
     tune_gc()  # as `sharedstream run` does once start-up is over
     if args.probe:
         probe(args.probe, args.bootstrap, args.topic, args.probe_messages, args.watchers)
+        return
+    if args.persistence:
+        sized = QUICK_PERSISTENCE if args.quick else PersistenceSizes()
+        found: dict[str, Any] = {"machine": machine(), "sizes": asdict(sized)}
+        with contextlib.ExitStack() as stack:
+            found.update(persistence(Services(stack), sized))
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "persistence.json").write_text(json.dumps(found, indent=1))
+        table = persistence_markdown(found)
+        (args.out / "persistence.md").write_text(table)
+        print(table)
         return
     sizes = QUICK if args.quick else Sizes()
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),

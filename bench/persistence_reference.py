@@ -1,0 +1,149 @@
+"""Issue 28's references: keeping every message, written by hand, without sharedstream.
+
+What a careful engineer writes when each message must become a durable row and the
+offsets may move only past rows that committed: one confluent-kafka consumer
+(``enable.auto.commit`` off), ``consume()`` a batch, write its rows in ONE transaction,
+commit it, then commit the batch's offsets (asynchronously: a lost offset commit only
+means a redelivery, since the rows are already durable; the last one is synchronous).
+
+* PostgreSQL: psycopg 3 ``COPY`` of the batch's rows;
+* SQLite: the ``sqlite3`` module, ``executemany`` of one ``INSERT``, with the pragmas
+  sharedstream's engine sets (WAL, so ``synchronous`` stays at its FULL default).
+
+Each row holds what the bench's ``KeepTrigger`` event holds (the offset and the produce
+timestamp as JSON) plus the message's coordinates. Timed like ``kafka_throughput.shared``:
+from the first message consumed until the last offset commit returned.
+
+``DurablePostgres`` is the PostgreSQL the issue 28 figures count on: the project's test
+server (``scripts/localservices``) runs with ``fsync``, ``synchronous_commit`` and
+``full_page_writes`` off; this one runs with all three on.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from confluent_kafka import Consumer, Message
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from localservices import PostgresServer  # type: ignore[import-not-found]
+
+BATCH = 500  # messages per consume() and per transaction
+
+
+class DurablePostgres(PostgresServer):  # type: ignore[misc]
+    """The test server with durability on: every commit waits for its WAL flush."""
+
+    def _argv(self) -> list[str]:
+        argv: list[str] = super()._argv()
+        durable = {"fsync=off": "fsync=on", "synchronous_commit=off": "synchronous_commit=on",
+                   "full_page_writes=off": "full_page_writes=on"}
+        return [durable.get(arg, arg) for arg in argv]
+
+
+def settings(url: str) -> dict[str, str]:
+    """``fsync`` and ``synchronous_commit`` of the server at ``url``, as it reports them."""
+    with psycopg.connect(libpq(url)) as conn:
+        return {name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+                for name in ("fsync", "synchronous_commit")}
+
+
+def libpq(url: str) -> str:
+    """The psycopg connection string of a SQLAlchemy ``postgresql+psycopg://`` URL."""
+    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"ref-{uuid.uuid4().hex}",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+
+
+Row = tuple[str, int, int, str]  # topic, partition, offset, payload
+
+
+def _rows(batch: list[Message[Any, Any]]) -> list[Row]:
+    rows: list[Row] = []
+    for message in batch:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if message.error() or topic is None or partition is None or offset is None:
+            raise RuntimeError(str(message.error()))
+        payload = json.dumps({"offset": offset, "ts": message.timestamp()[1]})
+        rows.append((topic, partition, offset, payload))
+    return rows
+
+
+def _run(bootstrap: str, topic: str, messages: int, write: Any) -> float:
+    """Messages/s: consume, ``write(rows)`` (one committed transaction), commit offsets."""
+    consumer = _consumer(bootstrap)
+    consumer.subscribe([topic])
+    done = 0
+    first = 0.0
+    try:
+        while done < messages:
+            batch = consumer.consume(BATCH, 1.0)
+            if not batch:
+                continue
+            if not first:
+                first = time.perf_counter()
+            write(_rows(batch))
+            done += len(batch)
+            if done < messages:
+                consumer.commit(asynchronous=True)
+            else:
+                consumer.commit(asynchronous=False)
+        return messages / (time.perf_counter() - first)
+    finally:
+        consumer.close()
+
+
+def postgres(bootstrap: str, topic: str, messages: int, url: str) -> float:
+    """The psycopg reference: ``COPY`` each batch in one transaction."""
+    with psycopg.connect(libpq(url)) as conn:
+        conn.execute("CREATE TABLE ref_event (id bigserial PRIMARY KEY, topic text NOT NULL, "
+                     "partition int NOT NULL, \"offset\" bigint NOT NULL, payload text NOT NULL, "
+                     "created_at timestamptz NOT NULL DEFAULT now(), "
+                     "UNIQUE (topic, partition, \"offset\"))")
+        conn.commit()
+
+        def write(rows: list[Row]) -> None:
+            with conn.transaction(), conn.cursor() as cur, cur.copy(
+                    'COPY ref_event (topic, partition, "offset", payload) FROM STDIN') as copy:
+                for row in rows:
+                    copy.write_row(row)
+
+        rate = _run(bootstrap, topic, messages, write)
+        stored = conn.execute("SELECT count(*) FROM ref_event").fetchone()
+    assert stored is not None and stored[0] == messages, stored
+    return rate
+
+
+def sqlite(bootstrap: str, topic: str, messages: int, path: Path) -> float:
+    """The sqlite3 reference: one ``executemany`` per batch, in one transaction."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE ref_event (id INTEGER PRIMARY KEY, topic TEXT NOT NULL, "
+                     "partition INTEGER NOT NULL, \"offset\" INTEGER NOT NULL, "
+                     "payload TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT "
+                     "CURRENT_TIMESTAMP, UNIQUE (topic, partition, \"offset\"))")
+
+        def write(rows: list[Row]) -> None:
+            conn.execute("BEGIN")
+            conn.executemany('INSERT INTO ref_event (topic, partition, "offset", payload) '
+                             "VALUES (?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+
+        rate = _run(bootstrap, topic, messages, write)
+        (stored,) = conn.execute("SELECT count(*) FROM ref_event").fetchone()
+    finally:
+        conn.close()
+    assert stored == messages, stored
+    return rate
