@@ -126,6 +126,13 @@ def test_the_pods_outlast_the_shutdown_bound_and_write_only_their_volumes() -> N
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     kinds = {doc["kind"] for doc in docs}
     assert {"PodDisruptionBudget", "ServiceMonitor", "ConfigMap"} <= kinds
+    # files/ links the repository's dashboard and rules: the ConfigMaps carry those very files.
+    data = {key: value for doc in docs if doc["kind"] == "ConfigMap"
+            for key, value in doc["data"].items()}
+    assert data["sharedstream.json"].strip() == (
+        ROOT / "deploy/grafana/sharedstream.json").read_text(encoding="utf-8").strip()
+    assert data["sharedstream-alerts.yml"].strip() == (
+        ROOT / "deploy/prometheus/sharedstream-alerts.yml").read_text(encoding="utf-8").strip()
 
 
 def test_a_separate_deliverer_takes_delivery_off_the_triggerer() -> None:
