@@ -93,10 +93,10 @@ async def test_metadata_over_the_brokers_limit_halves_until_it_fits(
         group = f"{group_id}.{topic}"
         # Offsets resolve above the held 0 until their remembered runs no longer fit: the
         # broker refuses that commit (whole), the budget halves until one is taken.
-        await until(lambda: producer.commit_failures >= 1)
+        await until(lambda: producer.counters().commit_failures >= 1)
         assert "broker refused commit metadata" in caplog.text
-        after_refusal = producer.commits
-        await until(lambda: producer.commits > after_refusal)
+        after_refusal = producer.counters().commits
+        await until(lambda: producer.counters().commits > after_refusal)
         [tp] = await committed_tps(bootstrap, group, topic)
         metadata = tp.metadata or ""
         # The floor stays on the held offset 0; the remembered odd offsets nearest it fit.

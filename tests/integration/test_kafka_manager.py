@@ -569,7 +569,7 @@ async def test_an_absent_watcher_lets_its_sibling_run_exactly_max_in_flight_ahea
     reports: set[int] = set()
 
     def polled_a_while() -> bool:
-        reports.add(id(producer.partition_stats))
+        reports.add(id(producer.partition_stats()))
         return len(reports) >= 13
 
     await until(polled_a_while)
@@ -608,13 +608,14 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
     reports: set[int] = set()
 
     def seen_grown_log() -> bool:
-        reports.add(id(producer.partition_stats))
+        reports.add(id(producer.partition_stats()))
         return len(reports) >= 13
 
     await until(seen_grown_log)
     # Read past the bound: at most what was fetched before the pause landed (the
     # consumer thread hands over at most ``max_queued_batches`` batches ahead).
-    assert producer.consumed <= bound + 8 * batch, producer.consumed
+    consumed = producer.counters().messages_consumed
+    assert consumed <= bound + 8 * batch, consumed
     distance, _, at_bound = producer.floor_distances()[(topic, 0)]
     assert at_bound and distance <= bound, (distance, at_bound)  # kept: exactly the bound
     gates[0].set()

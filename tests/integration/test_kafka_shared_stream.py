@@ -325,7 +325,7 @@ async def test_rebalance_with_traffic_hands_out_again_only_what_was_unfinished(
         assert again <= uncommitted
     assert commit_warnings(caplog) == []
     members = [first] if second is None else [first, second]
-    assert [m.producer.revoke_commit_failures for m in members] == [0] * len(members)
+    assert [m.producer.counters().revoke_commit_failures for m in members] == [0] * len(members)
 
 
 def commit_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -384,5 +384,5 @@ async def test_member_closing_while_it_rejoins_commits_what_it_handled(
     await staying.close()
     assert sorted(identity for identity, n in handouts.items() if n > 1) == []
     assert commit_warnings(caplog) == []
-    assert [leaving.producer.revoke_commit_failures,
-            staying.producer.revoke_commit_failures] == [0, 0]
+    assert [leaving.producer.counters().revoke_commit_failures,
+            staying.producer.counters().revoke_commit_failures] == [0, 0]

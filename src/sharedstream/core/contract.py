@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sharedstream.core.ledger import Key, Ledger, PartitionLedger, Target
+from sharedstream.core.backpressure import PauseReason
+from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.ledger import Key, LaneLoad, Ledger, PartitionLedger, Target
 
 PayloadT = TypeVar("PayloadT")
 
@@ -68,6 +71,40 @@ class LaneRewound(NamedTuple):
 
 
 StreamEvent = Records[PayloadT] | LanesStarted | LanesEnded | LaneRewound
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterHealth:
+    """What readiness, ``/status`` and ``/metrics`` know of an adapter (:meth:`health`).
+
+    ``ready`` is False after a transient broker error until the broker answers again,
+    and once the adapter failed (``failed`` says why); ``paused`` while it fetches
+    nothing new for the group (held back or paused).
+    """
+
+    ready: bool
+    assigned_partitions: int
+    held_messages: int
+    paused: bool
+    last_error: str | None
+    failed: str | None
+
+    def problem(self) -> str | None:
+        """Readiness's reason, or None when ready."""
+        if self.ready:
+            return None
+        return "broker not reachable" + (f" ({self.last_error})" if self.last_error else "")
+
+
+class PartitionStats(NamedTuple):
+    """The broker's figures of one assigned partition (librdkafka's statistics)."""
+
+    lag: int
+    commit_lag: int
+    paused: bool
+    committed: int = -1  # the committed offset (-1: none yet)
+    position: int = -1  # the next offset handed to the application (-1: unknown)
+    end: int = -1  # the log end offset (-1: unknown)
 
 
 class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
@@ -123,6 +160,30 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
     @abc.abstractmethod
     def resume(self) -> None:
         """Fetch again after :meth:`pause`. Sync and cheap; called only after ``pause``."""
+
+    # -- observability: safe from any thread (the health server's, a scrape's) ----------
+    # The defaults suit an adapter with no broker connection of its own (always ready,
+    # nothing counted); the Kafka adapter overrides every one.
+
+    def health(self) -> AdapterHealth:
+        """A snapshot for readiness, ``/status`` and ``/metrics``."""
+        return AdapterHealth(True, 0, 0, False, None, None)
+
+    def counters(self) -> AdapterCounters:
+        """A copy of the adapter's counters."""
+        return AdapterCounters()
+
+    def partition_stats(self) -> Mapping[Key, PartitionStats]:
+        """The broker's figures per assigned partition, as last reported."""
+        return {}
+
+    def floor_distances(self) -> Mapping[Key, LaneLoad]:
+        """Per partition: its load against its bounds, as of the ledger's last publish."""
+        return {}
+
+    def paused_partitions(self) -> Mapping[Key, PauseReason]:
+        """Every assigned partition that does not fetch, and why."""
+        return {}
 
     @abc.abstractmethod
     async def aclose(self) -> None:

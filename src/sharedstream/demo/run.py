@@ -235,11 +235,9 @@ class TriggererThread(threading.Thread):
         for status in self.triggerer.manager.status():
             in_flight += status.in_flight
             queued += status.queued
-            health = getattr(status.producer, "health", None)
-            if health is not None:
-                snapshot = health()
-                held += snapshot.held_messages
-                assigned += snapshot.assigned_partitions
+            snapshot = status.producer.health()
+            held += snapshot.held_messages
+            assigned += snapshot.assigned_partitions
         sink = self.triggerer.sink
         return TriggererState(in_flight=in_flight, queued=queued, held=held, assigned=assigned,
                               database_healthy=sink.healthy, database_error=sink.last_error,

@@ -1,27 +1,27 @@
-"""Turning a consumed record into what watchers see and what comes back in ``advance``."""
+"""Turning a consumed record into what watchers see and what the ledger tracks."""
 
 from __future__ import annotations
 
 from collections.abc import Container
 from typing import Any
 
+from sharedstream.core.ledger import Key
 from sharedstream.core.message import Coordinates, KafkaMessage, ReadPosition
 from sharedstream.kafka.dlq_headers import parse_replay
-
-Lane = tuple[str, int]
 
 
 class KafkaPayload:
     """The broker side of one handed-out message.
 
     ``topic``/``partition``/``offset`` are where the record was actually read
-    (they drive lanes and commits); ``origin`` is what events are keyed by (the
+    (they key its partition ledger and commits); ``origin`` is what events are keyed by (the
     same coordinates, or the original ones for a replayed dead letter).
     ``generation`` is the assignment generation the record was read in: an
     outcome arriving after that partition was revoked is discarded.
 
     Built once per consumed record on the consumer thread, so it is a plain slots
-    class with ``lane`` and ``identity`` computed up front (the manager asks for
+    class with ``lane`` (the ledger's ``Key``, the name its ``LedgerRecord`` asks for) and
+    ``identity`` computed up front (the manager asks for
     both per message) and ``origin`` built only when a dead letter or a stored
     event needs it. Treat it as immutable.
     """
@@ -43,7 +43,7 @@ class KafkaPayload:
         self.targets = targets
         self.replay_count = replay_count
         self._origin = replay
-        self.lane: Lane = (topic, partition)
+        self.lane: Key = (topic, partition)
         # Where the record was read, never its origin: two copies of one replayed dead
         # letter are two records, each resolved on its own (their events share the
         # origin's key, so the second copy's insert is a no-op).

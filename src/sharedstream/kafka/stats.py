@@ -13,18 +13,12 @@ on its callback is far cheaper than asking the broker on every scrape.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+
+from sharedstream.core.contract import PartitionStats
+
+__all__ = ["STATS_INTERVAL_MS", "PartitionStats", "partition_stats"]
 
 STATS_INTERVAL_MS = 5000
-
-
-class PartitionStats(NamedTuple):
-    lag: int
-    commit_lag: int
-    paused: bool
-    committed: int = -1  # the committed offset (-1: none yet)
-    position: int = -1  # the next offset handed to the application (-1: unknown)
-    end: int = -1  # the log end offset (-1: unknown)
 
 
 def partition_stats(text: str) -> dict[tuple[str, int], PartitionStats]:

@@ -21,14 +21,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from sharedstream.core.backpressure import PauseReason
+from sharedstream.core.counters import counter_help
 from sharedstream.delivery.deliverer import DestinationState
-from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 if TYPE_CHECKING:
     from sharedstream.delivery.service import DeliveryService
     from sharedstream.triggerer.loopwatch import LoopWatchdog
     from sharedstream.triggerer.persistence import DatabaseWorkSink
-    from sharedstream.triggerer.process import Triggerer
+    from sharedstream.triggerer.view import TriggererView
 
 PREFIX = "sharedstream"
 GROUP = ("group",)
@@ -90,23 +91,13 @@ OPEN_BYTES = MetricSpec("partition_open_bytes", "gauge",
 AT_BOUND = MetricSpec("partition_at_bound", "gauge",
                       "1 while the partition is paused at max_in_flight messages above its floor "
                       "(a held message waits).", PARTITION)
-# The Kafka adapter's own counters, by the key of KafkaSharedStreamProducer.counters().
-KAFKA_COUNTERS = {spec.name: spec for spec in (
-    MetricSpec("messages_consumed", "counter", "Records read from the broker.", GROUP),
-    MetricSpec("commits", "counter", "Offset commits the broker acknowledged.", GROUP),
-    MetricSpec("commit_failures", "counter",
-               "Offset commits the broker refused or that failed (sent again later).", GROUP),
-    MetricSpec("revoke_commit_failures", "counter",
-               "Partitions revoked or closed before the broker confirmed the commit of what "
-               "they resolved (their next owner hands that out again).", GROUP),
-    MetricSpec("dead_letters", "counter", "Dead-letter records the broker acknowledged.", GROUP),
-    MetricSpec("dead_letter_failures", "counter",
-               "Dead-letter sends that failed (retried with backoff).", GROUP),
-    MetricSpec("rejections_recorded", "counter",
-               "Rejections written to the database instead of a dead-letter topic.", GROUP),
-    MetricSpec("topics_recreated", "counter",
-               "Watched topics found deleted and recreated (read again from the start).", GROUP),
-)}
+PAUSED_BECAUSE = MetricSpec("partition_paused_reason", "gauge",
+                            "1 for the reason a paused partition does not fetch (reason: "
+                            + ", ".join(r.value for r in PauseReason) + ").",
+                            (*PARTITION, "reason"))
+# The broker adapter's counters: named once, by the fields of core.counters.AdapterCounters.
+KAFKA_COUNTERS = {name: MetricSpec(name, "counter", text, GROUP)
+                  for name, text in counter_help().items()}
 DATABASE_HEALTHY = MetricSpec("database_healthy", "gauge",
                               "1 while units of work commit; 0 while the database fails.")
 UOW_QUEUED = MetricSpec("uow_queued_windows", "gauge", "Windows waiting for a unit-of-work batch.")
@@ -156,7 +147,8 @@ LOOP_BLOCKED_SECONDS = MetricSpec("event_loop_blocked_seconds", "counter",
 CATALOG: tuple[MetricSpec, ...] = (
     GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
     BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE,
-    OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY, UOW_QUEUED, UOW_LATENCY,
+    OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY,
+    UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
     DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS, EVENTS_DELIVERED,
     EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, LOOP_LAG, LOOP_BLOCKS, LOOP_BLOCKED_SECONDS,
@@ -166,7 +158,7 @@ CATALOG: tuple[MetricSpec, ...] = (
 class TriggererCollector(Collector):
     """Collects group, producer and unit-of-work figures of one triggerer."""
 
-    def __init__(self, triggerer: Triggerer) -> None:
+    def __init__(self, triggerer: TriggererView) -> None:
         self._triggerer = triggerer
 
     def collect(self) -> Iterator[Metric]:
@@ -175,7 +167,7 @@ class TriggererCollector(Collector):
         families = {spec: spec.family() for spec in (
             GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
             BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED,
-            FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, *KAFKA_COUNTERS.values())}
+            FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values())}
 
         def add(spec: MetricSpec, labels: list[str], value: float) -> None:
             families[spec].add_metric(labels, value)
@@ -193,13 +185,11 @@ class TriggererCollector(Collector):
                 for outcome, value in counters.outcomes(watcher).items():
                     add(OUTCOMES, [name, watcher, outcome], float(value))
             producer = status.producer
-            if not isinstance(producer, KafkaSharedStreamProducer):
-                continue
             health = producer.health()
             add(BROKER_READY, [name], float(health.ready))
             add(ASSIGNED, [name], float(health.assigned_partitions))
             add(HELD, [name], float(health.held_messages))
-            for (topic, partition), stats in producer.partition_stats.items():
+            for (topic, partition), stats in producer.partition_stats().items():
                 labels = [name, topic, str(partition)]
                 add(PARTITION_LAG, labels, float(stats.lag))
                 add(COMMIT_LAG, labels, float(stats.commit_lag))
@@ -209,6 +199,8 @@ class TriggererCollector(Collector):
                 add(FLOOR_DISTANCE, labels, float(load.distance))
                 add(OPEN_BYTES, labels, float(load.open_bytes))
                 add(AT_BOUND, labels, float(load.at_bound))
+            for (topic, partition), reason in producer.paused_partitions().items():
+                add(PAUSED_BECAUSE, [name, topic, str(partition), reason.value], 1.0)
             for counter, value in producer.counters().items():
                 add(KAFKA_COUNTERS[counter], [name], float(value))
         yield from families.values()

@@ -230,12 +230,8 @@ class Triggerer:
                 reasons.append(f"group {group.consumer_group}: waiting for watchers {missing}")
             elif not status.polling:
                 reasons.append(f"group {group.consumer_group}: not polling yet")
-            ready = getattr(status.producer, "ready", True)
-            if not ready:
-                health = getattr(status.producer, "health", None)
-                detail = health().last_error if health is not None else None
-                reasons.append(f"group {group.consumer_group}: broker not reachable"
-                               + (f" ({detail})" if detail else ""))
+            if (problem := status.producer.health().problem()) is not None:
+                reasons.append(f"group {group.consumer_group}: {problem}")
         if not self.sink.healthy:
             reasons.append(f"database: {self.sink.last_error or 'not answering'}")
         if self.delivery is not None:

@@ -4,8 +4,9 @@ The document is built on the event loop (the ledgers are the loop's), asked for 
 the health server's thread with a timeout: a busy loop answers late, never wrongly.
 Per group: its cohort and counts; per assigned partition, the committed offset, the
 ledger's floor and position, the log end and the true lag (end minus floor: what is
-left to resolve, counting progress remembered above the commit), and whether it is
-paused; every held message with who failed it, why, and when it goes again. Per
+left to resolve, counting progress remembered above the commit), whether it is
+paused and why (``paused_because``, a ``PauseReason`` value of core/backpressure.py);
+every held message with who failed it, why, and when it goes again. Per
 destination: its cursor and lag. Values come from the process's own state; no secret
 is in any of them.
 """
@@ -17,21 +18,21 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from sharedstream import __version__
-from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
 if TYPE_CHECKING:
-    from sharedstream.triggerer.process import Triggerer
+    from sharedstream.core.backpressure import PauseReason
+    from sharedstream.triggerer.view import TriggererView
 
 ANSWER_WITHIN_S = 5.0
 
 
-def status_document(triggerer: Triggerer) -> dict[str, Any]:
+def status_document(triggerer: TriggererView) -> dict[str, Any]:
     """The document; call it on the event loop."""
     names = {g.key: g.consumer_group for g in triggerer.plan.groups}
     groups = []
     for status, snapshot in triggerer.manager.snapshots():
-        stats = (status.producer.partition_stats
-                 if isinstance(status.producer, KafkaSharedStreamProducer) else {})
+        stats = status.producer.partition_stats()
+        paused_for = status.producer.paused_partitions()
         partitions = []
         for view in snapshot.partitions:
             stat = stats.get((view.topic, view.partition))
@@ -43,7 +44,8 @@ def status_document(triggerer: Triggerer) -> dict[str, Any]:
                 "end": end,
                 "lag": max(0, end - view.floor) if end is not None and view.floor is not None
                 else None,
-                "paused": stat.paused if stat is not None else False})
+                "paused": stat.paused if stat is not None else False,
+                "paused_because": _reason(paused_for.get((view.topic, view.partition)))})
         groups.append({
             "consumer_group": names.get(status.key, repr(status.key)),
             "cohort": sorted(status.cohort), "present": sorted(status.present),
@@ -67,7 +69,11 @@ def status_document(triggerer: Triggerer) -> dict[str, Any]:
             "groups": groups, "destinations": destinations}
 
 
-def status_from_thread(loop: asyncio.AbstractEventLoop, triggerer: Triggerer
+def _reason(reason: PauseReason | None) -> str | None:
+    return None if reason is None else reason.value
+
+
+def status_from_thread(loop: asyncio.AbstractEventLoop, triggerer: TriggererView
                        ) -> dict[str, Any]:
     """:func:`status_document`, from another thread (the health server's)."""
 

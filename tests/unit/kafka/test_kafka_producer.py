@@ -16,6 +16,7 @@ from sharedstream.core.contract import LanesEnded
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.connections import ConnectionConfigError
+from sharedstream.kafka.consumer_thread import consume_batch
 from sharedstream.kafka.memory import MemoryBroker
 from sharedstream.kafka.producer import (
     KafkaSharedStreamProducer,
@@ -177,7 +178,8 @@ async def test_failed_dead_letter_delivery_holds_the_commit_and_is_retried() -> 
     d.ack(e[1])
     # Offset 1's outcome reached the broker (remembered above the commit) while delivery
     # of offset 0's dead letter failed twice: the commit stays at 0 meanwhile.
-    await eventually(lambda: remembered(cluster) == {1} and producer.dead_letter_failures >= 2)
+    await eventually(lambda: remembered(cluster) == {1}
+                     and producer.counters().dead_letter_failures >= 2)
     assert committed(cluster) == 0 and cluster.delivered == []
     assert producer.health().last_error is not None
     failing[0] = False
@@ -427,10 +429,10 @@ async def test_transient_error_marks_unready_fatal_fails_the_stream() -> None:
     producer = make(cluster)
     d = Driver(producer)
     await d.take(1)
-    assert producer.ready
+    assert producer.health().ready
     consumer = cluster.consumers[0]
     consumer.injected_errors.append(KafkaError(KafkaError._ALL_BROKERS_DOWN))
-    await eventually(lambda: not producer.ready)
+    await eventually(lambda: not producer.health().ready)
     consumer.injected_errors.append(KafkaError(KafkaError._FATAL, fatal=True))
     with pytest.raises(StreamFailedError):
         await asyncio.wait_for(anext(d.stream), 5)
@@ -469,19 +471,14 @@ class _Arrivals:
 def test_a_batch_takes_what_is_fetched_and_waits_only_for_the_first_record() -> None:
     """Under load one non-blocking call fills the batch; when idle the thread waits for one
     record (not for a whole batch or the timeout) and takes what came with it."""
-    cluster = broker()
-    producer = KafkaSharedStreamProducer(
-        topics=[T], config={"bootstrap.servers": "fake:9092", "group.id": "app"},
-        recorder=None, batch_size=3, poll_timeout=5.0, commit_interval=0.5,
-        consumer_factory=cluster.consumer, topic_id_resolver=cluster.topic_ids)
     loaded = _Arrivals(["a", "b", "c", "d"], [])
-    assert producer._consume_batch(loaded) == ["a", "b", "c"]
+    assert consume_batch(loaded, 3, 0.5) == ["a", "b", "c"]
     assert loaded.calls == [(3, 0)]
     idle = _Arrivals([], ["x", "y", "z", "w"])
-    assert producer._consume_batch(idle) == ["x", "y", "z"]
+    assert consume_batch(idle, 3, 0.5) == ["x", "y", "z"]
     assert idle.calls == [(3, 0), (1, 0.5), (2, 0)]
     quiet = _Arrivals([], [])
-    assert producer._consume_batch(quiet) == []
+    assert consume_batch(quiet, 3, 0.5) == []
     assert quiet.calls == [(3, 0), (1, 0.5)]
 
 
@@ -495,7 +492,7 @@ async def test_a_refused_async_commit_is_counted_once_and_sent_again() -> None:
     cluster.fail_commits(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))
     d.ack(*e)
     await eventually(lambda: committed(cluster) == 2)
-    assert producer.commit_failures == 1 and len(cluster.commit_requests) == 2
+    assert producer.counters().commit_failures == 1 and len(cluster.commit_requests) == 2
     await producer.aclose()
 
 
@@ -513,7 +510,7 @@ async def test_metadata_over_the_brokers_limit_halves_the_budget_until_it_fits()
     d.ack(*e[1::2])
     await eventually(lambda: committed(cluster) == 0 and bool(remembered(cluster)))
     found = cluster.committed(GROUP)[(T, 0)]
-    assert len(found[1].encode()) <= 64 and producer.commit_failures >= 1
+    assert len(found[1].encode()) <= 64 and producer.counters().commit_failures >= 1
     assert remembered(cluster) <= {i for i in range(1, 80) if i % 2}
     await producer.aclose()
 
@@ -533,7 +530,7 @@ async def test_a_recreated_topic_restarts_its_lanes_at_the_first_offset() -> Non
         (0, "id-orders-2"), (1, "id-orders-2")]
     d.ack(*new)
     await eventually(lambda: committed(cluster) == 2)
-    assert producer.topics_recreated == 1
+    assert producer.counters().topics_recreated == 1
     await producer.aclose()
 
 

@@ -1,0 +1,113 @@
+"""The one backpressure decision of a broker adapter: which partitions are paused, and why.
+
+Three pressures meet here, and only here:
+
+* the group's :meth:`~sharedstream.core.contract.SharedStreamProducer.pause` (its
+  ``max_in_flight`` messages in flight, or every watcher's queue full);
+* the event loop not taking batches: ``max_queued`` batches handed over, not yet taken;
+* a partition's own bound, decided by the ledger (``max_in_flight`` messages read above
+  its floor, or ``max_in_flight_bytes`` of unresolved payload).
+
+The first two hold the whole assignment back. The consumer thread first just stops
+calling ``consume()`` (pausing drops librdkafka's prefetch, which under steady load
+costs more than waiting), and pauses the assignment only once the hold outlasts
+``pause_after``, so rebalance callbacks are served and the member stays live. A
+partition at its bound is paused at once and stays paused until the ledger lifts the
+bound, whatever the assignment does. :class:`Backpressure` holds that state and decides;
+it does no I/O (the adapter applies what it decides), so it is unit-tested on its own.
+
+Failure window: the decision is the consumer thread's, so up to one batch past a bound
+may be read before the pause lands; the ledger discards those records and the
+partition is sought back to them on resume.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from sharedstream.core.ledger import Key, PartitionLedger
+
+
+class PauseReason(enum.Enum):
+    """Why a partition does not fetch (the ``/status`` field and the metric's label)."""
+
+    GROUP = "group_in_flight_or_queues_full"  # the group called pause()
+    LOOP_BACKLOG = "loop_backlog"  # max_queued batches handed over, not taken yet
+    PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight above its floor
+    BYTE_BOUND = "partition_byte_bound"  # max_in_flight_bytes unresolved
+    CLOSING = "closing"  # the final commit serves a rebalance, fetching nothing
+
+
+def bound_reason(ledger: PartitionLedger, bytes_bound: int) -> PauseReason:
+    """Which of its bounds a partition the ledger stopped at reached (on the loop)."""
+    return PauseReason.BYTE_BOUND if ledger.open_bytes >= bytes_bound \
+        else PauseReason.PARTITION_BOUND
+
+
+@dataclass(slots=True)
+class Backpressure:
+    """The consumer thread's pause state and its decision (see module docstring)."""
+
+    max_queued: int
+    pause_after: float
+    # Why the whole assignment is paused at the broker (None: it is not).
+    assignment: PauseReason | None = None
+    # Since when the thread holds back without pausing (None: it does not).
+    blocked_since: float | None = None
+    bounded: dict[Key, PauseReason] = field(default_factory=dict)
+
+    def pressure(self, group_paused: bool, queued: int) -> PauseReason | None:
+        """What holds the assignment back now, if anything."""
+        if group_paused:
+            return PauseReason.GROUP
+        return PauseReason.LOOP_BACKLOG if queued >= self.max_queued else None
+
+    def decide(self, group_paused: bool, queued: int, now: float
+               ) -> tuple[bool, PauseReason | None]:
+        """``(hold, assignment)``: whether this turn must skip ``consume()`` and wait for
+        room, and why the assignment should be paused (None: resumed). The caller applies
+        a change of the paused state and then calls :meth:`applied`."""
+        reason = self.pressure(group_paused, queued)
+        if reason is None:
+            self.blocked_since = None
+            return False, None
+        if self.blocked_since is None:
+            self.blocked_since = now
+        if now - self.blocked_since >= self.pause_after:
+            return False, reason
+        return True, self.assignment
+
+    def applied(self, assignment: PauseReason | None) -> None:
+        self.assignment = assignment
+
+    @property
+    def holding(self) -> bool:
+        """Paused at the broker, or holding back: fetching nothing new for the group."""
+        return self.assignment is not None or self.blocked_since is not None
+
+    def bound(self, key: Key, reason: PauseReason) -> None:
+        self.bounded[key] = reason
+
+    def unbound(self, key: Key) -> None:
+        self.bounded.pop(key, None)
+
+    def resumable(self, keys: Iterable[Key]) -> list[Key]:
+        """Of ``keys``, those a resumed assignment fetches again (not at their bound)."""
+        return [key for key in keys if key not in self.bounded]
+
+    def paused(self, owned: Iterable[Key]) -> dict[Key, PauseReason]:
+        """Every owned partition that does not fetch, with its reason (its own bound
+        first: it outlasts the assignment's pause)."""
+        out: dict[Key, PauseReason] = {}
+        for key in owned:
+            reason = self.bounded.get(key, self.assignment)
+            if reason is not None:
+                out[key] = reason
+        return out
+
+
+def reasons_by_name(paused: Mapping[Key, PauseReason]) -> dict[Key, str]:
+    """The reasons as their names in ``/status`` and ``/metrics``."""
+    return {key: reason.value for key, reason in paused.items()}

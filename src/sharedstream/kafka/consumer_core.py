@@ -1,0 +1,201 @@
+"""What the consumer thread's loop and its rebalance callbacks share: the thread's state
+and the commit, pause and close operations both need.
+
+Everything here runs on the consumer thread. What crosses to the loop goes through the
+:class:`~sharedstream.kafka.handoff.HandOff`; the commit driver
+(:class:`~sharedstream.kafka.commits.CommitDriver`) says what to commit and this sends it.
+Layers, each importing only the one before: this module, kafka/rebalance.py (the
+callbacks), kafka/consumer_thread.py (the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from sharedstream.core.backpressure import Backpressure, PauseReason
+from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.ledger import Key
+from sharedstream.kafka.commits import CommitDriver
+from sharedstream.kafka.dead_letters import DeadLetterSender
+from sharedstream.kafka.handoff import ConsumerState, HandOff
+from sharedstream.kafka.payload import KafkaPayload
+from sharedstream.kafka.topic_watch import TopicWatch
+
+# Commit answers that mean "a rebalance overtook this request", retried afterwards.
+REBALANCE_ERRORS = frozenset(
+    {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
+)
+
+# Loop callbacks the thread waits for: settle(keys, until, done) and publish(done).
+Settle = Callable[[frozenset[Key], float, threading.Event], None]
+PublishNow = Callable[[threading.Event], None]
+
+
+class ConsumerSettings:
+    """What the thread needs of the adapter's configuration (read-only, set before the
+    thread starts)."""
+
+    def __init__(self, *, config: Mapping[str, Any], consumer_group: str,
+                 topics: tuple[str, ...], replay_topic: str | None, batch_size: int,
+                 consume_timeout: float, commit_interval: float, revoke_timeout: float,
+                 consumer_factory: Callable[[dict[str, Any]], Any],
+                 dlq_producer_factory: Callable[[dict[str, Any]], Any]) -> None:
+        self.config = config
+        self.consumer_group = consumer_group
+        self.topics = topics
+        self.replay_topic = replay_topic
+        self.read_topics = topics if replay_topic is None else (*topics, replay_topic)
+        self.batch_size = batch_size
+        self.consume_timeout = consume_timeout
+        self.commit_interval = commit_interval
+        self.revoke_timeout = revoke_timeout
+        self.consumer_factory = consumer_factory
+        self.dlq_producer_factory = dlq_producer_factory
+        protocol = str(config.get("group.protocol", "classic")).lower()
+        strategy = str(config.get("partition.assignment.strategy", "cooperative-sticky"))
+        self.incremental = protocol == "consumer" or "cooperative" in strategy
+
+
+class ConsumerCore:
+    """The consumer thread's state, and what both its loop and its rebalance callbacks
+    do: commit, pause or resume the assignment, close."""
+
+    def __init__(self, settings: ConsumerSettings, hand: HandOff[KafkaPayload],
+                 backpressure: Backpressure, watch: TopicWatch,
+                 sender: DeadLetterSender | None, settle: Settle, publish_now: PublishNow,
+                 log: logging.LoggerAdapter[logging.Logger]) -> None:
+        self.s = settings
+        self.hand = hand
+        self.bp = backpressure
+        self.watch = watch
+        self.sender = sender
+        self._settle = settle
+        self._publish_now = publish_now
+        self.log = log
+        # The generation of each owned partition; the commit driver reads it.
+        self.owned: dict[Key, int] = {}
+        self.generation = 0
+        self.commits = CommitDriver(self.owned)
+        self._holding = False
+
+    # -- pausing the assignment --------------------------------------------------------
+
+    def set_paused(self, consumer: Any, reason: PauseReason | None) -> None:
+        """Pause the assignment (for ``reason``) or resume it; a partition at its own
+        bound stays paused until its ledger lifts the bound."""
+        paused = reason is not None
+        assignment = consumer.assignment()
+        if assignment and not paused:
+            keep = set(self.bp.resumable((tp.topic, tp.partition) for tp in assignment))
+            assignment = [tp for tp in assignment if (tp.topic, tp.partition) in keep]
+        if assignment:
+            (consumer.pause if paused else consumer.resume)(assignment)
+        self.bp.applied(reason)
+        self.hand.paused(paused)
+        self.publish_paused()
+
+    def publish_paused(self) -> None:
+        self._holding = self.bp.holding
+        self.hand.set_paused(self.bp.paused(self.owned), self._holding)
+
+    # -- commits: the driver decides, this sends ---------------------------------------
+
+    def commit(self, consumer: Any, *, synchronous: bool,
+               only: frozenset[Key] | None = None) -> None:
+        """One commit request for what the driver says (see kafka/commits.py); a
+        synchronous one raises ``KafkaException`` when the broker refuses it."""
+        self.commits.take(self.hand.take_published())
+        requests = self.commits.requests(synchronous=synchronous, only=only)
+        if not requests:
+            return
+        offsets = [TopicPartition(key[0], key[1], offset, metadata=metadata)
+                   for key, (offset, metadata) in requests]
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=not synchronous)
+        except KafkaException as exc:
+            self._commit_failed(offsets, exc.args[0])
+            if synchronous:
+                raise
+            return
+        if synchronous and result:
+            self._on_commit(None, result)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        failed = [tp for tp in partitions if tp.error is not None]
+        if error is None:
+            for tp in partitions:
+                if tp.error is None:
+                    self.commits.confirmed((tp.topic, tp.partition),
+                                           (tp.offset, tp.metadata or ""))
+        if error is not None or failed:
+            first = error if error is not None else failed[0].error
+            assert first is not None
+            self._commit_failed(failed or partitions, first)
+        else:
+            self.hand.count(_committed)
+            self.hand.mark_ready()
+
+    def _commit_failed(self, partitions: Sequence[TopicPartition], error: KafkaError) -> None:
+        """Send them again; shrink the metadata if the broker found it too long."""
+        self.hand.count(_commit_failed)
+        too_large = error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self.commits.refused(keys, metadata_too_large=too_large)
+        group = self.s.consumer_group
+        if too_large:
+            self.log.warning("%s: broker refused commit metadata; remembering at most %d chars",
+                             group, self.commits.metadata_max_chars)
+        elif error.code() in REBALANCE_ERRORS:
+            # The group moved to a new generation under this request; the partitions still
+            # owned are sent again next tick; those gone were committed when they went.
+            owned = any(key in self.owned for key in keys)
+            self.log.log(logging.INFO if owned else logging.DEBUG,
+                         "%s: commit %s by a rebalance: %s", group,
+                         "deferred" if owned else "of partitions already gone refused",
+                         error.str())
+        else:
+            self.hand.note_error(f"commit failed: {error.str()}")
+            self.log.warning("%s: commit failed: %s", group, error.str())
+
+    # -- broker health -----------------------------------------------------------------
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.hand.fail(KafkaException(error))
+            return
+        self.hand.note_error(error.str())
+        self.log.warning("%s: broker error: %s", self.s.consumer_group, error.str())
+
+    def _probe(self, consumer: Any) -> None:
+        try:
+            consumer.list_topics(self.s.topics[0], timeout=1.0)
+        except KafkaException:
+            return
+        self.hand.mark_ready()
+
+    def close_quietly(self, consumer: Any) -> None:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            self.log.warning("%s: close failed: %s", self.s.consumer_group, exc)
+
+    @property
+    def closing(self) -> bool:
+        return self.hand.state is ConsumerState.CLOSING
+
+
+
+
+def _committed(c: AdapterCounters, n: int) -> None:
+    c.commits += n
+
+
+def _commit_failed(c: AdapterCounters, n: int) -> None:
+    c.commit_failures += n
+
+

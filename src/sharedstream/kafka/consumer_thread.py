@@ -1,0 +1,253 @@
+"""The consumer thread: owns the ``Consumer``, reads batches, applies pauses, commits.
+
+It keeps no per-message state. Each turn it runs what the loop asked (fetch requests,
+the group's pause, through the :class:`HandOff`), reads one batch unless backpressure
+holds it back (:class:`~sharedstream.core.backpressure.Backpressure` decides), wraps the
+batch and posts it to the loop in one hop, polls the dead-letter sender (its reports
+run here), sends the commit tick every ``commit_interval`` (the :class:`CommitDriver`
+says what), probes a broker that erred, and runs the topic-identity watch. The
+rebalance callbacks (kafka/rebalance.py, the base class) run on this thread too,
+inside ``consume()`` or ``close()``.
+
+Failure windows: see kafka/consumer.py (the adapter's docstring lists them all).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+from sharedstream.core.backpressure import PauseReason
+from sharedstream.core.contract import LaneRewound, LanesEnded, LanesStarted, Records
+from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.ledger import Key
+from sharedstream.core.message import KafkaMessage
+from sharedstream.kafka.connections import producer_config
+from sharedstream.kafka.handoff import StreamNotOpenError
+from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
+from sharedstream.kafka.payload import KafkaPayload, build_payload
+from sharedstream.kafka.rebalance import Rebalancing
+from sharedstream.kafka.stats import STATS_INTERVAL_MS, partition_stats
+from sharedstream.kafka.topic_watch import Changes
+
+PROBE_INTERVAL_S = 5.0
+METADATA_REFRESH_MS = 5000
+
+
+class ConsumerThread(Rebalancing):
+    """The thread's loop (see module docstring)."""
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self) -> None:
+        s, hand = self.s, self.hand
+        consumer: Any = None
+        try:
+            consumer = s.consumer_factory(self._consumer_config())
+            consumer.subscribe(list(s.read_topics),
+                               on_assign=self.on_assign, on_revoke=self.on_revoke,
+                               on_lost=self.on_lost)
+            hand.started()
+            last_commit = last_probe = time.monotonic()
+            self.watch.start(last_commit)
+            while hand.live:
+                hand.run_commands(consumer)
+                self._apply_fetches(consumer)
+                records = None if self._hold_back(consumer) else consume_batch(
+                    consumer, s.batch_size, s.consume_timeout)
+                if self.sender is not None:
+                    self.sender.poll()
+                if records:
+                    self._hand_over(records)
+                now = time.monotonic()
+                if now - last_commit >= s.commit_interval:
+                    last_commit = now
+                    self.commit(consumer, synchronous=False)
+                if not hand.ready and now - last_probe >= PROBE_INTERVAL_S:
+                    last_probe = now
+                    self._probe(consumer)
+                if hand.take_id_check():
+                    self.watch.check_now()
+                changed, dlq_change = self.watch.poll(now, self.sender)
+                if changed or dlq_change is not None:
+                    self._recreated(consumer, changed, dlq_change)
+            self.watch.stop()
+            self.shutdown(consumer)
+            hand.closed()
+        except BaseException as exc:
+            self.log.exception("%s: consumer thread failed", s.consumer_group)
+            hand.fail(exc)
+            if consumer is not None:
+                self.close_quietly(consumer)
+        finally:
+            if self.sender is not None:
+                self.sender.close(s.revoke_timeout)
+            hand.fail_commands(StreamNotOpenError("the consumer is closed"))
+
+    def _consumer_config(self) -> dict[str, Any]:
+        cfg = dict(self.s.config)
+        cfg["group.id"] = self.s.consumer_group
+        cfg["enable.partition.eof"] = False
+        cfg.setdefault("logger", LIBRDKAFKA_LOGGER)
+        cfg["error_cb"] = self._on_error
+        cfg["on_commit"] = self._on_commit
+        cfg.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)
+        cfg.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
+        if cfg["statistics.interval.ms"]:
+            cfg["stats_cb"] = lambda text: self.hand.set_stats(partition_stats(text))
+        if str(cfg.get("group.protocol", "classic")).lower() != "consumer":
+            cfg.setdefault("partition.assignment.strategy", "cooperative-sticky")
+        return cfg
+
+    def _hand_over(self, records: list[Any]) -> None:
+        """Wrap a consumed batch; one hop to the loop for the whole batch.
+
+        Runs once per record: lookups are hoisted and a run of records of one partition
+        (the usual shape of a batch) reuses its generation.
+        """
+        out: list[tuple[KafkaMessage, KafkaPayload]] = []
+        owned, topic_ids = self.owned, self.watch.ids
+        replay_topic, topics = self.s.replay_topic, self.s.topics
+        key: Key | None = None
+        generation = -1
+        watched: tuple[str, ...] = ()
+        for record in records:
+            error = record.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                self.hand.note_error(f"consume error: {error.str()}")
+                continue
+            topic, partition = record.topic(), record.partition()
+            if key is None or key[1] != partition or key[0] != topic:
+                key = (topic, partition)
+                generation = owned.get(key, -1)
+                watched = topics if topic == replay_topic else ()
+            if generation < 0:
+                continue  # not owned in this generation (raced a revocation)
+            payload = build_payload(record, topic, partition, record.offset(),
+                                    topic_ids.get(topic, ""), generation, watched)
+            out.append((payload.message, payload))
+        if out:
+            self.hand.post_batch(Records(out))
+
+    # -- backpressure: the policy decides, this applies --------------------------------
+
+    def _hold_back(self, consumer: Any) -> bool:
+        """True when this turn must not call ``consume()`` (core/backpressure.py): it waits
+        for room instead, bounded by the consume timeout so commits keep running."""
+        group_paused, queued = self.hand.pressure()
+        hold, want = self.bp.decide(group_paused, queued, time.monotonic())
+        if (want is None) != (self.bp.assignment is None):
+            self.set_paused(consumer, want)
+        elif want is not self.bp.assignment:
+            self.bp.applied(want)
+            self.publish_paused()
+        elif self.bp.holding != self._holding:
+            self.publish_paused()
+        if not hold:
+            return False
+        room = self.hand.room
+        room.clear()
+        # Asked again after clear(): room made in between is never missed.
+        if self.bp.pressure(*self.hand.pressure()) is not None:
+            room.wait(self.s.consume_timeout)
+        return True
+
+    def _apply_fetches(self, consumer: Any) -> None:
+        """Pause the partitions whose ledgers reached their bound; seek back and resume
+        the ones whose bound lifted.
+
+        Pausing drops what librdkafka prefetched; what was consumed past the bound before
+        the pause landed was discarded by the ledger, so resuming seeks back to its
+        ``resume_at`` first (a plain resume would skip them). A seek refused now is tried
+        again next turn: resuming without it would lose those records.
+        """
+        requests = self.hand.take_fetches()
+        if not requests:
+            return
+        for key, request in requests.items():
+            generation, seek_to, reason = request
+            if self.owned.get(key) != generation:
+                continue  # revoked, lost or restarted since the loop asked
+            tp = TopicPartition(key[0], key[1])
+            if seek_to is None:
+                consumer.pause([tp])
+                self.bp.bound(key, reason or PauseReason.PARTITION_BOUND)
+                continue
+            try:
+                consumer.seek(TopicPartition(key[0], key[1], seek_to))
+            except KafkaException as exc:
+                self.log.warning("%s: %s[%d]: seek to %d before resuming failed (retrying): %s",
+                                 self.s.consumer_group, key[0], key[1], seek_to, exc)
+                self.hand.retry_fetch(key, request)
+                continue
+            self.bp.unbound(key)
+            if self.bp.assignment is None:
+                consumer.resume([tp])
+            self.hand.post(LaneRewound(key, generation))
+        self.publish_paused()
+
+    # -- topic identity ----------------------------------------------------------------
+
+    def _recreated(self, consumer: Any, changed: Changes,
+                   dlq_change: tuple[str, str] | None) -> None:
+        """A recreated dead-letter topic gets a fresh producer and the records it may have
+        lost; a recreated watched topic's partitions start again at their first offset,
+        as a new generation (the loop forgets the old ones' messages, never committed)."""
+        group = self.s.consumer_group
+        if dlq_change is not None and self.sender is not None:
+            self.hand.count(_topic_recreated)
+            again = self.sender.reincarnate(
+                self.s.dlq_producer_factory(producer_config(self.s.config)),
+                self.s.revoke_timeout)
+            self.log.warning("%s: dead-letter topic %s was deleted and recreated (topic id %s "
+                             "-> %s): %d records acknowledged since the last check sent again",
+                             group, self.sender.topic, *dlq_change, again)
+        if not changed:
+            return
+        self.generation += 1
+        restart = sorted(key for key in self.owned if key[0] in changed)
+        for key in restart:
+            self.owned[key] = self.generation
+            self.commits.forget(key)
+        for topic, (old, new) in sorted(changed.items()):
+            self.hand.count(_topic_recreated)
+            self.log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
+                             "continuing from its first offset as a new stream", group,
+                             topic, old, new)
+        if not restart:
+            return
+        self.hand.post(LanesEnded(frozenset(restart)))
+        self.hand.post(LanesStarted(self.generation,
+                                    tuple((t, p, None, frozenset()) for t, p in restart)))
+        for topic, partition in restart:
+            consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+        bounded = [TopicPartition(t, p) for t, p in restart if (t, p) in self.bp.bounded]
+        for key in restart:
+            self.bp.unbound(key)
+        if bounded and self.bp.assignment is None:
+            consumer.resume(bounded)
+        self.publish_paused()
+
+def consume_batch(consumer: Any, size: int, timeout: float) -> list[Any]:
+    """What is fetched already, up to ``size``; else wait for the first record.
+
+    ``consume(n, timeout)`` returns only when it has ``n`` records or the timeout passed,
+    so at a low rate every record would wait for the timeout. Taking what is there
+    without waiting, and otherwise waiting for one record and then taking what came with
+    it, keeps full batches under load and hands a lone record over as soon as it arrives.
+    """
+    records: list[Any] = consumer.consume(num_messages=size, timeout=0)
+    if records:
+        return records
+    records = consumer.consume(num_messages=1, timeout=timeout)
+    if records and size > 1:
+        records += consumer.consume(num_messages=size - 1, timeout=0)
+    return records
+
+
+def _topic_recreated(c: AdapterCounters, n: int) -> None:
+    c.topics_recreated += n

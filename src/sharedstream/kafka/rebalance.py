@@ -1,0 +1,207 @@
+"""The rebalance callbacks and the close, on the consumer thread (inside ``consume()``
+or ``close()``).
+
+* Assign: the partitions start from their committed offset and the terminal offsets
+  remembered above it (commit metadata); the committed offsets are the one round trip
+  left in here. The topic-identity watch runs at once after.
+* Revoke: the watchers first finish what they were handed of the revoked partitions
+  (at most ``revoke_timeout / 2``; held messages are not waited for: what is still open
+  then is handed out again by the next owner), pending dead-letter reports are awaited
+  (``revoke_timeout``), the loop is asked to publish its targets (bounded wait: a loop
+  that does not answer costs re-reading what resolved in the last commit interval), and
+  the revoked partitions' targets the broker has not confirmed are committed
+  synchronously before the partitions go, even when an asynchronous commit of them is
+  still in flight. A refusal the member cannot outlive inside the callback (the group
+  moved to a generation it has not joined yet) is a warning and counts in
+  ``revoke_commit_failures``: the next owner hands out again what resolved since the
+  last confirmed commit. Outcomes arriving later belong to an old generation and are
+  dropped.
+* Lost: another member may own the partitions already: commit nothing.
+* Close: the final commit is confirmed before the member leaves, serving a rebalance
+  that overtakes it, within ``revoke_timeout``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, KafkaException, TopicPartition
+
+from sharedstream.core.backoff import Backoff
+from sharedstream.core.backpressure import PauseReason
+from sharedstream.core.contract import LanesEnded, LanesStarted
+from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.ledger import Key
+from sharedstream.kafka.consumer_core import REBALANCE_ERRORS, ConsumerCore
+from sharedstream.kafka.progress import decode_progress
+
+# First pause before a revocation's commit is sent again after another kind of failure.
+REVOKE_RETRY_S = 0.1
+
+
+class Rebalancing(ConsumerCore):
+    """The callbacks ``subscribe()`` is given, and the clean close."""
+
+    def on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Start the partitions from their committed offset and remembered progress (no
+        seek in here): the remembered offsets must be known before the first record is
+        admitted, or a message handled before would be handed out again."""
+        self.watch.check_now()
+        committed = self._committed(consumer, partitions)
+        self.generation += 1
+        start: list[TopicPartition] = []
+        starts: list[tuple[str, int, int | None, frozenset[int]]] = []
+        replay_topic = self.s.replay_topic
+        for tp in committed:
+            base = tp.offset if tp.offset >= 0 else None
+            remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
+            key = (tp.topic, tp.partition)
+            self.owned[key] = self.generation
+            self.commits.forget(key)
+            self.bp.unbound(key)
+            starts.append((tp.topic, tp.partition, base, frozenset(remembered)))
+            # A replay topic never committed starts at its beginning whatever
+            # auto.offset.reset says: "latest" would skip replays made before this start.
+            reset = OFFSET_BEGINNING if tp.topic == replay_topic else OFFSET_INVALID
+            start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
+        self.hand.post(LanesStarted(self.generation, tuple(starts)))
+        if self.s.incremental:
+            consumer.incremental_assign(start)
+        else:
+            consumer.assign(start)
+        if self.bp.assignment is not None:
+            consumer.pause(start)
+        self.publish_paused()
+        self.log.info("%s: assigned %s", self.s.consumer_group, _names(start))
+
+    def _committed(self, consumer: Any, partitions: list[TopicPartition]
+                   ) -> list[TopicPartition]:
+        """Committed offsets with metadata; on failure the stored offset, forgetful."""
+        try:
+            result: list[TopicPartition] = consumer.committed(
+                partitions, timeout=self.s.revoke_timeout)
+            return result
+        except KafkaException as exc:
+            self.log.warning("%s: committed offsets unavailable: %s", self.s.consumer_group,
+                             exc)
+            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
+
+    def on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Let the watchers finish (bounded), deliver pending dead letters, commit the
+        revoked resolved prefix, drop the partitions."""
+        self.hand.revoking()
+        try:
+            revoked = frozenset((tp.topic, tp.partition) for tp in partitions)
+            timeout = self.s.revoke_timeout
+            until = time.monotonic() + timeout / 2
+            if revoked and not self.hand.call_on_loop(
+                    lambda done: self._settle(revoked, until, done), timeout):
+                self.log.warning("%s: the event loop did not settle within %.1fs",
+                                 self.s.consumer_group, timeout)
+            if self.sender is not None and self.sender.flush(timeout):
+                self.log.warning("%s: dead letters still undelivered at revoke",
+                                 self.s.consumer_group)
+            self._sync_with_loop()
+            self._commit_revoked(consumer, revoked)
+            self._drop(partitions)
+        finally:
+            self.hand.revoked()
+        self.log.info("%s: revoked %s", self.s.consumer_group, _names(partitions))
+
+    def _sync_with_loop(self) -> None:
+        """Let the loop take what happened so far and publish it. Dead-letter reports
+        delivered just before (``flush``) reach the loop first (one FIFO of callbacks),
+        so what they made terminal is in the published targets."""
+        timeout = self.s.revoke_timeout
+        if not self.hand.call_on_loop(self._publish_now, timeout):
+            self.log.warning("%s: the event loop did not publish within %.1fs; committing "
+                             "what it published before", self.s.consumer_group, timeout)
+
+    def _commit_revoked(self, consumer: Any, revoked: frozenset[Key]) -> None:
+        """Have the broker confirm the revoked partitions' targets before they go.
+
+        A failure is retried with backoff within ``revoke_timeout``, except one saying a
+        rebalance overtook the request: inside this callback the member cannot join the
+        new generation, so sending again would be refused again.
+        """
+        timeout = self.s.revoke_timeout
+        deadline = time.monotonic() + timeout
+        backoff = Backoff(REVOKE_RETRY_S, timeout)
+        error = ""
+        while True:
+            try:
+                self.commit(consumer, synchronous=True, only=revoked)
+                break
+            except KafkaException as exc:
+                error = exc.args[0].str()
+                delay = backoff.next()
+                if exc.args[0].code() in REBALANCE_ERRORS or time.monotonic() + delay > deadline:
+                    break
+            time.sleep(delay)
+        unconfirmed = self.commits.unconfirmed(revoked)
+        if unconfirmed:
+            self.hand.count(_revoke_failed, len(unconfirmed))
+            self.log.warning(
+                "%s: commit at revoke failed for %s (%s): their next owner hands out again "
+                "what they resolved since their last confirmed commit", self.s.consumer_group,
+                ", ".join(f"{t}[{p}]" for t, p in unconfirmed), error or "not confirmed")
+
+    def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Another member may own these already: commit nothing, forget everything."""
+        self._drop(partitions)
+        self.log.warning("%s: lost %s", self.s.consumer_group, _names(partitions))
+
+    def _drop(self, partitions: list[TopicPartition]) -> None:
+        """Forget the partitions here and have the loop end them (the group forgets
+        their messages too)."""
+        dropped = frozenset(key for tp in partitions
+                            if self.owned.pop(key := (tp.topic, tp.partition), None)
+                            is not None)
+        for key in dropped:
+            self.commits.forget(key)
+            self.bp.unbound(key)
+        if dropped:
+            self.hand.post(LanesEnded(dropped))
+            self.publish_paused()
+
+    def shutdown(self, consumer: Any) -> None:
+        """Clean close: dead letters, final commit, leave the group."""
+        if self.sender is not None:
+            self.sender.flush(self.s.revoke_timeout)
+        self._sync_with_loop()
+        self._final_commit(consumer)
+        self.close_quietly(consumer)
+
+    def _final_commit(self, consumer: Any) -> None:
+        """Commit the resolved prefix of every owned partition, through a rebalance.
+
+        A member stopping while another joins or leaves (routine when scaling) sees its
+        final commit refused with the old generation. Giving up there would hand the next
+        owner messages every watcher already handled (guarantee 7) and send their dead
+        letters again. Instead the consumer, paused so it fetches nothing more, serves the
+        rebalance (the revoke callback commits what moves away) and the commit is retried
+        with the new generation, within ``revoke_timeout``.
+        """
+        deadline = time.monotonic() + self.s.revoke_timeout
+        while True:
+            try:
+                self.commit(consumer, synchronous=True)
+                return
+            except KafkaException as exc:
+                remaining = deadline - time.monotonic()
+                if exc.args[0].code() not in REBALANCE_ERRORS or remaining <= 0:
+                    self.log.warning("%s: final commit failed: %s", self.s.consumer_group, exc)
+                    return
+            self.set_paused(consumer, PauseReason.CLOSING)
+            # Nothing fetched now would be handled: the next owner reads it again.
+            consumer.consume(num_messages=self.s.batch_size,
+                             timeout=min(self.s.consume_timeout, remaining))
+
+
+def _revoke_failed(c: AdapterCounters, n: int) -> None:
+    c.revoke_commit_failures += n
+
+
+def _names(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "nothing"

@@ -1,0 +1,40 @@
+"""What ``/status`` and ``/metrics`` read of a running triggerer: a small Protocol.
+
+``status.py`` and ``metrics.py`` take this, not ``process.Triggerer``, so neither imports
+the process module (which builds both): the three are no import circle. ``Triggerer``
+satisfies it as it is; a test can hand in anything with these parts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from sharedstream.core.manager import SharedStreamManager
+    from sharedstream.delivery.service import DeliveryService
+    from sharedstream.triggerer.heartbeat import Heartbeat
+    from sharedstream.triggerer.loopwatch import LoopWatchdog
+    from sharedstream.triggerer.persistence import DatabaseWorkSink
+    from sharedstream.triggerer.plan import Plan
+
+
+class TriggererView(Protocol):
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def manager(self) -> SharedStreamManager: ...
+
+    @property
+    def sink(self) -> DatabaseWorkSink: ...
+
+    @property
+    def delivery(self) -> DeliveryService | None: ...
+
+    @property
+    def heartbeat(self) -> Heartbeat | None: ...
+
+    @property
+    def watchdog(self) -> LoopWatchdog | None: ...
+
+    def readiness(self) -> list[str]: ...
