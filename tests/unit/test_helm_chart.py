@@ -1,8 +1,7 @@
 """The Helm chart's configuration is the one sharedstream reads (issue 31).
 
 Each values file of deploy/helm/sharedstream/ci is rendered by the real helm (built from
-its Go module by ``scripts/helmcheck --tools``, which waits for a build under way rather
-than starting another). Every ``SHAREDSTREAM_*`` variable of every container must be
+its Go module: tests/helm_render.py). Every ``SHAREDSTREAM_*`` variable of every container must be
 spelled as the configuration reference (docs/configuration.md, generated from the
 settings classes) spells it, and the rendered sharedstream.toml with that environment
 must load through the triggerer's own config loader: a renamed or removed option, or
@@ -21,36 +20,13 @@ from typing import Any
 import pytest
 import yaml
 
+from helm_render import CHART, ROOT, config_map, containers, helm, render
 from sharedstream.kafka.connections import resolve_connection
 from sharedstream.triggerer.config import load_config
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "deploy/helm/sharedstream"
 VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 # The placeholders of the reference's variable names, as a name part of a real one.
 _PLACEHOLDER = re.compile(r"<[A-Z]+>")
-
-
-@cache
-def _helm() -> str:
-    tools = subprocess.run([str(ROOT / "scripts/helmcheck"), "--tools"], capture_output=True,
-                           text=True, timeout=1200, check=False)
-    assert tools.returncode == 0, f"scripts/helmcheck --tools failed:\n{tools.stderr}"
-    found = dict(line.split("=", 1) for line in tools.stdout.split())
-    return found["helm"]
-
-
-def _render(values: Path) -> list[dict[str, Any]]:
-    rendered = subprocess.run([_helm(), "template", "sharedstream", str(CHART), "-f",
-                               str(values)], capture_output=True, text=True, timeout=60,
-                              check=False)
-    assert rendered.returncode == 0, rendered.stderr
-    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
-
-
-def _containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [container for doc in docs if doc["kind"] == "Deployment"
-            for container in doc["spec"]["template"]["spec"]["containers"]]
 
 
 @cache
@@ -70,12 +46,11 @@ def _reference_names() -> list[re.Pattern[str]]:
 @pytest.mark.parametrize("values", VALUES, ids=lambda path: path.name)
 def test_every_variable_is_an_option_of_the_reference_and_loads(values: Path,
                                                                 tmp_path: Path) -> None:
-    docs = _render(values)
-    toml = next(doc for doc in docs if doc["kind"] == "ConfigMap"
-                and doc["metadata"]["name"].endswith("-config"))["data"]["sharedstream.toml"]
+    docs = render(values)
+    toml = config_map(docs, "-config")["sharedstream.toml"]
     config_file = tmp_path / "sharedstream.toml"
     config_file.write_text(toml, encoding="utf-8")
-    for container in _containers(docs):
+    for container in containers(docs):
         env: dict[str, str] = {}
         for variable in container["env"]:
             name = variable["name"]
@@ -111,7 +86,7 @@ def _check_secret_keys(values: Path, connections: Mapping[str, Mapping[str, Any]
 
 
 def test_the_pods_outlast_the_shutdown_bound_and_write_only_their_volumes() -> None:
-    docs = _render(CHART / "ci/scaled-values.yaml")  # shutdown_timeout = 50
+    docs = render(CHART / "ci/scaled-values.yaml")  # shutdown_timeout = 50
     [deployment] = [doc for doc in docs if doc["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
     assert deployment["spec"]["replicas"] == 3
@@ -136,16 +111,16 @@ def test_the_pods_outlast_the_shutdown_bound_and_write_only_their_volumes() -> N
 
 
 def test_a_separate_deliverer_takes_delivery_off_the_triggerer() -> None:
-    containers = {c["name"]: c for c in _containers(_render(CHART / "ci/deliverer-values.yaml"))}
-    assert "--no-delivery" in containers["triggerer"]["args"]
-    assert containers["deliverer"]["args"][0] == "deliver"
+    by_name = {c["name"]: c for c in containers(render(CHART / "ci/deliverer-values.yaml"))}
+    assert "--no-delivery" in by_name["triggerer"]["args"]
+    assert by_name["deliverer"]["args"][0] == "deliver"
 
 
 def test_a_console_without_a_token_is_refused_with_one_error_line(tmp_path: Path) -> None:
     values = tmp_path / "values.yaml"
     values.write_text("console: {enabled: true}\nconfig: {database: {url: 'postgresql://db/s'}}\n",
                       encoding="utf-8")
-    rendered = subprocess.run([_helm(), "template", "sharedstream", str(CHART), "-f",
+    rendered = subprocess.run([helm(), "template", "sharedstream", str(CHART), "-f",
                                str(values)], capture_output=True, text=True, timeout=60,
                               check=False)
     assert rendered.returncode != 0
