@@ -9,10 +9,11 @@ loop and never queues behind another component's thread.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sharedstream.statestore.backend import StateEntry
 from sharedstream.statestore.comparison import compare, is_forward
+from sharedstream.statestore.handle import StoreHandle
 from sharedstream.statestore.retention import resolve_expiry
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.staging import (
@@ -25,14 +26,11 @@ from sharedstream.statestore.staging import (
 from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
 
-if TYPE_CHECKING:
-    from sharedstream.statestore.store import StateStore
-
 
 class TaskState:
     """Task state of one ``TaskScope`` (its map index is its own namespace)."""
 
-    def __init__(self, store: StateStore, scope: TaskScope, uow: UnitOfWork | None = None):
+    def __init__(self, store: StoreHandle, scope: TaskScope, uow: UnitOfWork | None = None):
         self._store = store
         self.scope = scope
         self.uow = uow
@@ -124,7 +122,7 @@ class AssetState:
 
     def __init__(
         self,
-        store: StateStore,
+        store: StoreHandle,
         scope: AssetScope,
         writer: Writer,
         uow: UnitOfWork | None = None,

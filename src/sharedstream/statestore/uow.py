@@ -26,14 +26,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Connection
 
+from sharedstream.statestore.handle import StoreHandle
 from sharedstream.statestore.staging import StagedWrites
-
-if TYPE_CHECKING:
-    from sharedstream.statestore.store import StateStore
 
 Step = Callable[[Connection], None]
 
@@ -45,7 +42,7 @@ class UnitOfWork:
     transactions concurrently: apply, then ``committed()`` or ``discard()``, then reuse.
     """
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StoreHandle) -> None:
         self._store = store
         self.lock = threading.RLock()
         self.staged = StagedWrites()

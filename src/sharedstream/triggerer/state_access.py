@@ -119,7 +119,7 @@ class WatcherStateAccess(AssetState):
             return None  # rejected or given up: its writes go with it
         unit: UnitOfWork | None = window.staged
         if unit is None:
-            unit = window.staged = self._store.unit_of_work()
+            unit = window.staged = UnitOfWork(self._store)
             self._retire()
             self._windows.append(window)
         return unit
