@@ -222,12 +222,15 @@ def build_router(sources: Sources) -> APIRouter:
                            since: Since = None, watcher: Name = None,
                            reason: Annotated[str | None, Query(
                                max_length=250, description="Part of a reason.")] = None,
+                           q: Annotated[str | None, Query(
+                               max_length=250, description="Text in a reason, the key or "
+                                                           "the value (any case).")] = None,
                            limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         """A dead-letter topic's records (newest first, copies of one rejection as one),
         with histograms of reasons and watchers (as ``dlq inspect --stats``)."""
         result: dict[str, Any] = await call(
             sources.dead_letters_sync, topic=topic, since=instant(since, "since"),
-            watcher=watcher, reason=reason, limit=limit, offset=offset)
+            watcher=watcher, reason=reason, text=q or None, limit=limit, offset=offset)
         return result
 
     @router.get("/destinations", response_model=list[schemas.Destination],
