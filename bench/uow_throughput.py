@@ -46,13 +46,13 @@ class Driver:
     def reject(self, reason: str) -> bool:
         return False
 
-    def _window_confirmed(self, window: Window) -> None:
+    def window_confirmed(self, window: Window) -> None:
         self.confirmed += 1
 
-    def _window_failed(self, window: Window, exc: BaseException) -> None:
+    def window_failed(self, window: Window, exc: BaseException) -> None:
         raise AssertionError(exc)
 
-    def _window_rejected(self, window: Window, reason: str) -> None:
+    def window_rejected(self, window: Window, reason: str) -> None:
         raise AssertionError(reason)
 
 

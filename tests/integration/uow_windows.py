@@ -48,13 +48,13 @@ class WindowDriver:
             self.rejected[window.payload] = reason
         return True
 
-    def _window_confirmed(self, window: Window) -> None:
+    def window_confirmed(self, window: Window) -> None:
         self.confirmed.append(window.payload)
 
-    def _window_failed(self, window: Window, exc: BaseException) -> None:
+    def window_failed(self, window: Window, exc: BaseException) -> None:
         self.failed.append(window.payload)
 
-    def _window_rejected(self, window: Window, reason: str) -> None:
+    def window_rejected(self, window: Window, reason: str) -> None:
         self.rejected[window.payload] = reason
 
     # the test side

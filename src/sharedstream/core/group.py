@@ -15,6 +15,28 @@ Every ``commit_interval`` the group hands the adapter the commit targets of the
 partitions that changed. Held entries count towards ``max_in_flight``: an absent
 watcher lets its siblings run ahead by at most that many messages.
 
+Lifecycle of a group (:class:`GroupState`; any other move raises
+:class:`~sharedstream.core.lifecycle.InvalidState`)::
+
+    GATHERING -> POLLING     the whole cohort subscribed, or the grace period ran out
+    GATHERING -> STOPPING    stop() (the last watcher left, or shutdown)
+    POLLING   -> STOPPING
+    GATHERING -> FAILED      the adapter's stream raised or ended, or it refused a
+    POLLING   -> FAILED      dead letter: every watcher's stream raises GroupFailedError
+    STOPPING  -> CLOSING     the adapter is closing: what resolves now is not settled
+
+CLOSING and FAILED are final (the adapter's close task says when it is closed).
+
+Flow control, while polling (:class:`Flow`)::
+
+    FLOWING -> PAUSED     max_in_flight reached, or every watcher's queue full
+    PAUSED  -> FLOWING    in flight down to half its bound and some queue to half
+    FLOWING -> QUIESCED   quiesce() (shutdown): nothing new is fetched again
+    PAUSED  -> QUIESCED
+
+QUIESCED is final. The group knows its manager only through the ``evict`` callback it
+is built with, so this module does not import the manager's.
+
 Failure windows: if the process dies, nothing beyond the published targets is
 committed, so everything else is read again; what the ledger knew (acks of earlier
 rounds, attempt counts) is lost with the process, and a re-read goes to everyone.
@@ -23,8 +45,9 @@ rounds, attempt counts) is lost with the process, and a re-read goes to everyone
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Coroutine, Hashable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.backoff import jittered
@@ -37,6 +60,7 @@ from sharedstream.core.contract import (
 )
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.lifecycle import check_move
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
@@ -51,7 +75,6 @@ from sharedstream.core.streamconfig import (
 from sharedstream.core.window import Window, WorkSink
 
 if TYPE_CHECKING:
-    from sharedstream.core.manager import SharedStreamManager
     from sharedstream.core.subscriber import Subscriber
 
 log = logging.getLogger(__name__)
@@ -66,33 +89,68 @@ class ProducerStreamEnded(RuntimeError):
     """``open_stream()`` returned: a producer must stream for the group's whole life."""
 
 
-class Group:
-    """Runtime state of one ``shared_stream_key``. Internal to the manager."""
+class GroupState(enum.Enum):
+    """Where a group is in its lifecycle (the module docstring lists the moves)."""
 
-    def __init__(self, manager: SharedStreamManager, key: Hashable, cohort: frozenset[str],
-                 producer: SharedStreamProducer[Any],
-                 founder: tuple[str, Subscriber]) -> None:
-        self.manager = manager
+    GATHERING = "gathering"
+    POLLING = "polling"
+    STOPPING = "stopping"
+    CLOSING = "closing"
+    FAILED = "failed"
+
+
+class Flow(enum.Enum):
+    """Whether a polling group fetches (the module docstring lists the moves)."""
+
+    FLOWING = "flowing"
+    PAUSED = "paused"
+    QUIESCED = "quiesced"
+
+
+GATHERING, POLLING, STOPPING = GroupState.GATHERING, GroupState.POLLING, GroupState.STOPPING
+CLOSING, FAILED = GroupState.CLOSING, GroupState.FAILED
+FLOWING, PAUSED, QUIESCED = Flow.FLOWING, Flow.PAUSED, Flow.QUIESCED
+_NONE: frozenset[Any] = frozenset()
+MOVES: dict[GroupState, frozenset[GroupState]] = {
+    GATHERING: frozenset({POLLING, STOPPING, FAILED}), POLLING: frozenset({STOPPING, FAILED}),
+    STOPPING: frozenset({CLOSING}), CLOSING: _NONE, FAILED: _NONE}
+FLOW_MOVES: dict[Flow, frozenset[Flow]] = {
+    FLOWING: frozenset({PAUSED, QUIESCED}), PAUSED: frozenset({FLOWING, QUIESCED}),
+    QUIESCED: _NONE}
+
+
+class Group:
+    """Runtime state of one ``shared_stream_key``. Internal to the manager.
+
+    ``evict`` is the manager's: called once when the group fails, so a later
+    subscribe builds a fresh group.
+    """
+
+    def __init__(self, key: Hashable, cohort: frozenset[str],
+                 producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
+                 settings: ManagerSettings, clock: Clock, sink: WorkSink,
+                 evict: Callable[[Group], None]) -> None:
         self.key = key
         self.cohort = cohort
         self.producer = producer
         # The first subscriber: later ones must agree with its shared_stream_arguments().
         self.founder = founder
-        self.settings: ManagerSettings = manager.settings
+        self.settings = settings
         # A paused group resumes once every queue is at or below this mark.
-        self.low_queue = self.settings.subscriber_queue_size // 2
-        self.clock: Clock = manager.clock
-        self.sink: WorkSink = manager.sink
+        self.low_queue = settings.subscriber_queue_size // 2
+        self.clock = clock
+        self.sink = sink
+        self._evict = evict
         self.streams: dict[str, SharedStream] = {}
         self.ledger = Ledger(f"group {key!r}", producer.request_fetch, producer.record_skipped)
         self.ledger.set_bounds(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
         # Entries pending or held: what the group-wide in-flight bound counts.
         self.in_flight = 0
+        self.state = GATHERING
+        self.flow = FLOWING
+        # ``flow is not FLOWING``, kept by _set_flow: each stream reads it per hand-out.
         self.paused = False
-        self.quiesced = False
-        self.polling = False
-        self.stopping = False
-        self.failure: BaseException | None = None
+        self.failure: BaseException | None = None  # why it failed (state FAILED)
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
         self.counters = GroupCounters()
@@ -107,6 +165,13 @@ class Group:
             self.clock.now() + self.settings.cohort_grace_period, self._grace_expired)
         self._closed_producer: asyncio.Task[None] | None = None
 
+    def _set_state(self, state: GroupState) -> None:
+        self.state = check_move(f"group {self.key!r}", MOVES, self.state, state)
+
+    def _set_flow(self, flow: Flow) -> None:
+        self.flow = check_move(f"flow of group {self.key!r}", FLOW_MOVES, self.flow, flow)
+        self.paused = flow is not FLOWING
+
     # -- membership ----------------------------------------------------------------
 
     def add(self, name: str) -> SharedStream:
@@ -116,14 +181,14 @@ class Group:
         stream = SharedStream(self, name, now)
         self.streams[name] = stream
         self._membership_changed()
-        if not self.polling and len(self.streams) == len(self.cohort):
+        if self.state is GATHERING and len(self.streams) == len(self.cohort):
             self._start_polling()
         return stream
 
     def remove(self, name: str, fail_pending: bool) -> None:
         stream = self.streams.pop(name)
         self._membership_changed()
-        stream._detach(fail_pending)
+        stream.detach(fail_pending)
 
     def _membership_changed(self) -> None:
         self._present = list(self.streams.values())
@@ -132,13 +197,13 @@ class Group:
 
     def _grace_expired(self) -> None:
         self._grace = None
-        if not self.polling and not self.stopping and self.failure is None:
+        if self.state is GATHERING:
             log.warning("group %r: starting without %s after the grace period (held for them)",
                         self.key, sorted(self.cohort - self.streams.keys()))
             self._start_polling()
 
     def _start_polling(self) -> None:
-        self.polling = True
+        self._set_state(POLLING)
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
@@ -189,7 +254,7 @@ class Group:
             if targets is None:
                 entry.targets = entry.round_targets = cohort
                 for stream in present:
-                    stream._queue.append(entry)
+                    stream.offer(entry)
                 entry.pending = n_present
                 if absent is not None:
                     entry.failed = dict(absent)
@@ -199,8 +264,7 @@ class Group:
                 entry.targets = targets
                 self._deliver(entry, targets)
         for stream in present:
-            if stream._waiter is not None:
-                stream._wake()
+            stream.wake()
         self._check_pause()
 
     def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
@@ -219,7 +283,7 @@ class Group:
         present = self._present
         if len(present) < 2:
             return present, None
-        lengths = [len(s._queue) for s in present]
+        lengths = [s.queued for s in present]
         bound = self.settings.subscriber_queue_size + min(lengths)
         if max(lengths) < bound:
             return present, None
@@ -234,7 +298,7 @@ class Group:
         for name in targets:
             stream = self.streams.get(name)
             if stream is not None:
-                stream._queue.append(entry)
+                stream.offer(entry)
                 pending += 1
             elif name in self.cohort:
                 if entry.failed is None:
@@ -252,7 +316,7 @@ class Group:
 
     def _redeliver(self, entry: Entry) -> None:
         """A held entry's retry time came: hand it to the watchers that still owe it."""
-        if self.failure is not None or self.stopping or not self.ledger.release(entry):
+        if self.state is not POLLING or not self.ledger.release(entry):
             return
         entry.rounds += 1
         self.counters.redelivered += 1
@@ -264,8 +328,8 @@ class Group:
         self._deliver(entry, owed)
         for name in owed:
             stream = self.streams.get(name)
-            if stream is not None and stream._waiter is not None:
-                stream._wake()
+            if stream is not None:
+                stream.wake()
 
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
@@ -280,26 +344,29 @@ class Group:
             return
         limit = self.settings.subscriber_queue_size
         if self.in_flight >= self.settings.max_in_flight or (self._present and all(
-                len(s._queue) >= limit for s in self._present)):
-            self.paused = True
+                s.queued >= limit for s in self._present)):
+            self._set_flow(PAUSED)
             self.producer.pause()
 
     def quiesce(self) -> None:
-        """Fetch nothing new from now on (shutdown); what is in flight still resolves."""
-        self.quiesced = True
-        if not self.paused:
-            self.paused = True
+        """Fetch nothing new from now on (shutdown); what is in flight still resolves.
+        Idempotent."""
+        flow = self.flow
+        if flow is QUIESCED:
+            return
+        self._set_flow(QUIESCED)
+        if flow is FLOWING:
             self.producer.pause()
 
     def maybe_resume(self) -> None:
         """Resume once in-flight fell to half its bound and some queue to half of its own
         (a watcher that stays full is not waited for: new messages are held for it)."""
-        if not self.paused or self.failure is not None or self.stopping or self.quiesced:
+        if self.flow is not PAUSED or self.state is not POLLING:
             return
         low_queue = self.low_queue
         if self.in_flight <= self.settings.max_in_flight // 2 and (not self._present or any(
-                len(s._queue) <= low_queue for s in self._present)):
-            self.paused = False
+                s.queued <= low_queue for s in self._present)):
+            self._set_flow(FLOWING)
             self.producer.resume()
 
     # -- resolution ------------------------------------------------------------------------
@@ -345,7 +412,8 @@ class Group:
         Not once the adapter is closing: what resolves then stays uncommitted and is
         read again by the next consumer.
         """
-        if self._closed_producer is not None:
+        state = self.state
+        if state is CLOSING or state is FAILED:
             return
         failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
         counters = self.counters
@@ -393,7 +461,7 @@ class Group:
 
     def _hold(self, entry: Entry) -> None:
         """Hand a held entry out again after the backoff of its delivery round."""
-        if self.stopping or self.failure is not None:
+        if self.state is not POLLING:
             return
         delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
         handle: TimerHandle
@@ -440,7 +508,8 @@ class Group:
     # -- commit targets -------------------------------------------------------------------
 
     def _schedule_publish(self) -> None:
-        if self._publish_handle is None and self._closed_producer is None:
+        if self._publish_handle is None and self.state is not CLOSING and (
+                self.state is not FAILED):
             self._publish_handle = asyncio.get_running_loop().call_later(
                 self.producer.commit_interval, self._publish)
 
@@ -472,18 +541,19 @@ class Group:
     # -- ending ---------------------------------------------------------------------------------
 
     def _fail_group(self, exc: BaseException) -> None:
-        if self.failure is not None or self.stopping:
+        if self.state is not POLLING and self.state is not GATHERING:
             return
+        self._set_state(FAILED)
         self.failure = exc
         log.error("group %r failed: %r; failing watchers %s", self.key, exc, sorted(self.streams))
-        self.manager._evict(self)
+        self._evict(self)
         self._cancel_timers()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
         for stream in self._present:
-            stream._fail(exc)
+            stream.group_failed(exc)
         self.in_flight -= self.ledger.end_all()
         self._close_producer()
 
@@ -494,17 +564,17 @@ class Group:
         Unresolved messages are not committed: the broker redelivers them to the next
         consumer. Idempotent.
         """
-        if self.stopping or self.failure is not None:
+        if self.state is not POLLING and self.state is not GATHERING:
             if self._closed_producer is not None:
                 await asyncio.shield(self._closed_producer)
             return
-        self.stopping = True
+        self._set_state(STOPPING)
         self._cancel_timers()
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         for stream in list(self._present):
-            stream._detach(fail_pending=False)
+            stream.detach(fail_pending=False)
         await self._close_producer()
         self.in_flight -= self.ledger.end_all()
 
@@ -522,6 +592,8 @@ class Group:
 
     def _close_producer(self) -> asyncio.Task[None]:
         if self._closed_producer is None:
+            if self.state is STOPPING:
+                self._set_state(CLOSING)
             self._closed_producer = asyncio.get_running_loop().create_task(self._aclose())
         return self._closed_producer
 

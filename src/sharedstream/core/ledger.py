@@ -315,7 +315,7 @@ class Ledger:
 
     def set_bounds(self, max_in_flight: int, max_bytes: int | None = None) -> None:
         if max_in_flight < 1 or (max_bytes is not None and max_bytes < 1):
-            raise ValueError("lane bounds must be at least 1")
+            raise ValueError("partition bounds must be at least 1")
         self.bound = max_in_flight
         self.bytes_bound = max_bytes if max_bytes is not None else 2**62
 

@@ -20,7 +20,7 @@ from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
-from sharedstream.core.group import Group
+from sharedstream.core.group import POLLING, Group
 from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
@@ -52,7 +52,7 @@ class GroupStatus:
 
 
 class SharedStreamManager:
-    """Fans each group's single poll loop out to its cohort and gates advances on acks.
+    """Fans each group's single poll loop out to its cohort and gates commits on acks.
 
     All methods run on one event loop. ``sink`` receives closed windows that have
     events or staged state (the unit of work); see :mod:`sharedstream.core.window`.
@@ -120,7 +120,8 @@ class SharedStreamManager:
                 raise ProducerFactoryError(
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
-            group = self._groups[key] = Group(self, key, cohort, producer, (watcher, trigger))
+            group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
+                                              self.settings, self.clock, self.sink, self._evict)
         else:
             check_shared_stream_group([group.founder, (watcher, trigger)])
         self._membership[watcher] = group
@@ -129,7 +130,7 @@ class SharedStreamManager:
     async def unsubscribe(self, watcher: str) -> None:
         """Leave the group. What the watcher still owed is held for it (counted failed,
         no attempt used) and redelivered when it is back; the last one leaving stops
-        the group (resolved prefixes advanced, the rest abandoned to redelivery)."""
+        the group (what resolved is committed, the rest abandoned to redelivery)."""
         group = self._membership.get(watcher)
         if group is not None:
             await self._leave(group, group.streams[watcher])
@@ -157,7 +158,7 @@ class SharedStreamManager:
                 del self._membership[name]
 
     async def stop_all(self) -> None:
-        """Stop every group: hand resolved prefixes to advance, abandon the rest, close.
+        """Stop every group: commit what resolved, abandon the rest, close.
 
         Watchers' streams end (StopAsyncIteration), so runners return normally.
         """
@@ -174,9 +175,9 @@ class SharedStreamManager:
     def status(self) -> list[GroupStatus]:
         """A snapshot of every running group, for readiness and metrics."""
         return [GroupStatus(key=g.key, producer=g.producer, cohort=g.cohort,
-                            present=frozenset(g.streams), polling=g.polling, paused=g.paused,
-                            in_flight=g.in_flight,
-                            queued=sum(len(s._queue) for s in g.streams.values()),
+                            present=frozenset(g.streams), polling=g.state is POLLING,
+                            paused=g.paused, in_flight=g.in_flight,
+                            queued=sum(s.queued for s in g.streams.values()),
                             counters=g.counters)
                 for g in self._groups.values()]
 
@@ -206,7 +207,7 @@ class SharedStreamManager:
         group fails; leaves the group on the way out (also when cancelled).
         """
         stream = self.subscribe(watcher, trigger)
-        group = stream._group
+        group = self._membership[watcher]
         try:
             await self._drive(stream, trigger)
         finally:
@@ -216,7 +217,7 @@ class SharedStreamManager:
         loop = asyncio.get_running_loop()
         crashes = 0
         while True:
-            progress_mark = stream._seq
+            progress_mark = stream.handed
             task = loop.create_task(_consume(stream, trigger),
                                     name=watcher_task_name(stream.name))
             stuck = False
@@ -226,7 +227,7 @@ class SharedStreamManager:
                 stuck = True
                 task.cancel()
 
-            stream._on_stuck = on_stuck
+            stream.on_stuck = on_stuck
             try:
                 await task
             except GroupFailedError:
@@ -246,16 +247,16 @@ class SharedStreamManager:
                 stream.moved_past()
                 return
             finally:
-                stream._on_stuck = None
-            if stream._closed:
+                stream.on_stuck = None
+            if stream.closed:
                 return
             # Consecutive crashes without progress back off further; progress resets.
-            crashes = 1 if stream._seq - progress_mark > 1 else crashes + 1
+            crashes = 1 if stream.handed - progress_mark > 1 else crashes + 1
             delay = jittered(self.settings.backoff(crashes))
             log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
                         stream.name, delay, why, crashes, extra={"watcher": stream.name})
             await self.clock.sleep(delay)
-            if stream._closed:
+            if stream.closed:
                 return
 
 

@@ -2,7 +2,7 @@
 
 It reads what its caller feeds, in order, and records what the group asks of it
 (commit targets, fetch requests, dead letters, pauses) so a test can look. It models
-no broker: the Kafka adapter's own tests run on ``producer.memory.MemoryBroker``,
+no broker: the Kafka adapter's own tests run on ``kafka.memory.MemoryBroker``,
 which behaves as librdkafka does.
 """
 
@@ -50,7 +50,7 @@ class LocalRecord:
 class MemoryStream(SharedStreamProducer[LocalRecord]):
     """Yields what is fed; records targets, fetch requests, dead letters and pauses.
 
-    A topic's lane starts (generation 0, or one more than its last) the first time
+    A topic's partition starts (generation 0, or one more than its last) the first time
     something of it is fed after it started or ended. What was fed is kept as the
     topic's log: a rewind (a bound lifted) yields it again from the offset asked for,
     as a broker would after a seek. Dead letters are durable on the next loop turn
@@ -80,19 +80,19 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
     def feed(self, *coordinates: tuple[str, int],
              targets: frozenset[str] | None = None) -> list[LocalRecord]:
         """Messages read at ``(topic, offset)``; filters receive ``"topic:offset"``."""
-        records = [LocalRecord(t, o, self._lane_for(t), targets) for t, o in coordinates]
+        records = [LocalRecord(t, o, self._generation_for(t), targets) for t, o in coordinates]
         self.feed_items([(repr(r), r) for r in records])
         return records
 
     def feed_items(self, items: Sequence[tuple[Any, LocalRecord]]) -> None:
         """Messages with the raw value filters receive, as one batch."""
         for item in items:
-            self._lane_for(item[1].topic)
+            self._generation_for(item[1].topic)
             self._log.setdefault(item[1].topic, []).append(item)
         self._items.put_nowait(Records(items))
 
     def end(self, *topics: str) -> None:
-        """The adapter lost these lanes (revoked, lost)."""
+        """The adapter lost these partitions (revoked, lost)."""
         self._open.difference_update(topics)
         self._items.put_nowait(LanesEnded(frozenset((t, 0) for t in topics)))
 
@@ -109,7 +109,7 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
         for done in undelivered:
             done()
 
-    def _lane_for(self, topic: str) -> int:
+    def _generation_for(self, topic: str) -> int:
         if topic not in self._open:
             self._open.add(topic)
             generation = self._generations[topic] = self._generations.get(topic, -1) + 1

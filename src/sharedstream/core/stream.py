@@ -8,7 +8,7 @@ queue is empty, so a busy watcher costs no Task, Future or timer per message.
 
 Fairness: a filter that always finds a message queued would never suspend, so
 its task would hold the loop for as long as its queue lasts: the group's window
-flush, the advances and the other watchers would all wait (with 100 watchers and
+flush, the commit targets and the other watchers would all wait (with 100 watchers and
 10,000 messages in flight that was millions of open units of work and a loop
 stalled for seconds). After ``HANDOUT_RUN`` messages without a suspension the
 stream yields once (``sleep(0)``), which bounds both.
@@ -26,28 +26,41 @@ longer than ``max_attempts x ack_timeout`` dead-lettered every message read mean
 Failure window: a filter stuck in a database call that never returns is never timed
 out; it is held until the driver gives up (connect or pool timeout) and the read's
 retry loop takes over, visible in readiness from its first failure.
+
+Lifecycle of a stream (:class:`StreamState`; any other move raises
+:class:`~sharedstream.core.lifecycle.InvalidState`)::
+
+    ACTIVE -> CLOSED   detach(): the watcher left or the group stopped; iteration ends
+    ACTIVE -> FAILED   group_failed(): iteration raises GroupFailedError
+
+CLOSED and FAILED are final. The stream knows its group only as a
+:class:`StreamOwner` (the methods it calls back), so this module does not import the
+group's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sharedstream.core.ledger import Entry, State
+from sharedstream.core.lifecycle import check_move
 from sharedstream.core.streamconfig import (
     ABSENT,
+    Clock,
     GroupFailedError,
     InfrastructureError,
+    ManagerSettings,
     TimerHandle,
 )
-from sharedstream.core.window import DONE, OPEN, Window, current_stream
+from sharedstream.core.window import OPEN, Window, current_stream
 
 if TYPE_CHECKING:
     from sharedstream.core.event import TriggerEvent
-    from sharedstream.core.group import Group
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +69,70 @@ HANDOUT_RUN = 128
 """Messages handed out in a row before the stream lets the loop run other work."""
 
 
+class StreamState(enum.Enum):
+    """Where a stream is in its lifecycle (the module docstring lists the moves)."""
+
+    ACTIVE = "active"
+    CLOSED = "closed"
+    FAILED = "failed"
+
+
+ACTIVE, CLOSED, FAILED = StreamState.ACTIVE, StreamState.CLOSED, StreamState.FAILED
+MOVES = {ACTIVE: frozenset({CLOSED, FAILED}), CLOSED: frozenset[StreamState](),
+         FAILED: frozenset[StreamState]()}
+
+
+class StreamOwner(Protocol):
+    """What a stream calls back into: its group (the callbacks keep the import one-way)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def settings(self) -> ManagerSettings: ...
+
+    @property
+    def paused(self) -> bool:
+        """True while the group fetches nothing new (read on every hand-out: cheap)."""
+
+    @property
+    def low_queue(self) -> int:
+        """The queue length at or below which a paused group may resume."""
+
+    def ack(self, entry: Entry, watcher: str) -> None: ...
+
+    def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
+
+    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None: ...
+
+    def submit(self, window: Window) -> None: ...
+
+    def maybe_resume(self) -> None: ...
+
+
 class SharedStream:
-    """Async iterator of one watcher's messages (``raw`` as the producer yielded it)."""
+    """Async iterator of one watcher's messages (``raw`` as the producer yielded it).
 
-    __slots__ = ("_closed", "_failure", "_group", "_in_sink", "_now", "_on_stuck", "_open",
-                 "_queue", "_received", "_run", "_seq", "_timer", "_wait_since", "_waiter",
-                 "_waiting", "_waits", "_window", "name")
+    Its group's side of it: :attr:`offer` queues an entry, :attr:`queued` counts the
+    queue, :meth:`wake` wakes a filter waiting for one, :meth:`detach` and
+    :meth:`group_failed` end it. The runner's side: :attr:`handed` (progress),
+    :attr:`on_stuck` (told of an ack timeout) and :attr:`closed`.
+    """
 
-    def __init__(self, group: Group, name: str, now: Callable[[], float]) -> None:
+    __slots__ = ("_failure", "_group", "_in_sink", "_now", "_open", "_queue", "_received",
+                 "_run", "_seq", "_state", "_timer", "_wait_since", "_waiter", "_waiting",
+                 "_waits", "_window", "name", "offer", "on_stuck")
+
+    def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
         self._group = group
         self._now = now
         self._queue: deque[Entry] = deque()
+        self.offer: Callable[[Entry], None] = self._queue.append
+        """Queue an entry for this watcher (the deque's own append: the fan-out's hot path)."""
         self._open: Entry | None = None
         self._window: Window | None = None
         self._received = 0.0
@@ -76,9 +141,11 @@ class SharedStream:
         self._timer: TimerHandle | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
-        self._closed = False
+        self._state = ACTIVE
         self._in_sink: set[Window] = set()
-        self._on_stuck: Callable[[], None] | None = None
+        self.on_stuck: Callable[[], None] | None = None
+        """Called after an ack timeout failed the open message (the runner restarts the
+        filter)."""
         # The window whose filter waits on infrastructure, how many waits, since when.
         self._waiting: Window | None = None
         self._waits = 0
@@ -123,11 +190,12 @@ class SharedStream:
                     if group.paused and (len(queue) == group.low_queue or not queue):
                         group.maybe_resume()
                     return entry.raw
-            if self._failure is not None:
+            state = self._state
+            if state is FAILED:
                 raise GroupFailedError(
                     f"shared-stream group {self._group.key!r} failed: {self._failure!r}"
                 ) from self._failure
-            if self._closed:
+            if state is CLOSED:
                 raise StopAsyncIteration
             waiter = self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -140,6 +208,20 @@ class SharedStream:
     def queued(self) -> int:
         """Messages waiting for this watcher (not yet handed to its filter)."""
         return len(self._queue)
+
+    @property
+    def handed(self) -> int:
+        """Messages handed to the filter so far (the runner's progress mark)."""
+        return self._seq
+
+    @property
+    def state(self) -> StreamState:
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        """True once the stream serves no more messages (detached or its group failed)."""
+        return self._state is not ACTIVE
 
     # -- the open window ---------------------------------------------------------
 
@@ -160,7 +242,7 @@ class SharedStream:
             log.warning("watcher %r yielded %r outside a message window: discarded",
                         self.name, event)
             return False
-        if window._state != OPEN:
+        if window.state is not OPEN:
             return False  # rejected: binds nothing
         window.events.append(event)
         return True
@@ -171,7 +253,7 @@ class SharedStream:
         if window is None:
             return False
         if window.withdraw(reason):
-            self._group.reject(window._entry, self.name, reason)
+            self._group.reject(window.entry, self.name, reason)
         return True
 
     def _close_window(self, window: Window) -> None:
@@ -181,22 +263,24 @@ class SharedStream:
             self._in_sink.add(window)
             self._group.submit(window)
         else:
-            self._group.ack(window._entry, self.name)
+            self._group.ack(window.entry, self.name)
 
-    def _window_confirmed(self, window: Window) -> None:
+    # -- the window's owner (WindowOwner) --------------------------------------------
+
+    def window_confirmed(self, window: Window) -> None:
         self._in_sink.discard(window)
-        self._group.ack(window._entry, self.name)
+        self._group.ack(window.entry, self.name)
 
-    def _window_failed(self, window: Window, exc: BaseException) -> None:
+    def window_failed(self, window: Window, exc: BaseException) -> None:
         self._in_sink.discard(window)
         log.warning("unit of work of watcher %r failed for %r: %r (held, retried)",
                     self.name, window.payload, exc)
-        self._group.fail(window._entry, self.name, f"unit of work failed: {exc!r}",
+        self._group.fail(window.entry, self.name, f"unit of work failed: {exc!r}",
                          counts=False)
 
-    def _window_rejected(self, window: Window, reason: str) -> None:
+    def window_rejected(self, window: Window, reason: str) -> None:
         self._in_sink.discard(window)
-        self._group.reject(window._entry, self.name, reason)
+        self._group.reject(window.entry, self.name, reason)
 
     # -- driven by the runner ------------------------------------------------------
 
@@ -227,15 +311,13 @@ class SharedStream:
         self._open = None
         window = self._window
         self._window = None
-        if window is not None:
-            if window._state != OPEN:
-                return  # already rejected
-            window._state = DONE
+        if window is not None and not window.abandon():
+            return  # already rejected
         self._group.fail(entry, self.name, why, counts=counts)
 
     # -- ack timeout ---------------------------------------------------------------
 
-    def _infrastructure_wait(self, window: Window, began: bool) -> None:
+    def infrastructure_wait(self, window: Window, began: bool) -> None:
         """A wait on infrastructure for ``window`` began or ended (see the module doc)."""
         now = self._group.clock.now()
         if began:
@@ -252,7 +334,7 @@ class SharedStream:
         if self._waits:
             return
         self._waiting = None
-        if self._closed or window is not self._window or window._state != OPEN:
+        if self._state is not ACTIVE or window is not self._window or not window.is_open:
             return
         self._received += now - self._wait_since
         if self._timer is None:
@@ -264,10 +346,10 @@ class SharedStream:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self._open is None or self._closed:
+        if self._open is None or self._state is not ACTIVE:
             return
         window = self._window
-        if window is not None and window._state != OPEN:
+        if window is not None and not window.is_open:
             return  # rejected: resolved already
         if window is not None and window is self._waiting:
             return  # waiting on infrastructure: re-armed when the wait ends
@@ -277,19 +359,32 @@ class SharedStream:
             return
         log.warning("watcher %r: ack timeout (%ss) on %r", self.name, timeout, self._open.payload)
         self._abandon_open(f"ack timeout after {timeout}s")
-        if self._on_stuck is not None:
-            self._on_stuck()
+        if self.on_stuck is not None:
+            self.on_stuck()
 
     # -- group side ----------------------------------------------------------------
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Wake the filter if it waits for a message (cheap when it does not)."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _detach(self, fail_pending: bool) -> None:
+    def _end(self, state: StreamState) -> None:
+        self._state = check_move(f"stream of watcher {self.name!r}", MOVES, self._state, state)
+
+    def detach(self, fail_pending: bool) -> None:
         """Stop serving this stream; optionally fail what it still owed (as absent)."""
-        self._closed = True
+        self._end(CLOSED)
+        self._release(fail_pending)
+
+    def group_failed(self, exc: BaseException) -> None:
+        """The group failed with ``exc``: the filter's next message raises it."""
+        self._end(FAILED)
+        self._failure = exc
+        self._release(fail_pending=False)
+
+    def _release(self, fail_pending: bool) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -298,22 +393,18 @@ class SharedStream:
             owed = list(self._queue)
             if self._open is not None:
                 window = self._window
-                if window is None or window._state == OPEN:
+                if window is None or window.is_open:
                     owed.append(self._open)
-            owed.extend(w._entry for w in self._in_sink)
+            owed.extend(w.entry for w in self._in_sink)
             for entry in owed:
                 group.fail(entry, self.name, ABSENT, counts=False)
         for window in self._in_sink:
-            window._state = DONE
+            window.abandon()
         self._in_sink.clear()
         self._queue.clear()
         self._open = None
         self._window = None
-        self._wake()
-
-    def _fail(self, exc: BaseException) -> None:
-        self._failure = exc
-        self._detach(fail_pending=False)
+        self.wake()
 
 
 __all__ = ["SharedStream"]

@@ -156,10 +156,10 @@ class SharedStreamError(Exception):
 
 
 class GroupFailedError(SharedStreamError):
-    """The group's producer failed (stream ended or raised, ``advance`` raised).
+    """The group's adapter failed (its stream ended or raised, or it refused a dead letter).
 
     Raised from every member watcher's stream; the group is evicted, so the next
-    subscribe starts a fresh one. ``__cause__`` is the producer's exception.
+    subscribe starts a fresh one. ``__cause__`` is the adapter's exception.
     """
 
 

@@ -10,8 +10,21 @@ writes into :attr:`Window.staged` (read-your-writes). When it closes:
 * otherwise                      -> handed to the :class:`WorkSink` in a batch; the
   watcher acks the message only when the sink calls :meth:`Window.confirm`.
 
-This module imports nothing from sharedstream at run time so that the trigger side
-(``reject_shared_stream_event``) and the state-store layer can both use it.
+Lifecycle of a window (:class:`WindowState`; any other move raises
+:class:`~sharedstream.core.lifecycle.InvalidState`)::
+
+    OPEN -> SUBMITTED   close(): it has events or staged state, the sink takes it
+    OPEN -> DONE        close() with nothing to persist, withdraw(), abandon()
+    SUBMITTED -> COMMITTED   confirm()
+    SUBMITTED -> DONE        fail(), reject() (by the sink), abandon() (manager gave up)
+
+COMMITTED and DONE are final. The sink's calls on a window the manager gave up on
+(DONE) are ignored, since the sink cannot know; its calls on a window it was never
+handed (OPEN) or on one it already confirmed are bugs and raise.
+
+This module imports nothing from sharedstream at run time but the lifecycle error, so
+that the trigger side (``reject_shared_stream_event``) and the state-store layer can
+both use it.
 
 Failure windows: a sink that commits and then dies before ``confirm`` leaves the
 message unacked; it is redelivered and the events' idempotency key (watcher,
@@ -20,34 +33,45 @@ topic id, partition, offset, index) stops them from being written twice.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sharedstream.core.lifecycle import InvalidState
+
 if TYPE_CHECKING:
     from sharedstream.core.event import TriggerEvent
 
-OPEN = 0
-SUBMITTED = 1
-DONE = 2  # failed, rejected or given up: nothing of it is (or will be) in the database
-COMMITTED = 3  # confirmed: its events and staged state are in the database
+
+class WindowState(enum.Enum):
+    """Where a window is in its lifecycle (the module docstring lists the moves)."""
+
+    OPEN = "open"  # the filter is handling the message
+    SUBMITTED = "submitted"  # the sink holds it
+    DONE = "done"  # failed, rejected or given up: nothing of it is (or will be) stored
+    COMMITTED = "committed"  # confirmed: its events and staged state are stored
 
 
-class _WindowOwner(Protocol):
+OPEN, SUBMITTED = WindowState.OPEN, WindowState.SUBMITTED
+DONE, COMMITTED = WindowState.DONE, WindowState.COMMITTED
+
+
+class WindowOwner(Protocol):
     """What a window calls back into (the watcher's stream).
 
     An owner that times messages (the stream's ack timeout) also has
-    ``_infrastructure_wait(window, began: bool)``, told when a wait on infrastructure
+    ``infrastructure_wait(window, began: bool)``, told when a wait on infrastructure
     for the window begins and ends; owners that time nothing (test drivers,
     benchmarks) may leave it out.
     """
 
-    def _window_confirmed(self, window: Window) -> None: ...
+    def window_confirmed(self, window: Window) -> None: ...
 
-    def _window_failed(self, window: Window, exc: BaseException) -> None: ...
+    def window_failed(self, window: Window, exc: BaseException) -> None: ...
 
-    def _window_rejected(self, window: Window, reason: str) -> None: ...
+    def window_rejected(self, window: Window, reason: str) -> None: ...
 
 
 class _StreamContext(Protocol):
@@ -65,7 +89,8 @@ class Window:
     is its index within the message (part of the event's idempotency key, stable
     across redeliveries because a redelivered message is filtered from scratch).
     ``staged`` belongs to the state-store layer: it must be falsy when nothing is
-    staged. ``rejected`` is the reject reason, or None.
+    staged. ``rejected`` is the reject reason, or None. ``entry`` is the owner's own
+    record of the message, opaque to the window.
 
     :meth:`confirm` and :meth:`fail` must be called on the event loop's thread, once
     per submitted window; a sink running elsewhere hops back with one
@@ -73,14 +98,14 @@ class Window:
     already gave up on (ack timeout, watcher left, group stopped) are ignored.
     """
 
-    __slots__ = ("_entry", "_owner", "_state", "events", "payload", "raw", "rejected", "staged",
+    __slots__ = ("_owner", "_state", "entry", "events", "payload", "raw", "rejected", "staged",
                  "watcher")
 
-    def __init__(self, owner: _WindowOwner, entry: Any, watcher: str, raw: Any,
+    def __init__(self, owner: WindowOwner, entry: Any, watcher: str, raw: Any,
                  payload: Any) -> None:
         self._owner = owner
-        self._entry = entry
-        self._state = OPEN
+        self.entry = entry
+        self._state: WindowState = OPEN
         self.watcher = watcher
         self.raw = raw
         self.payload = payload
@@ -89,24 +114,48 @@ class Window:
         self.rejected: str | None = None
 
     @property
+    def state(self) -> WindowState:
+        return self._state
+
+    @property
     def is_open(self) -> bool:
         """True while the filter is still handling the message (staging is allowed)."""
-        return self._state == OPEN
+        return self._state is OPEN
 
     @property
     def is_submitted(self) -> bool:
         """True while the sink holds the window (neither confirmed, failed, nor given up)."""
-        return self._state == SUBMITTED
+        return self._state is SUBMITTED
 
     @property
     def is_committed(self) -> bool:
         """True once the sink confirmed it: its staged state is what the database holds."""
-        return self._state == COMMITTED
+        return self._state is COMMITTED
+
+    def _not_the_sinks(self, call: str) -> InvalidState:
+        """The error for a sink's ``call`` on a window it was never handed or already
+        confirmed (a given-up window's calls are ignored instead: the sink cannot know)."""
+        return InvalidState(f"window of watcher {self.watcher!r}: {call}() on a "
+                            f"{self._state.name} window (the sink settles only the windows "
+                            "it was handed, once)")
+
+    def abandon(self) -> bool:
+        """The manager gave up on the message (ack timeout, watcher left, group stopped):
+        nothing of the window is kept, and the sink's later calls are ignored. False when
+        it was already done; InvalidState once it is committed."""
+        state = self._state
+        if state is OPEN or state is SUBMITTED:
+            self._state = DONE
+            return True
+        if state is DONE:
+            return False
+        raise InvalidState(f"window of watcher {self.watcher!r}: abandon() on a COMMITTED "
+                           "window (its unit of work is stored)")
 
     def withdraw(self, reason: str) -> bool:
         """The watcher rejected the message while handling it: nothing of the window is
         kept (events and staged writes dropped). False when it was no longer open."""
-        if self._state != OPEN:
+        if self._state is not OPEN:
             return False
         self._state = DONE
         self.rejected = reason
@@ -119,7 +168,7 @@ class Window:
         persist (it is now submitted and waits for the sink), False when it is done
         with nothing to persist (the watcher acks at once). A window that is no longer
         open (rejected, abandoned) is left as it is, and False returned."""
-        if self._state != OPEN:
+        if self._state is not OPEN:
             return False
         if self.events or self.staged:
             self._state = SUBMITTED
@@ -129,18 +178,24 @@ class Window:
 
     def confirm(self) -> None:
         """The unit of work (events + staged state) committed: the watcher acks."""
-        if self._state == SUBMITTED:
+        state = self._state
+        if state is SUBMITTED:
             self._state = COMMITTED
-            self._owner._window_confirmed(self)
+            self._owner.window_confirmed(self)
+        elif state is not DONE:
+            raise self._not_the_sinks("confirm")
 
     def fail(self, exc: BaseException) -> None:
         """The unit of work could not commit (infrastructure): held and retried.
 
         Does not count towards ``max_attempts``: a database outage never dead-letters.
         """
-        if self._state == SUBMITTED:
+        state = self._state
+        if state is SUBMITTED:
             self._state = DONE
-            self._owner._window_failed(self, exc)
+            self._owner.window_failed(self, exc)
+        elif state is not DONE:
+            raise self._not_the_sinks("fail")
 
     @contextmanager
     def waiting_on_infrastructure(self) -> Iterator[None]:
@@ -159,7 +214,7 @@ class Window:
         holds nothing: only the open message's own waits count.
         """
         track: Callable[[Window, bool], None] | None = getattr(
-            self._owner, "_infrastructure_wait", None)
+            self._owner, "infrastructure_wait", None)
         if track is None:
             yield
             return
@@ -173,10 +228,13 @@ class Window:
         """The sink refuses the window's content as a watcher bug (e.g. an event payload
         that is not JSON): resolved as this watcher's rejection, nothing of it persisted.
         """
-        if self._state == SUBMITTED:
+        state = self._state
+        if state is SUBMITTED:
             self._state = DONE
             self.rejected = reason
-            self._owner._window_rejected(self, reason)
+            self._owner.window_rejected(self, reason)
+        elif state is not DONE:
+            raise self._not_the_sinks("reject")
 
     def __repr__(self) -> str:
         return (f"Window(watcher={self.watcher!r}, payload={self.payload!r}, "

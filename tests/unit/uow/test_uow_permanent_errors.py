@@ -72,13 +72,13 @@ class Owner:
         self.confirmed: list[int] = []
         self.rejected: dict[int, str] = {}
 
-    def _window_confirmed(self, window: Window) -> None:
+    def window_confirmed(self, window: Window) -> None:
         self.confirmed.append(window.payload)
 
-    def _window_failed(self, window: Window, exc: BaseException) -> None:
+    def window_failed(self, window: Window, exc: BaseException) -> None:
         raise AssertionError(f"failed {window!r}: {exc!r}")
 
-    def _window_rejected(self, window: Window, reason: str) -> None:
+    def window_rejected(self, window: Window, reason: str) -> None:
         self.rejected[window.payload] = reason
 
 
