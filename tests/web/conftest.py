@@ -187,6 +187,16 @@ def seed(store: StateStore, status_url: str) -> tuple[str, str, list[int]]:
     return live.id, stale.id, event_ids
 
 
+def keep_alive(store: StateStore, process_id: str, stop: threading.Event) -> None:
+    """Move a seeded triggerer's ``last_seen`` every 5 s, as a running process does, so it
+    stays live however long the module's tests take."""
+    while not stop.wait(5.0):
+        with store.engine.begin() as connection:
+            connection.execute(update(triggerer_process)
+                               .where(triggerer_process.c.id == process_id)
+                               .values(last_seen=utcnow()))
+
+
 @pytest.fixture(scope="module")
 def seeded(database_url: str, kafka_bootstrap: str, kafka_admin: AdminClient
            ) -> Iterator[Seeded]:
@@ -206,9 +216,15 @@ def seeded(database_url: str, kafka_bootstrap: str, kafka_admin: AdminClient
                                .where(triggerer_process.c.id == live_id)
                                .values(status_url=status.url))
         _dlq_records(kafka_bootstrap, dlq)
+        stop = threading.Event()
+
+        beating = threading.Thread(target=keep_alive, args=(store, live_id, stop), daemon=True)
+        beating.start()
         try:
             yield Seeded(url, store, live_id, stale_id, dlq, kafka_bootstrap, event_ids)
         finally:
+            stop.set()
+            beating.join()
             store.close()
             status.stop()
             admin.delete_topics([dlq], operation_timeout=10)

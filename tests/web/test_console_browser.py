@@ -89,10 +89,12 @@ def make_topic(admin: AdminClient, name: str, partitions: int) -> str:
     return name
 
 
-def start_console(root: Path, config: Path, dlq: str, token: str) -> tuple[subprocess.Popen[bytes],
-                                                                             int, Path]:
+def start_console(root: Path, config: Path, dlq: str, token: str,
+                  extra_env: dict[str, str] | None = None
+                  ) -> tuple[subprocess.Popen[bytes], int, Path]:
     log = root / "web.log"
-    env = {**os.environ, "SHAREDSTREAM__WEB__TOKEN": token, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "SHAREDSTREAM__WEB__TOKEN": token, "PYTHONUNBUFFERED": "1",
+           **(extra_env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*WEB, "--config", str(config), "--host", "0.0.0.0", "--port", "0",

@@ -159,6 +159,7 @@ class Group:
         self._redeliveries: set[TimerHandle] = set()
         # When each held entry is handed out again (clock time), for /status.
         self._held_due: dict[Entry, float] = {}
+        self._held_timer: dict[Entry, TimerHandle] = {}  # for an operator's retry now
         self._publish_handle: asyncio.TimerHandle | None = None
         self._pump: asyncio.Task[None] | None = None
         self._grace: TimerHandle | None = self.clock.call_at(
@@ -469,12 +470,29 @@ class Group:
         def due() -> None:
             self._redeliveries.discard(handle)
             self._held_due.pop(entry, None)
+            self._held_timer.pop(entry, None)
             self._redeliver(entry)
 
         when = self.clock.now() + delay
         handle = self.clock.call_at(when, due)
         self._redeliveries.add(handle)
         self._held_due[entry] = when
+        self._held_timer[entry] = handle
+
+    def retry_now(self, topic: str, partition: int, offset: int) -> bool:
+        """Hand a held message out again at once, as if its backoff had ended (an
+        operator's ``held retry``). False when this group does not hold it between
+        attempts: resolved, in an attempt, or on a partition it no longer owns."""
+        ledger = self.ledger.partitions.get((topic, partition))
+        entry = None if ledger is None else ledger.entries.get(offset)
+        handle = None if entry is None else self._held_timer.pop(entry, None)
+        if entry is None or handle is None:
+            return False
+        handle.cancel()
+        self._redeliveries.discard(handle)
+        self._held_due.pop(entry, None)
+        self._redeliver(entry)
+        return True
 
     def snapshot(self) -> GroupSnapshot:
         """Partitions and held messages now (on the loop; for ``/status``)."""
@@ -586,6 +604,7 @@ class Group:
             handle.cancel()
         self._redeliveries.clear()
         self._held_due.clear()
+        self._held_timer.clear()
         if self._publish_handle is not None:
             self._publish_handle.cancel()
             self._publish_handle = None

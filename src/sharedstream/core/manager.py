@@ -185,6 +185,11 @@ class SharedStreamManager:
         """Each running group's status with its partitions and held messages (on the loop)."""
         return [(status, self._groups[status.key].snapshot()) for status in self.status()]
 
+    def retry_now(self, key: Hashable, topic: str, partition: int, offset: int) -> bool:
+        """Group ``key``'s held message handed out again at once (False: not held there)."""
+        group = self._groups.get(key)
+        return group is not None and group.retry_now(topic, partition, offset)
+
     def pause_all(self) -> None:
         """Stop fetching in every group for good (shutdown): in-flight work still resolves."""
         for group in self._groups.values():

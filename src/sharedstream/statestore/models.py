@@ -174,6 +174,37 @@ class TriggererProcessRow(Base):
     last_seen: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class AuditEntryRow(Base):
+    """One console or CLI action: who (the token's name), what, on what, when, the result."""
+
+    __tablename__ = "audit_entry"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(NAME_LENGTH))  # "console:<token>" or "cli:<user>"
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(Text)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    result: Mapped[str] = mapped_column(Text)
+
+
+class HeldRetryRow(Base):
+    """A request that the triggerer holding a message hands it out again now; the
+    triggerer takes (deletes) its requests at each heartbeat (see triggerer.heartbeat)."""
+
+    __tablename__ = "held_retry"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                    primary_key=True, autoincrement=True)
+    triggerer_id: Mapped[str] = mapped_column(String(64), index=True)
+    consumer_group: Mapped[str] = mapped_column(Text)
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    partition: Mapped[int] = mapped_column(Integer)
+    offset: Mapped[int] = mapped_column(BigInteger)
+    requested_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 class RejectedMessageRow(Base):
     __tablename__ = "rejected_message"
     __table_args__ = (UniqueConstraint("watcher", "topic_id", "partition", "offset"),)
@@ -212,3 +243,5 @@ event_sequence = tables["event_sequence"]
 delivery_cursor = tables["delivery_cursor"]
 undelivered_event = tables["undelivered_event"]
 triggerer_process = tables["triggerer_process"]
+audit_entry = tables["audit_entry"]
+held_retry = tables["held_retry"]

@@ -131,9 +131,14 @@ class WebSettings:
     * ``status_networks``: the networks (CIDRs) a triggerer's ``/status`` may be fetched
       from; a ``status_url`` whose host resolves outside them is not fetched. Loopback
       by default; add the triggerers' network when they serve health elsewhere.
+    * ``operate_tokens``: ``{name: token}``, the tokens allowed to act (retry, replay,
+      reset, forget); the audit names who acted by the name. Prefer
+      ``SHAREDSTREAM__WEB__OPERATE_TOKENS`` (an inline table, ``{alice = "..."}``) to the
+      file.
     """
 
     token: str | None = field(default=None, repr=False)
+    operate_tokens: dict[str, str] = field(default_factory=dict, repr=False)
     status_networks: list[str] = field(default_factory=lambda: ["127.0.0.0/8", "::1/128"])
 
     def __post_init__(self) -> None:

@@ -13,17 +13,28 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 
-from sharedstream.statestore.models import triggerer_process
+from sharedstream.statestore.models import held_retry, triggerer_process
 from sharedstream.statestore.sql import upsert
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 
 INTERVAL_S = 5.0
 STALE_AFTER_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryRequest:
+    """An operator's ``held retry`` addressed to this process (a ``held_retry`` row)."""
+
+    consumer_group: str
+    topic: str
+    partition: int
+    offset: int
 
 
 class Heartbeat:
@@ -47,13 +58,22 @@ class Heartbeat:
                 triggerer_process.c.last_seen < now - timedelta(hours=1)))
         self.registered = True
 
-    def beat(self) -> None:
+    def beat(self) -> list[RetryRequest]:
+        """Move ``last_seen``, and take (delete) the retry requests addressed to this
+        process. A crash after this commit loses those requests: their messages still go
+        again after their backoff, a request only brings that forward."""
         with self.store.engine.begin() as connection:
             found = connection.execute(update(triggerer_process)
                                        .where(triggerer_process.c.id == self.id)
                                        .values(last_seen=utcnow())).rowcount
+            rows = connection.execute(select(held_retry).where(
+                held_retry.c.triggerer_id == self.id).order_by(held_retry.c.id)).all()
+            if rows:
+                connection.execute(delete(held_retry).where(
+                    held_retry.c.id.in_([row.id for row in rows])))
         if not found:  # deleted by an operator or a cleanup: write it again
             self.register()
+        return [RetryRequest(r.consumer_group, r.topic, r.partition, r.offset) for r in rows]
 
     def unregister(self) -> None:
         with self.store.engine.begin() as connection:

@@ -61,7 +61,7 @@ from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.group_starts import start_report
 from sharedstream.triggerer.health import HealthServer, check_port
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
-from sharedstream.triggerer.heartbeat import Heartbeat
+from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import DeliveryCollector, TriggererCollector
@@ -306,11 +306,24 @@ class Triggerer:
         """Keep this process's row alive; a database outage only delays a beat."""
         while True:
             try:
-                await self.store.run_async(
-                    heartbeat.beat if heartbeat.registered else heartbeat.register)
+                if heartbeat.registered:
+                    self._retry_held(await self.store.run_async(heartbeat.beat))
+                else:
+                    await self.store.run_async(heartbeat.register)
             except Exception as exc:
                 log.debug("heartbeat not written: %s", describe_error(exc))
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+    def _retry_held(self, requests: Sequence[RetryRequest]) -> None:
+        """Hand out at once the held messages an operator asked to retry (``held retry``)."""
+        keys = {g.consumer_group: g.key for g in self.plan.groups}
+        for r in requests:
+            key = keys.get(r.consumer_group)
+            done = key is not None and self.manager.retry_now(key, r.topic, r.partition,
+                                                              r.offset)
+            log.info("group %s: %s[%d]@%d %s", r.consumer_group, r.topic, r.partition,
+                     r.offset, "handed out again at an operator's request" if done
+                     else "not held any more: nothing to retry")
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))

@@ -26,7 +26,7 @@ import hmac
 import html
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sharedstream import __version__
 from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.store import StateStore
+from sharedstream.web.actions import OPERATOR, READER, build_action_pages, build_actions
 from sharedstream.web.api import build_router
 from sharedstream.web.pages import PageRenderer, build_pages
 from sharedstream.web.params import BOUNDS, BadParameter
@@ -78,6 +79,20 @@ def token_matches(header: str | None, token: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
 
 
+def bearer_name(header: str | None, tokens: Mapping[str, str]) -> str | None:
+    """The name of the operate token ``header`` carries as ``Bearer`` (never basic: see
+    ``settings.py``), or None. Every token is compared, in constant time each."""
+    scheme, _, value = (header or "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    given = value.strip().encode("utf-8")
+    found = None
+    for name, secret in tokens.items():
+        if hmac.compare_digest(given, secret.encode("utf-8")):
+            found = name
+    return found
+
+
 def host_name(host_header: str) -> str:
     """The name of a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
     if host_header.startswith("["):
@@ -91,6 +106,7 @@ class Guard:
     def __init__(self, app: ASGIApp, settings: WebSettings) -> None:
         self.app = app
         self.token = settings.token
+        self.operate = dict(settings.operate_tokens)
         self.trusted = {h.lower() for h in settings.trusted_hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,13 +127,22 @@ class Guard:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
+        authorization = headers.get("authorization")
+        operator = bearer_name(authorization, self.operate)
+        # Who the request is, for the actions (actions.py): the operate role or not.
+        scope.setdefault("state", {})[OPERATOR] = operator
+        read = operator or next((name for name, secret in self.operate.items()
+                                 if token_matches(authorization, secret)), None) or (
+            "read" if self.token is not None and token_matches(authorization, self.token)
+            else None)
+        scope["state"][READER] = read  # the name of the token that reads, or None
         if self.token is not None:
-            if not token_matches(headers.get("authorization"), self.token):
+            if not read:
                 await self._refuse(401, "authentication required: the console's token, as "
                                         "a bearer token or the basic-auth password",
                                    path, stamped, challenge=True)
                 return
-        else:
+        elif not read:
             name = host_name(headers.get("host", "")).lower()
             if not (is_loopback(name) or name in self.trusted):
                 await self._refuse(400, "this console (no token) answers only to loopback "
@@ -180,14 +205,17 @@ def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True
             sources.close()
 
     app = FastAPI(title="sharedstream console", version=__version__,
-                  description="Read-only view of the sharedstream triggerers: processes, "
-                              "groups, lag, held messages, assets, events, state, "
-                              "rejections, dead letters and destinations.",
+                  description="The sharedstream triggerers: processes, groups, lag, held "
+                              "messages, assets, events, state, rejections, dead letters "
+                              "and destinations; actions (retry, replay, reset, forget) "
+                              "with an operate token, and their audit.",
                   openapi_url=f"{API}/openapi.json", docs_url=None, redoc_url=None,
                   lifespan=lifespan)
     app.state.sources = sources
     app.include_router(build_router(sources), prefix=API)
+    app.include_router(build_actions(sources), prefix=API)
     app.include_router(build_pages(sources, settings))
+    app.include_router(build_action_pages(sources, settings))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     render = PageRenderer(settings)

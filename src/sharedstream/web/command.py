@@ -10,6 +10,7 @@ broker that does not answer shows on the pages, it does not stop the console.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -28,6 +29,7 @@ from sharedstream.triggerer.config import parse_networks
 from sharedstream.web.settings import (
     DEFAULT_HOST,
     DEFAULT_PORT,
+    OPERATE_ENV,
     TOKEN_ENV,
     WebSettings,
     WebSettingsError,
@@ -75,9 +77,11 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
     rejections and dead letters, destinations."""
     env_token = take_env_token()
     config = command_config(ctx)
+    os.environ.pop(OPERATE_ENV, None)  # read into the config; children need not inherit it
     try:
         settings = WebSettings(
             host=host, port=port, token=token or env_token or config_token(config),
+            operate_tokens=config.web.operate_tokens,
             connection=connection, connections=config.connections,
             dlq_topics=tuple(dict.fromkeys(dlq_topics)),
             destinations={d.id: d.common.kind for d in config.destinations.values()},
@@ -97,7 +101,8 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"console on http://{shown}:{sock.getsockname()[1]}/ (API /api/v1, "
-               f"OpenAPI /api/v1/openapi.json){'; token required' if settings.needs_token else ''}")
+               f"OpenAPI /api/v1/openapi.json){'; token required' if settings.needs_token else ''}"
+               f"; {len(settings.operate_tokens)} operate token(s)")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                            server_header=False, lifespan="on"))
     server.run(sockets=[sock])

@@ -10,12 +10,20 @@ cannot reach the console through DNS rebinding.
 The token comes from ``--token``, else ``SHAREDSTREAM__WEB__TOKEN``, else the config's
 ``[web] token``. The environment variable is read and removed from the environment
 (child processes need not inherit it).
+
+Two roles. The read token (above) reads. Each operate token (``[web] operate_tokens``,
+``{name: token}``, or ``SHAREDSTREAM__WEB__OPERATE_TOKENS``) reads too, and is the only
+thing that may act, and only as ``Authorization: Bearer``: a browser resends basic-auth
+credentials on its own (a form another site posts here would carry them), never a
+bearer header, which only the console's own script sets. Without an operate token the
+console does not act at all. The audit names who acted by the token's name.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +32,8 @@ if TYPE_CHECKING:
     from sharedstream.triggerer.config import Config
 
 TOKEN_ENV = "SHAREDSTREAM__WEB__TOKEN"
+OPERATE_ENV = "SHAREDSTREAM__WEB__OPERATE_TOKENS"
+TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8795
 MIN_TOKEN_LENGTH = 16
@@ -74,6 +84,7 @@ class WebSettings:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     token: str | None = field(default=None, repr=False)
+    operate_tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
     connection: str = "kafka_default"
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     dlq_topics: tuple[str, ...] = ()
@@ -97,6 +108,19 @@ class WebSettings:
             raise WebSettingsError(
                 f"refusing to serve on {self.host} without a token: set "
                 f"{TOKEN_ENV} (or --token), or bind 127.0.0.1")
+        for name, secret in self.operate_tokens.items():
+            if not TOKEN_NAME.match(name) or name == "read":
+                raise WebSettingsError(
+                    f"[web] operate_tokens: the name {name[:64]!r} must be 1 to 64 letters, "
+                    "digits or . _ @ - (not read: the read token's name)")
+            if not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH:
+                raise WebSettingsError(f"[web] operate_tokens: the token of {name} must have "
+                                       f"at least {MIN_TOKEN_LENGTH} characters")
+            if secret == self.token:
+                raise WebSettingsError(f"[web] operate_tokens: the token of {name} is the "
+                                       "read token: give each role its own")
+        if len(set(self.operate_tokens.values())) < len(self.operate_tokens):
+            raise WebSettingsError("[web] operate_tokens: two names share one token")
         if not self.sample_interval > 0:
             raise WebSettingsError("--sample-interval must be > 0")
 
