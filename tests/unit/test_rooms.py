@@ -1,13 +1,18 @@
-"""The rooms of ``src/sharedstream`` import one way: downwards, never in a cycle.
+"""The rooms of ``src/sharedstream`` import one way: downwards, never in a cycle; and
+no two files import each other, however indirectly.
 
 Every import counts, including those inside functions and under TYPE_CHECKING: a
-lazy import still ties two rooms together. The order is the one in
-docs/architecture.md; a room may import only rooms ranked below it.
+lazy import still ties two rooms (or two files) together. The order is the one in
+docs/architecture.md; a room may import only rooms ranked below it. Within a room,
+files form no import circle either: a circle between files is two classes that
+cannot be understood (or tested) one without the other; a callback or a Protocol
+breaks it, as ``core/ledger.py`` and ``core/stream.py`` do.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -96,3 +101,134 @@ def test_the_check_sees_lazy_and_package_imports(tmp_path: Path, source: str, ro
     module.write_text(source)
     assert {t for _, t in imported_rooms(module)} == {target}
     assert RANKS[target] >= RANKS[room]
+
+
+# -- files -------------------------------------------------------------------------------
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module under package directory ``root``."""
+    modules = {}
+    for path in root.rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def import_graph(root: Path) -> dict[str, dict[str, int]]:
+    """module -> {module it imports: line of the first such import}, for every import in
+    the file (lazy, TYPE_CHECKING and relative ones included). ``from a.b import c``
+    names module ``a.b.c`` when that is a module, else ``a.b``. The parent packages
+    Python runs before a module are not counted: they are not the file's choice."""
+    modules = module_files(root)
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str | None] = []
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                line = node.lineno
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base)
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [known(a.name) for a in node.names]
+            for target in targets:
+                if target is not None and target != module:
+                    edges.setdefault(target, line)
+        graph[module] = edges
+    return graph
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[tuple[str, ...]]:
+    """The import circles (strongly connected sets of two or more modules), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in graph.get(module, {}):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            members = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                members.append(member)
+                if member == module:
+                    break
+            if len(members) > 1:
+                found.append(tuple(sorted(members)))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
+def describe(graph: dict[str, dict[str, int]], circle: tuple[str, ...]) -> str:
+    """One shortest loop through the circle's first module, with each import's line."""
+    members = set(circle)
+    start = circle[0]
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        module = queue.popleft()
+        for target in graph[module]:
+            if target == start:
+                path = [module]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                path.reverse()
+                hops = [f"{a} (line {graph[a][b]}) -> {b}"
+                        for a, b in zip(path, [*path[1:], start], strict=True)]
+                return "; ".join(hops)
+            if target in members and target not in came_from and target != start:
+                came_from[target] = module
+                queue.append(target)
+    raise AssertionError(f"{circle} is not a circle")
+
+
+def test_no_import_circle_between_files() -> None:
+    graph = import_graph(SRC)
+    assert [f"import circle {' <-> '.join(c)}: {describe(graph, c)}"
+            for c in circles(graph)] == []
+
+
+def test_the_file_check_names_lazy_and_type_checking_circles(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.sub import b\n")
+    (package / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import C\n")
+    (package / "c.py").write_text("def f():\n    import pkg.a\n")
+    (package / "d.py").write_text("from pkg import a\n")  # into the circle, not part of it
+    graph = import_graph(package)
+    assert circles(graph) == [("pkg.a", "pkg.c", "pkg.sub.b")]
+    assert describe(graph, ("pkg.a", "pkg.c", "pkg.sub.b")) == (
+        "pkg.a (line 1) -> pkg.sub.b; pkg.sub.b (line 3) -> pkg.c; pkg.c (line 2) -> pkg.a")
