@@ -43,6 +43,7 @@ from sharedstream.core.backpressure import PauseReason
 from sharedstream.core.contract import PartitionStats, Records, StreamEvent
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.core.ledger import Key, Target
+from sharedstream.core.lifecycle import InvalidState
 
 PayloadT = TypeVar("PayloadT")
 
@@ -73,10 +74,6 @@ LIVE = frozenset({S.STARTING, S.RUNNING, S.PAUSED, S.REVOKING})
 
 class StreamNotOpenError(RuntimeError):
     """A broker operation was asked for while no consumer is open."""
-
-
-class InvalidState(RuntimeError):
-    """A transition the table above does not allow: a bug, never a broker condition."""
 
 
 # A fetch request: (generation, None = pause or the offset to seek to, why it pauses).
