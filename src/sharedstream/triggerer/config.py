@@ -81,6 +81,9 @@ class ProcessSettings:
     * ``loop_block_timeout``: seconds the event loop may be held by one step (a filter
       that blocks instead of awaiting) before ``/readyz`` reports it; a warning naming
       the watcher is logged from 1 s (or this bound, if less).
+    * ``progress_interval``: seconds between the log's progress lines (one per group:
+      messages/s, events/s, lag, held, dead-lettered since the previous line), so a
+      quiet stream can be told from a stuck one; 0 turns them off.
     """
 
     shutdown_timeout: float = 30.0
@@ -90,8 +93,11 @@ class ProcessSettings:
     uow_max_delay: float = 0.0
     broker_timeout: float = 15.0
     loop_block_timeout: float = 10.0
+    progress_interval: float = 60.0
 
     def __post_init__(self) -> None:
+        if not self.progress_interval >= 0:
+            raise ValueError("progress_interval must be >= 0 (0 turns the progress lines off)")
         if not self.loop_block_timeout > 0:
             raise ValueError("loop_block_timeout must be > 0")
         if not self.broker_timeout > 0:

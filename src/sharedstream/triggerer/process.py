@@ -63,6 +63,7 @@ from sharedstream.triggerer.health import HealthServer, check_port
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
 from sharedstream.triggerer.loading import LoadedWatcher
+from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import DeliveryCollector, TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
@@ -73,6 +74,7 @@ from sharedstream.triggerer.plan import (
     UnavailableError,
     make_plan,
 )
+from sharedstream.triggerer.progress import ProgressLog
 from sharedstream.triggerer.registration import (
     CohortMismatchError,
     register_groups,
@@ -208,6 +210,9 @@ class Triggerer:
         self._delivery_stop = asyncio.Event()
         self.heartbeat: Heartbeat | None = None
         self.watchdog: LoopWatchdog | None = None
+        self.group_names = GroupNames()
+        self.progress = ProgressLog({g.key: g.consumer_group for g in plan.groups}, 0.0, 0)
+        self._started = 0.0
 
     @property
     def fatal(self) -> BaseException | None:
@@ -250,6 +255,7 @@ class Triggerer:
                                 topic_id_resolver=self.topic_id_resolver)
         configure_airflow_instances(lambda path: load_config(path).airflow)
         configure_schema_registries(self.config.schema_registries)
+        self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
@@ -264,6 +270,11 @@ class Triggerer:
             self._spawn(self.delivery.run(self._delivery_stop))
         process = self.config.process
         loop = asyncio.get_running_loop()
+        self._started = loop.time()
+        self.progress = ProgressLog({g.key: g.consumer_group for g in self.plan.groups},
+                                    self._started, self.sink.events_written)
+        if process.progress_interval > 0 and self.plan.groups:
+            self._spawn(self._report_progress(process.progress_interval))
         self.watchdog = LoopWatchdog(loop, process.loop_block_timeout)
         self.watchdog.start()
         status_url = None
@@ -300,7 +311,23 @@ class Triggerer:
             log.error("shutdown did not finish within %.0fs; exiting (uncommitted messages "
                       "are read again by the next process)", process.shutdown_timeout)
             code = EXIT_FAILURE
+        finally:
+            self.group_names.uninstall()
         return code
+
+    async def _report_progress(self, interval: float) -> None:
+        """A progress line per group every ``interval`` seconds (``progress_interval``)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                lines = self.progress.lines(self.manager.status(), loop.time(),
+                                            self.sink.events_written)
+            except Exception:  # a figure an adapter cannot give must not end the lines
+                log.exception("progress line not written")
+                continue
+            for line in lines:
+                log.info("%s", line)
 
     async def _beat(self, heartbeat: Heartbeat) -> None:
         """Keep this process's row alive; a database outage only delays a beat."""
@@ -352,6 +379,7 @@ class Triggerer:
         self._delivery_stop.set()  # a round in flight finishes; the lease is given up
         self.manager.pause_all()
         await self.sink.drain()
+        stopping = self.manager.status()  # in flight now: not committed, read again later
         await self.manager.stop_all()
         for task in self._tasks:
             task.cancel()
@@ -366,6 +394,9 @@ class Triggerer:
             self.health.stop()
         if self.watchdog is not None:
             self.watchdog.stop()
+        seconds = asyncio.get_running_loop().time() - self._started
+        for line in self.progress.stopped_lines(stopping, seconds, self.sink.events_written):
+            log.info("%s", line)
 
 
 def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
