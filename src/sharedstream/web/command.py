@@ -1,4 +1,4 @@
-"""``sharedstream web``: serve the read-only console and its REST API.
+"""``sharedstream web``: serve the console and its REST API.
 
 Importable without the ``web`` extra: FastAPI, Jinja2 and uvicorn load when the
 command runs, so a missing extra is one ``error:`` line naming
@@ -72,9 +72,11 @@ def bind(host: str, port: int) -> socket.socket:
 @handled
 def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...],
         token: str | None, sample_interval: float, connection: str, **_: Any) -> None:
-    """Serve the read-only console and REST API (/api/v1) over every triggerer of the
-    database: processes, groups and lag, held messages, assets and events, state,
-    rejections and dead letters, destinations."""
+    """Serve the console and REST API (/api/v1) over every triggerer of the database:
+    processes, groups and lag, held messages, assets and events, state, rejections and
+    dead letters, destinations; and, with an operate token ([web] operate_tokens), the
+    actions: retry a held message, replay dead letters, reset offsets, forget a stale
+    triggerer, each audited."""
     env_token = take_env_token()
     config = command_config(ctx)
     os.environ.pop(OPERATE_ENV, None)  # read into the config; children need not inherit it
