@@ -9,7 +9,6 @@ declares its own topic/partition/offset record.
 from __future__ import annotations
 
 import json as _json
-from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -96,7 +95,9 @@ class KafkaMessage(_Fields):
     def text(self) -> str | None:
         """The value as UTF-8 text, None for a tombstone; :class:`ValueDecodeError`
         ("not UTF-8") otherwise."""
-        return self.decoded(TEXT)  # type: ignore[no-any-return]
+        cache: dict[Any, Any] = self.__dict__
+        found = cache.get(TEXT, _MISSING)  # the cached path, without a second call
+        return found if found.__class__ is str else self.decoded(TEXT)
 
     @property
     def json(self) -> Any:
@@ -114,26 +115,24 @@ class KafkaMessage(_Fields):
         value = self.value
         if value is None:
             return None
-        cache: dict[Hashable, tuple[bool, Any]] | None = self.__dict__.get("_decoded")
-        if cache is None:
-            cache = self.__dict__["_decoded"] = {}
-        found = cache.get(decoder)
-        if found is None:
+        # The decoders are the keys of the instance dict itself: no second dict per message.
+        cache: dict[Any, Any] = self.__dict__
+        found = cache.get(decoder, _MISSING)
+        if found is _MISSING:
             try:
-                found = (True, decoder.decode(value, self))
+                found = decoder.decode(value, self)
             except ValueDecodeError as exc:
-                found = (False, exc)
+                found = _Failed(exc)
             cache[decoder] = found
-        if found[0]:
-            return found[1]
-        raise found[1]
+        if found.__class__ is _Failed:
+            raise found.error
+        return found
 
     def _replace(self, /, **changes: Any) -> KafkaMessage:
         """A copy with ``changes``; a redelivery (same value) keeps the decodes made."""
         copy: KafkaMessage = super()._replace(**changes)
-        cache = self.__dict__.get("_decoded")
-        if cache is not None and "value" not in changes:
-            copy.__dict__["_decoded"] = cache
+        if "value" not in changes and self.__dict__:
+            copy.__dict__.update(self.__dict__)
         return copy
 
     def __getstate__(self) -> None:
@@ -170,9 +169,23 @@ class KafkaMessage(_Fields):
         return ReadPosition(self.topic, self.partition, self.offset) if at is None else at
 
 
-@dataclass(frozen=True, slots=True)
+_MISSING: Any = object()
+
+
+class _Failed:
+    """A kept :class:`ValueDecodeError` (a decoded value is kept as it is)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ValueDecodeError) -> None:
+        self.error = error
+
+
+# Plain classes, one instance each: their identity hash is the cheapest cache key.
 class _Text:
     """UTF-8 text: what :attr:`KafkaMessage.text` decodes with."""
+
+    __slots__ = ()
 
     def decode(self, value: bytes, message: KafkaMessage) -> str:
         try:
@@ -181,9 +194,10 @@ class _Text:
             raise ValueDecodeError("not UTF-8") from None
 
 
-@dataclass(frozen=True, slots=True)
 class _Json:
     """JSON (UTF-8, -16 or -32 as ``json.loads`` detects): :attr:`KafkaMessage.json`."""
+
+    __slots__ = ()
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         try:
