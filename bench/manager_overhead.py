@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any
 
-from sharedstream.core.contract import LanesStarted, Records
+from sharedstream.core.contract import PartitionsStarted, Records
 from sharedstream.core.ledger import Ledger
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import LocalRecord, MemoryStream
@@ -48,7 +48,7 @@ class BenchStream(MemoryStream):
         self._feeder: asyncio.Task[None] | None = None
 
     async def _feed(self) -> None:
-        self._items.put_nowait(LanesStarted(0, tuple(
+        self._items.put_nowait(PartitionsStarted(0, tuple(
             (str(p), 0, None, frozenset()) for p in range(PARTITIONS))))
         for batch in self._batches:
             await self._resumed.wait()

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sharedstream.core.contract import LaneRewound, LanesEnded, LanesStarted, Records
+from sharedstream.core.contract import PartitionRewound, PartitionsEnded, PartitionsStarted, Records
 from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
 
@@ -50,15 +50,15 @@ class Driver:
         out: list[Entry] = []
         while len(out) < n:
             item = await asyncio.wait_for(anext(self.stream), 5)
-            assert not isinstance(item, LanesEnded), item
+            assert not isinstance(item, PartitionsEnded), item
             out.extend(self._apply(item))
         return out
 
-    async def next_change(self) -> LanesEnded:
+    async def next_change(self) -> PartitionsEnded:
         """Read on until the adapter ends some partitions."""
         while True:
             item = await asyncio.wait_for(anext(self.stream), 5)
-            if isinstance(item, LanesEnded):
+            if isinstance(item, PartitionsEnded):
                 self._apply(item)
                 return item
             self._apply(item)
@@ -66,11 +66,11 @@ class Driver:
     def _apply(self, item: object) -> list[Entry]:
         if isinstance(item, Records):
             return self.ledger.admit(item.items, self.producer.size)
-        if isinstance(item, LanesStarted):
+        if isinstance(item, PartitionsStarted):
             self.ledger.start(item.generation, item.starts)
-        elif isinstance(item, LanesEnded):
+        elif isinstance(item, PartitionsEnded):
             self.ledger.end(item.keys)
-        elif isinstance(item, LaneRewound):
+        elif isinstance(item, PartitionRewound):
             self.ledger.rewound(item.key, item.generation)
         return []
 

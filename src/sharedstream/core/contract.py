@@ -5,7 +5,8 @@ thin: it reads, and does what the group's ledger asks. Everything known per mess
 lives in the ledger (:mod:`sharedstream.core.ledger`), which the group owns.
 
 * The adapter yields what it reads and what happened to its partitions
-  (:class:`Records`, :class:`LanesStarted`, :class:`LanesEnded`, :class:`LaneRewound`),
+  (:class:`Records`, :class:`PartitionsStarted`, :class:`PartitionsEnded`,
+  :class:`PartitionRewound`),
   in the order it saw them, so a record always meets the ledger of its own generation.
 * The group admits records into the ledger, fans them out, resolves them, and every
   ``commit_interval`` hands the adapter the commit targets of what changed
@@ -36,7 +37,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.core.counters import AdapterCounters
-from sharedstream.core.ledger import Key, LaneLoad, Ledger, PartitionLedger, Target
+from sharedstream.core.ledger import Key, Ledger, PartitionLedger, PartitionLoad, Target
 
 PayloadT = TypeVar("PayloadT")
 
@@ -48,7 +49,7 @@ class Records(NamedTuple, Generic[PayloadT]):
     items: Sequence[tuple[Any, PayloadT]]
 
 
-class LanesStarted(NamedTuple):
+class PartitionsStarted(NamedTuple):
     """Partitions assigned: ``(topic, partition, committed offset or None, terminal
     offsets remembered above it)`` for one assignment generation."""
 
@@ -56,13 +57,13 @@ class LanesStarted(NamedTuple):
     starts: tuple[tuple[str, int, int | None, frozenset[int]], ...]
 
 
-class LanesEnded(NamedTuple):
+class PartitionsEnded(NamedTuple):
     """These partitions left the consumer (revoked, lost, or their topic recreated)."""
 
     keys: frozenset[Key]
 
 
-class LaneRewound(NamedTuple):
+class PartitionRewound(NamedTuple):
     """A bounded partition was sought back to where its ledger stopped admitting:
     everything read after this comes from there."""
 
@@ -70,7 +71,7 @@ class LaneRewound(NamedTuple):
     generation: int
 
 
-StreamEvent = Records[PayloadT] | LanesStarted | LanesEnded | LaneRewound
+StreamEvent = Records[PayloadT] | PartitionsStarted | PartitionsEnded | PartitionRewound
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,7 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
     @abc.abstractmethod
     def request_fetch(self, key: Key, generation: int, seek_to: int | None) -> None:
         """Pause a partition (``seek_to`` None) or seek it to ``seek_to`` and resume it,
-        then yield :class:`LaneRewound`. Ignored for another generation. Sync and cheap."""
+        then yield :class:`PartitionRewound`. Ignored for another generation. Sync and cheap."""
 
     def record_skipped(self, ledger: PartitionLedger, offset: int) -> None:
         """A record below the committed position was read (a recreated topic?)."""
@@ -177,7 +178,7 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
         """The broker's figures per assigned partition, as last reported."""
         return {}
 
-    def floor_distances(self) -> Mapping[Key, LaneLoad]:
+    def floor_distances(self) -> Mapping[Key, PartitionLoad]:
         """Per partition: its load against its bounds, as of the ledger's last publish."""
         return {}
 

@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import (
-    LaneRewound,
-    LanesEnded,
-    LanesStarted,
+    PartitionRewound,
+    PartitionsEnded,
+    PartitionsStarted,
     Records,
     SharedStreamProducer,
 )
@@ -224,11 +224,11 @@ class Group:
             async for item in self.producer.open_stream(ledger):
                 if isinstance(item, Records):
                     self._broadcast(item.items)
-                elif isinstance(item, LanesStarted):
+                elif isinstance(item, PartitionsStarted):
                     ledger.start(item.generation, item.starts)
-                elif isinstance(item, LanesEnded):
+                elif isinstance(item, PartitionsEnded):
                     self._forget(item.keys)
-                elif isinstance(item, LaneRewound):
+                elif isinstance(item, PartitionRewound):
                     ledger.rewound(item.key, item.generation)
         except asyncio.CancelledError:
             raise

@@ -65,7 +65,7 @@ class LedgerRecord(Protocol):
     """What the ledger needs of a record: where it was read, and in which generation."""
 
     @property
-    def lane(self) -> Key: ...
+    def partition_key(self) -> Key: ...
 
     @property
     def topic(self) -> str: ...
@@ -279,7 +279,7 @@ class PartitionLedger:
         return self.fetch is not Fetch.OPEN
 
 
-class LaneLoad(NamedTuple):
+class PartitionLoad(NamedTuple):
     """One partition against its bounds (``max_in_flight``, ``max_in_flight_bytes``)."""
 
     distance: int
@@ -308,7 +308,7 @@ class Ledger:
         self.partitions: dict[Key, PartitionLedger] = {}
         self.dirty: set[Key] = set()
         self._bounded: set[Key] = set()
-        self.loads: dict[Key, tuple[LaneLoad, int]] = {}
+        self.loads: dict[Key, tuple[PartitionLoad, int]] = {}
         self.bound: int | None = None
         self.bytes_bound = 2**62
         self.admitted = 0
@@ -354,7 +354,7 @@ class Ledger:
 
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
         """The ledger and entry of a record if it belongs to the current generation."""
-        ledger = self.partitions.get(record.lane)
+        ledger = self.partitions.get(record.partition_key)
         if ledger is None or ledger.generation != record.generation:
             return None
         entry = ledger.get(record.offset)
@@ -380,7 +380,7 @@ class Ledger:
             record = item[1]
             if ledger is None or ledger.partition != record.partition or (
                     ledger.topic != record.topic):
-                ledger = partitions.get(record.lane)
+                ledger = partitions.get(record.partition_key)
                 if ledger is None:
                     continue
             if ledger.generation != record.generation or ledger.fetch is not Fetch.OPEN:
@@ -510,5 +510,5 @@ class Ledger:
     def _snapshot(self, ledger: PartitionLedger) -> None:
         """Refresh what health and metrics see (held counts change at once, distances and
         bytes at the next publish)."""
-        self.loads[ledger.key] = (
-            LaneLoad(len(ledger.entries), ledger.open_bytes, ledger.at_bound), ledger.held_count)
+        self.loads[ledger.key] = (PartitionLoad(len(ledger.entries), ledger.open_bytes,
+                                                ledger.at_bound), ledger.held_count)

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from sharedstream.core.contract import (
-    LaneRewound,
-    LanesEnded,
-    LanesStarted,
+    PartitionRewound,
+    PartitionsEnded,
+    PartitionsStarted,
     Records,
     SharedStreamProducer,
     StreamEvent,
@@ -28,7 +28,7 @@ _END = object()
 class LocalRecord:
     """Where a fed message was "read": ``topic`` (partition 0) and ``offset``."""
 
-    __slots__ = ("generation", "lane", "offset", "partition", "targets", "topic")
+    __slots__ = ("generation", "offset", "partition", "partition_key", "targets", "topic")
 
     def __init__(self, topic: str, offset: int, generation: int = 0,
                  targets: frozenset[str] | None = None) -> None:
@@ -37,7 +37,7 @@ class LocalRecord:
         self.offset = offset
         self.generation = generation
         self.targets = targets
-        self.lane: Key = (topic, 0)
+        self.partition_key: Key = (topic, 0)
 
     @property
     def coordinates(self) -> tuple[str, int]:
@@ -94,7 +94,7 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
     def end(self, *topics: str) -> None:
         """The adapter lost these partitions (revoked, lost)."""
         self._open.difference_update(topics)
-        self._items.put_nowait(LanesEnded(frozenset((t, 0) for t in topics)))
+        self._items.put_nowait(PartitionsEnded(frozenset((t, 0) for t in topics)))
 
     def finish(self) -> None:
         """``open_stream`` returns (an error: a stream lasts the group's life)."""
@@ -113,7 +113,7 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
         if topic not in self._open:
             self._open.add(topic)
             generation = self._generations[topic] = self._generations.get(topic, -1) + 1
-            self._items.put_nowait(LanesStarted(generation, ((topic, 0, None, frozenset()),)))
+            self._items.put_nowait(PartitionsStarted(generation, ((topic, 0, None, frozenset()),)))
         return self._generations[topic]
 
     # -- contract ----------------------------------------------------------------------
@@ -135,7 +135,7 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
     def request_fetch(self, key: Key, generation: int, seek_to: int | None) -> None:
         self.fetch_requests.append((key, generation, seek_to))
         if seek_to is not None:
-            self._items.put_nowait(LaneRewound(key, generation))
+            self._items.put_nowait(PartitionRewound(key, generation))
             self._items.put_nowait(Records(
                 [item for item in self._log.get(key[0], ()) if item[1].offset >= seek_to]))
 

@@ -54,7 +54,7 @@ from sharedstream.core.contract import (
     StreamEvent,
 )
 from sharedstream.core.counters import AdapterCounters
-from sharedstream.core.ledger import Key, LaneLoad, Ledger, PartitionLedger, Target
+from sharedstream.core.ledger import Key, Ledger, PartitionLedger, PartitionLoad, Target
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import consumer_group_id, producer_config, validate_connection
 from sharedstream.kafka.consumer_core import ConsumerSettings
@@ -278,7 +278,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
     def partition_stats(self) -> Mapping[Key, PartitionStats]:
         return self._hand.stats()
 
-    def floor_distances(self) -> dict[Key, LaneLoad]:
+    def floor_distances(self) -> dict[Key, PartitionLoad]:
         """Per partition: messages read above the floor, bytes of the unresolved ones, and
         whether it is paused at its bound, as of the last publish (at most one commit
         interval old)."""

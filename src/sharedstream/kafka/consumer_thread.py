@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from sharedstream.core.backpressure import PauseReason
-from sharedstream.core.contract import LaneRewound, LanesEnded, LanesStarted, Records
+from sharedstream.core.contract import PartitionRewound, PartitionsEnded, PartitionsStarted, Records
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.core.ledger import Key
 from sharedstream.core.message import KafkaMessage
@@ -187,7 +187,7 @@ class ConsumerThread(Rebalancing):
             self.bp.unbound(key)
             if self.bp.assignment is None:
                 consumer.resume([tp])
-            self.hand.post(LaneRewound(key, generation))
+            self.hand.post(PartitionRewound(key, generation))
         self.publish_paused()
 
     # -- topic identity ----------------------------------------------------------------
@@ -220,8 +220,8 @@ class ConsumerThread(Rebalancing):
                              topic, old, new)
         if not restart:
             return
-        self.hand.post(LanesEnded(frozenset(restart)))
-        self.hand.post(LanesStarted(self.generation,
+        self.hand.post(PartitionsEnded(frozenset(restart)))
+        self.hand.post(PartitionsStarted(self.generation,
                                     tuple((t, p, None, frozenset()) for t, p in restart)))
         for topic, partition in restart:
             consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))

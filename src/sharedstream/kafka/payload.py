@@ -20,14 +20,13 @@ class KafkaPayload:
     outcome arriving after that partition was revoked is discarded.
 
     Built once per consumed record on the consumer thread, so it is a plain slots
-    class with ``lane`` (the ledger's ``Key``, the name its ``LedgerRecord`` asks for) and
-    ``identity`` computed up front (the manager asks for
-    both per message) and ``origin`` built only when a dead letter or a stored
-    event needs it. Treat it as immutable.
+    class with ``partition_key`` (the ledger's ``Key``) and ``identity`` computed up
+    front (the manager asks for both per message) and ``origin`` built only when a
+    dead letter or a stored event needs it. Treat it as immutable.
     """
 
-    __slots__ = ("_origin", "generation", "identity", "lane", "message", "offset", "partition",
-                 "replay_count", "targets", "timestamp", "topic", "topic_id")
+    __slots__ = ("_origin", "generation", "identity", "message", "offset", "partition",
+                 "partition_key", "replay_count", "targets", "timestamp", "topic", "topic_id")
 
     def __init__(self, topic: str, partition: int, offset: int, generation: int,
                  message: KafkaMessage, topic_id: str, timestamp: int,
@@ -43,7 +42,7 @@ class KafkaPayload:
         self.targets = targets
         self.replay_count = replay_count
         self._origin = replay
-        self.lane: Key = (topic, partition)
+        self.partition_key: Key = (topic, partition)
         # Where the record was read, never its origin: two copies of one replayed dead
         # letter are two records, each resolved on its own (their events share the
         # origin's key, so the second copy's insert is a no-op).

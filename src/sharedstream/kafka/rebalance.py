@@ -30,7 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, KafkaException, To
 
 from sharedstream.core.backoff import Backoff
 from sharedstream.core.backpressure import PauseReason
-from sharedstream.core.contract import LanesEnded, LanesStarted
+from sharedstream.core.contract import PartitionsEnded, PartitionsStarted
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.core.ledger import Key
 from sharedstream.kafka.consumer_core import REBALANCE_ERRORS, ConsumerCore
@@ -65,7 +65,7 @@ class Rebalancing(ConsumerCore):
             # auto.offset.reset says: "latest" would skip replays made before this start.
             reset = OFFSET_BEGINNING if tp.topic == replay_topic else OFFSET_INVALID
             start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
-        self.hand.post(LanesStarted(self.generation, tuple(starts)))
+        self.hand.post(PartitionsStarted(self.generation, tuple(starts)))
         if self.s.incremental:
             consumer.incremental_assign(start)
         else:
@@ -162,7 +162,7 @@ class Rebalancing(ConsumerCore):
             self.commits.forget(key)
             self.bp.unbound(key)
         if dropped:
-            self.hand.post(LanesEnded(dropped))
+            self.hand.post(PartitionsEnded(dropped))
             self.publish_paused()
 
     def shutdown(self, consumer: Any) -> None:

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from ledger_driver import Driver
-from sharedstream.core.contract import LanesEnded
+from sharedstream.core.contract import PartitionsEnded
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.connections import ConnectionConfigError
@@ -273,7 +273,7 @@ async def test_revocation_waits_for_what_the_watchers_hold_then_commits_it() -> 
     cluster.consumer({"group.id": GROUP}).subscribe([T])
     # Answered after the rebalance began (the consumer thread serves it within ms).
     asyncio.get_running_loop().call_later(0.1, d.ack, *e)
-    assert await d.next_change() == LanesEnded(frozenset({(T, 1)}))
+    assert await d.next_change() == PartitionsEnded(frozenset({(T, 1)}))
     assert committed(cluster, 1) == 3
     await producer.aclose()
 
@@ -291,7 +291,7 @@ async def test_revocation_commits_what_resolved_and_late_acks_are_discarded() ->
     # A second member joins the group: partition 1 moves to it, revoked from this one
     # in its consumer thread's next consume(), as librdkafka serves a rebalance.
     cluster.consumer({"group.id": GROUP}).subscribe([T])
-    assert await d.next_change() == LanesEnded(frozenset({(T, 1)}))
+    assert await d.next_change() == PartitionsEnded(frozenset({(T, 1)}))
     assert committed(cluster, 1) == 1
     d.ack(*e[1:])  # late: old generation
     await producer.commit()
@@ -333,7 +333,7 @@ async def test_replayed_dead_letter_targets_its_rejecters_with_original_coordina
     p = e.payload
     assert p.targets == frozenset({"b"})
     # Tracked where it was read; only its events and dead letter carry the origin.
-    assert p.identity == ("id-orders", 0, 0) and p.lane == (T, 0)
+    assert p.identity == ("id-orders", 0, 0) and p.partition_key == (T, 0)
     assert (p.origin.topic_id, p.origin.partition, p.origin.offset) == ("id-old", 3, 41)
     assert (p.message.topic, p.message.partition, p.message.offset) == ("orders", 3, 41)
     assert p.replay_count == 1
@@ -524,7 +524,7 @@ async def test_a_recreated_topic_restarts_its_lanes_at_the_first_offset() -> Non
     await eventually(lambda: committed(cluster) == 3)
     cluster.recreate_topic(T)  # the consumer goes on fetching at offset 3, as librdkafka does
     fill(cluster, 2)
-    assert await d.next_change() == LanesEnded(frozenset({(T, 0)}))
+    assert await d.next_change() == PartitionsEnded(frozenset({(T, 0)}))
     new = await d.take(2)
     assert [(q.offset, q.payload.topic_id) for q in new] == [
         (0, "id-orders-2"), (1, "id-orders-2")]
