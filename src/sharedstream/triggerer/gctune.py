@@ -1,7 +1,7 @@
 """Garbage-collector settings for a process that runs shared streams.
 
-Why: every message in flight is a handful of GC-tracked objects (the consumer's
-lane entry, the payload, the group's entry, a window, its events) that live for
+Why: every message in flight is a handful of GC-tracked objects (the
+message, its payload, the ledger's entry, a window, its events) that live for
 thousands of allocations, so with the default thresholds (700, 10, 10) they are
 promoted to the old generations and force frequent full collections, each of
 which also walks every object created at start-up (modules, classes, config).

@@ -74,7 +74,8 @@ OUTCOMES = MetricSpec("watcher_outcomes", "counter",
 BROKER_READY = MetricSpec("broker_ready", "gauge",
                           "1 when the group's broker connection is healthy.", GROUP)
 ASSIGNED = MetricSpec("assigned_partitions", "gauge", "Partitions assigned to this process.", GROUP)
-HELD = MetricSpec("held_messages", "gauge", "Messages held for redelivery (lane floors).", GROUP)
+HELD = MetricSpec("held_messages", "gauge", "Messages held for redelivery (partition floors).",
+                  GROUP)
 PARTITION_LAG = MetricSpec("partition_lag", "gauge",
                            "Messages on the broker not yet committed.", PARTITION)
 COMMIT_LAG = MetricSpec("partition_commit_lag", "gauge",
