@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from streams import create_schema
 from test_text_safety import NO_DLQ, produce_values, rejected_rows, wait_committed
-from triggerer import Triggerer, connection_for, until, write_config
+from triggerer import Triggerer, connection_for, run_cli, until, write_config
 
 from sharedstream.statestore.models import asset_event
 
@@ -122,3 +123,23 @@ def test_a_registry_value_not_framed_is_rejected_and_a_framed_one_waits_for_the_
         "avro", "not schema-registry framed: first byte 0x7b, expected 0x00 (magic byte)"
         + NO_DLQ, '{"id": 1}')}
     assert [e for e in events(db_url) if e[0] == "avro"] == []
+
+
+def test_a_watcher_naming_a_registry_that_is_not_configured_does_not_start(
+        tmp_path: Path, kafka_bootstrap: str, create_topic: Any) -> None:
+    """Before: ``run`` started and held every framed message for ever (readiness false),
+    for a typo in ``registry=`` that only the configuration can fix."""
+    db_url = f"sqlite:///{tmp_path / 'serde.db'}"
+    config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
+                          connection=connection_for(kafka_bootstrap, "serde"),
+                          connection_id="serde")
+    env = {"SERDE_TOPIC": create_topic("serde"), "SERDE_AVRO_TOPIC": create_topic("serde-avro")}
+    env = {k: v for k, v in {**os.environ, **env}.items()
+           if not k.startswith("SHAREDSTREAM_SCHEMA_REGISTRY_")}
+    done = run_cli(["check", str(WATCHERS), "--config", str(config)], env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: watcher 'avro': schema registry 'serde_registry' is not configured: add "
+        "[schema_registries.serde_registry] with a url to the config file or set "
+        "SHAREDSTREAM_SCHEMA_REGISTRY_SERDE_REGISTRY__URL")
+    assert "Traceback" not in done.stderr

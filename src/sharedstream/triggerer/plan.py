@@ -19,6 +19,7 @@ from sharedstream.kafka.connections import (
     resolve_connection,
 )
 from sharedstream.kafka.group_start import group_topics
+from sharedstream.serde.registries import RegistryConfigError, resolve_registry
 from sharedstream.triggerer.config import Config
 from sharedstream.triggerer.loading import (
     LoadedWatcher,
@@ -103,6 +104,20 @@ def plan_of(config: Config, module: WatcherModule) -> Plan:
                 standalone=tuple(standalone))
 
 
+def _check_registries(config: Config, members: list[LoadedWatcher]) -> None:
+    """Every schema registry a member's deserialiser names must be configured: unchecked,
+    a typo in ``registry=`` would hold every framed message for ever (the registry being
+    "unavailable"), where only the configuration can fix it."""
+    for loaded in members:
+        registry = getattr(getattr(loaded.trigger, "value_deserializer", None), "registry", None)
+        if not isinstance(registry, str):
+            continue
+        try:
+            resolve_registry(registry, config.schema_registries)
+        except RegistryConfigError as exc:
+            raise StartupError(f"watcher {loaded.name!r}: {exc}") from None
+
+
 def _group_plan(config: Config, key: Hashable, members: list[LoadedWatcher]) -> GroupPlan:
     first = members[0].trigger
     if not isinstance(first, KafkaSharedStreamTrigger):
@@ -111,6 +126,7 @@ def _group_plan(config: Config, key: Hashable, members: list[LoadedWatcher]) -> 
         connection = resolve_connection(first.kafka_config_id, config.connections)
     except ConnectionConfigError as exc:
         raise StartupError(f"watcher {members[0].name!r}: {exc}") from None
+    _check_registries(config, members)
     topics = list(first.topics)
     if first.dlq_topic is not None:
         topics.append(first.dlq_topic)
