@@ -146,3 +146,19 @@ def test_the_deserialiser_is_the_filter_s_argument_and_rebuilds() -> None:
     classpath, kwargs = typed.serialize()
     assert KafkaSharedStreamTrigger(**kwargs).serialize() == (classpath, kwargs)
     assert typed.shared_stream_arguments() == plain.shared_stream_arguments()
+
+
+def test_config_show_lists_registry_keys_with_their_source_and_masks_secrets(
+        tmp_path: Any) -> None:
+    from sharedstream.triggerer.config_view import effective_settings
+
+    path = tmp_path / "sharedstream.toml"
+    path.write_text('[schema_registries.prod]\nurl = "https://u:pw@sr:8081"\n'
+                    '"basic.auth.user.info" = "alice:s3cret"\n')
+    var = "SHAREDSTREAM_SCHEMA_REGISTRY_PROD__BEARER_AUTH_TOKEN"
+    _, settings = effective_settings(path, {var: "tok"})
+    shown = {(s.key, s.value, s.source) for s in settings
+             if s.section == "schema_registries.prod"}
+    assert shown == {("basic.auth.user.info", "***", str(path)),
+                     ("bearer.auth.token", "***", var),
+                     ("url", "https://u:***@sr:8081", str(path))}
