@@ -15,7 +15,7 @@ from typing import Any
 from sharedstream.core.message import Coordinates
 from sharedstream.core.text import lone_surrogate
 from sharedstream.kafka.payload import KafkaPayload
-from sharedstream.statestore.values import JSON_ENCODER
+from sharedstream.statestore.values import encode_json
 
 # MEDIUMTEXT, the payload column on MySQL/MariaDB, holds at most 2**24 - 1 bytes.
 MAX_EVENT_BYTES = 2**24 - 1
@@ -38,7 +38,7 @@ class PayloadRefused(ValueError):
 def encode_payload(payload: Any, max_bytes: int) -> str:
     """The JSON text stored for ``payload``; PayloadRefused when it cannot be stored."""
     try:
-        text = JSON_ENCODER.encode(payload)
+        text = encode_json(payload)
     except (TypeError, ValueError, RecursionError) as exc:
         raise PayloadRefused(f"event payload not JSON: {exc}") from exc
     # No backend stores a lone surrogate (the remains of bytes decoded with
