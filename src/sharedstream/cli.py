@@ -32,7 +32,7 @@ COMMANDS = {
     "offsets": "sharedstream.ops.offsets_commands:offsets_group",
     "publish-airflow": "sharedstream.ops.airflow_commands:publish_airflow",
     "dlq": "sharedstream.ops.dlq_commands:dlq_group",
-    "held": "sharedstream.ops.action_commands:held_group",
+    "held": "sharedstream.web.held_command:held_group",
     "triggerers": "sharedstream.ops.action_commands:triggerers_group",
     "audit": "sharedstream.ops.action_commands:audit_group",
 }
