@@ -45,7 +45,10 @@ class Bridge:
             f'[triggerer]\nhealth_port = -1\nretry_backoff_max = 2.0\n'
             f'cohort_grace_period = 1.0\nshutdown_timeout = 5.0\n\n'
             f'[connections.kafka_default]\n"bootstrap.servers" = "{bootstrap}"\n'
-            f'"group.id" = "bridge-{topic}"\n\n{sections}')
+            f'"group.id" = "bridge-{topic}"\n'
+            # A killed sink's member must leave in seconds, not librdkafka's 45 s default,
+            # before its restarted successor is given the partitions.
+            f'"session.timeout.ms" = 6000\n"heartbeat.interval.ms" = 1000\n\n{sections}')
         self.env = {**os.environ, "SHAREDSTREAM_CONFIG": str(self.config),
                     "BRIDGE_TOPIC": topic, "BRIDGE_DLQ": dlq}
         self.processes: list[subprocess.Popen[bytes]] = []
