@@ -24,16 +24,25 @@ from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
 
-def produce(bootstrap: str, topic: str, ids: Iterable[int], partitions: int) -> None:
-    """Write ``{"id": n}`` for each id, acknowledged by the broker before returning."""
+def new_producer(bootstrap: str) -> Producer:
+    """The tests' idempotent producer (a retried send never duplicates an id)."""
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+
+
+def produce(bootstrap: str, topic: str, ids: Iterable[int], partitions: int,
+            producer: Producer | None = None) -> None:
+    """Write ``{"id": n}`` for each id, acknowledged by the broker before returning.
+
+    Pass ``producer`` (from :func:`new_producer`) when producing many small chunks: a new
+    idempotent producer waits about half a second for its producer id before its first send.
+    """
     failures: list[str] = []
 
     def report(error: object, _message: object) -> None:
         if error is not None:
             failures.append(str(error))
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                         "enable.idempotence": True})
+    producer = producer or new_producer(bootstrap)
     for n in ids:
         while True:
             try:

@@ -31,6 +31,7 @@ from streams import (
     event_ids,
     events,
     handouts,
+    new_producer,
     persisted_prefix,
     produce,
     state_value,
@@ -87,13 +88,18 @@ def test_20000_messages_three_watchers_each_event_once(
 
 @contextmanager
 def producing(bootstrap: str, topic: str, ids: range) -> Iterator[None]:
-    """Produce ``ids`` on a thread while the body runs; the body's end waits for the thread."""
+    """Produce ``ids`` on a thread while the body runs; the body's end waits for the thread.
+
+    Chunks of 50, each acknowledged before the next, through one producer (a new one per
+    chunk spent most of these tests' time waiting for its producer id)."""
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
+            producer = new_producer(bootstrap)
             for start in range(ids.start, ids.stop, 50):
-                produce(bootstrap, topic, range(start, min(start + 50, ids.stop)), PARTITIONS)
+                produce(bootstrap, topic, range(start, min(start + 50, ids.stop)), PARTITIONS,
+                        producer)
         except BaseException as error:
             failure.append(error)
 
