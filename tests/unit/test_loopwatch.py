@@ -47,6 +47,13 @@ def watch(loop: asyncio.AbstractEventLoop) -> LoopWatchdog:
     return watchdog
 
 
+def named_block(watchdog: LoopWatchdog) -> Callable[[], list[str]]:
+    """Readiness reasons once they name the culprit: readiness may say "blocked" one check
+    interval before the watchdog thread has looked at which task holds the loop (both
+    thresholds are 0.5 s)."""
+    return lambda: [r for r in watchdog.problems() if " by " in r]
+
+
 def test_a_watcher_task_blocking_the_loop_is_named_counted_and_unready_until_it_returns(
         loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture) -> None:
     watchdog = watch(loop)
@@ -58,10 +65,7 @@ def test_a_watcher_task_blocking_the_loop_is_named_counted_and_unready_until_it_
     try:
         loop.call_soon_threadsafe(
             lambda: loop.create_task(blocking_filter(), name=watcher_task_name("w")))
-        # Readiness may say "blocked" a check interval before the watchdog thread has
-        # named the culprit (both thresholds are 0.5 s): wait for the named reason.
-        [reason] = until(lambda: [r for r in watchdog.problems() if "by watcher" in r],
-                         "readiness naming the block")
+        [reason] = until(named_block(watchdog), "readiness naming the block")
         assert "event loop blocked for" in reason and "by watcher 'w'" in reason, reason
         lag, blocks, _ = watchdog.figures()
         assert lag >= 0.5 and blocks == {"w": 1}
@@ -89,14 +93,14 @@ def test_a_plain_callback_or_another_task_is_not_blamed_on_a_watcher(
 
     try:
         loop.call_soon_threadsafe(release.wait, 30)
-        [reason] = until(watchdog.problems, "readiness naming the callback")
+        [reason] = until(named_block(watchdog), "readiness naming the callback")
         assert "by a callback outside any task" in reason, reason
         release.set()
         until(lambda: watchdog.problems() == [] and "" in watchdog.figures()[2],
               "the callback's block ended")
         release.clear()
         loop.call_soon_threadsafe(lambda: loop.create_task(other(), name="housekeeping"))
-        [reason] = until(watchdog.problems, "readiness naming the task")
+        [reason] = until(named_block(watchdog), "readiness naming the task")
         assert "by task 'housekeeping'" in reason, reason
         assert watchdog.figures()[1] == {"": 2}  # counted, but under no watcher's name
     finally:
