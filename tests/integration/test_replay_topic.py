@@ -52,12 +52,13 @@ __all__ = ["env", "pg_url"]  # fixtures, used by name
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 NO_AMOUNT = (2, 3, 5, 8, 11, 13, 17)  # order ids; 7 of 20
-REJECTS = 'if order.get("amount") is None:'
+REJECTS = "if order.amount is None:"
 
 
-def readme_watcher(*, fixed: bool) -> type[KafkaSharedStreamTrigger]:
-    """``PaidOrders`` from the README's "A watcher" section, run as written; ``fixed``
-    deploys the fix (orders without an amount are no longer rejected)."""
+def readme_watcher(*, fixed: bool) -> tuple[type[KafkaSharedStreamTrigger], Any]:
+    """``PaidOrders`` and the value deserialiser it is declared with, from the README's
+    "A watcher" section, run as written; ``fixed`` deploys the fix (orders without an
+    amount are no longer rejected)."""
     text = README.read_text(encoding="utf-8")
     section = text[text.index("## A watcher"):]
     match = re.search(r"```python\n(.*?)```", section, re.S)
@@ -69,7 +70,7 @@ def readme_watcher(*, fixed: bool) -> type[KafkaSharedStreamTrigger]:
     namespace: dict[str, Any] = {}
     exec(compile(source, str(README), "exec"), namespace)
     cls: type[KafkaSharedStreamTrigger] = namespace["PaidOrders"]
-    return cls
+    return cls, namespace["order_values"]
 
 
 @asynccontextmanager
@@ -151,8 +152,9 @@ async def test_the_readme_watcher_creates_the_events_of_a_replay_after_its_fix(
     group = f"{group_id}.{source}"
 
     def trigger(fixed: bool) -> KafkaSharedStreamTrigger:
-        return readme_watcher(fixed=fixed)(topics=[source], kafka_config_id="k",
-                                           dlq_topic=dlq)
+        cls, values = readme_watcher(fixed=fixed)
+        return cls(topics=[source], kafka_config_id="k", dlq_topic=dlq,
+                   value_deserializer=values)
 
     async with running(kafka_bootstrap, store, group_id, {"paid_orders": trigger(False)}):
         await until(lambda: committed_sum(kafka_bootstrap, group, source) == 20,
