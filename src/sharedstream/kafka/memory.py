@@ -24,6 +24,12 @@ behaviours the producer must survive are librdkafka's own, in one place:
 
 Thread-safe: the test thread produces while the consumer thread consumes. Callbacks run
 on the thread that calls ``consume()``/``poll()``/``close()``, never under the lock.
+
+In parts: this module is the broker (topics, logs, groups, commits) and the public
+import path of the rest; :mod:`~sharedstream.kafka.memory_consumer` and
+:mod:`~sharedstream.kafka.memory_producer` are its clients, which reach it only through
+the small faces they declare (``GroupBroker``, ``DeliveryBroker``), and
+:mod:`~sharedstream.kafka.memory_record` holds what all three hand around.
 """
 
 from __future__ import annotations
@@ -35,58 +41,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    OFFSET_INVALID,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-Key = tuple[str, int]
-DEFAULT_TIMESTAMP = 1_700_000_000_000
+from sharedstream.kafka.memory_consumer import PREFETCH, MemoryConsumer
+from sharedstream.kafka.memory_producer import MemoryProducer
+from sharedstream.kafka.memory_record import DEFAULT_TIMESTAMP, Key, MemoryRecord, with_error
+
+__all__ = ["DEFAULT_TIMESTAMP", "MAX_MESSAGE_BYTES", "MAX_METADATA_BYTES", "PREFETCH", "Key",
+           "MemoryBroker", "MemoryConsumer", "MemoryProducer", "MemoryRecord"]
+
 MAX_METADATA_BYTES = 4096
 MAX_MESSAGE_BYTES = 1_048_588
-PREFETCH = 64
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """A consumed record, with the accessor methods of ``confluent_kafka.Message``."""
-
-    _topic: str
-    _partition: int
-    _offset: int
-    _value: bytes | None
-    _key: bytes | None = None
-    _headers: tuple[tuple[str, bytes | None], ...] | None = None
-    _timestamp: int = DEFAULT_TIMESTAMP
-    _error: KafkaError | None = None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def value(self) -> bytes | None:
-        return self._value
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        return None if self._headers is None else list(self._headers)
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._timestamp)
-
-    def error(self) -> KafkaError | None:
-        return self._error
 
 
 @dataclass
@@ -178,15 +143,6 @@ class MemoryBroker:
         with self._lock:
             return list(self._topic(topic).logs[partition])
 
-    def _fetch(self, key: Key, start: int, limit: int) -> list[MemoryRecord]:
-        with self._lock:
-            topic = self._topics.get(key[0])
-            return [] if topic is None else topic.logs[key[1]][start:start + limit]
-
-    def _end(self, key: Key) -> int:
-        with self._lock:
-            return len(self._topic(key[0]).logs[key[1]])
-
     def _topic(self, name: str) -> _Topic:
         found = self._topics.get(name)
         if found is None:
@@ -212,15 +168,17 @@ class MemoryBroker:
             group = self._groups[member.group_id]
             for key in [k for k, m in group.owner.items() if m is member]:
                 del group.owner[key]
-            member._lost = True
+            member.lose()
             self._data.notify_all()
 
-    def _join(self, member: MemoryConsumer) -> None:
+    # -- the consumers' face (GroupBroker) ----------------------------------------------
+
+    def join(self, member: MemoryConsumer) -> None:
         with self._lock:
             self._groups.setdefault(member.group_id, _Group()).members.append(member)
             self._data.notify_all()
 
-    def _leave(self, member: MemoryConsumer) -> None:
+    def leave(self, member: MemoryConsumer) -> None:
         with self._lock:
             group = self._groups[member.group_id]
             group.members.remove(member)
@@ -228,39 +186,89 @@ class MemoryBroker:
                 del group.owner[key]
             self._data.notify_all()
 
+    def revocations(self, member: MemoryConsumer, owned: set[Key]) -> list[Key]:
+        with self._lock:
+            return sorted(owned - self._target(member))
+
+    def release(self, member: MemoryConsumer, keys: Sequence[Key]) -> None:
+        with self._lock:
+            self.moved += len(keys)
+            owner = self._groups[member.group_id].owner
+            for key in keys:
+                if owner.get(key) is member:
+                    del owner[key]
+
+    def claim(self, member: MemoryConsumer, owned: set[Key]) -> list[Key]:
+        with self._lock:
+            owner = self._groups[member.group_id].owner
+            assign = sorted(k for k in self._target(member) - owned if k not in owner)
+            for key in assign:
+                owner[key] = member
+            return assign
+
     def _target(self, member: MemoryConsumer) -> set[Key]:
         """What the assignor gives ``member`` now: partitions round-robin over members."""
         group = self._groups[member.group_id]
-        subscribed = sorted({t for m in group.members for t in m._subscription})
+        subscribed = sorted({t for m in group.members for t in m.subscription})
         keys = [(t, p) for t in subscribed if t in self._topics
                 for p in range(len(self._topics[t].logs))]
-        members = [m for m in group.members if not m._closed]
+        members = [m for m in group.members if not m.closed]
         if member not in members:
             return set()
         return {k for k, m in zip(keys, itertools.cycle(members)) if m is member
-                and k[0] in member._subscription}
+                and k[0] in member.subscription}
 
-    def _commit(self, member: MemoryConsumer,
-                offsets: Sequence[TopicPartition]) -> list[TopicPartition]:
+    def commit_offsets(self, member: MemoryConsumer,
+                       offsets: Sequence[TopicPartition]) -> list[TopicPartition]:
         with self._lock:
             self.commit_requests.append([(t.topic, t.partition, t.offset) for t in offsets])
             if self._commit_failures:
                 error = self._commit_failures.popleft()
-                return [_with_error(tp, error) for tp in offsets]
+                return [with_error(tp, error) for tp in offsets]
             group = self._groups[member.group_id]
             out = []
             for tp in offsets:
                 key = (tp.topic, tp.partition)
                 metadata = tp.metadata or ""
                 if group.owner.get(key) is not member:
-                    out.append(_with_error(tp, KafkaError(KafkaError.ILLEGAL_GENERATION)))
+                    out.append(with_error(tp, KafkaError(KafkaError.ILLEGAL_GENERATION)))
                 elif len(metadata.encode()) > self.max_metadata_bytes:
-                    out.append(_with_error(tp, KafkaError(KafkaError.OFFSET_METADATA_TOO_LARGE)))
+                    out.append(with_error(tp, KafkaError(KafkaError.OFFSET_METADATA_TOO_LARGE)))
                 else:
                     group.committed[key] = (tp.offset, metadata)
                     out.append(TopicPartition(tp.topic, tp.partition, tp.offset,
                                               metadata=metadata))
             return out
+
+    def fetch(self, key: Key, start: int, limit: int) -> list[MemoryRecord]:
+        with self._lock:
+            topic = self._topics.get(key[0])
+            return [] if topic is None else topic.logs[key[1]][start:start + limit]
+
+    def end(self, key: Key) -> int:
+        with self._lock:
+            return len(self._topic(key[0]).logs[key[1]])
+
+    def wait_for_records(self, timeout: float) -> None:
+        with self._lock:
+            self._data.wait(timeout)
+
+    # -- the producers' face (DeliveryBroker) ----------------------------------------------
+
+    def deliver(self, record: dict[str, Any], attempt: int) -> KafkaError | None:
+        with self._lock:
+            if record["topic"] not in self._topics:
+                return KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+        if len(record["value"] or b"") > self.max_message_bytes:
+            return KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+        error = self.delivery_outcome(attempt)
+        if error is None:
+            self.produce(record["topic"], record["value"], record["key"],
+                         record.get("headers"), record.get("partition"),
+                         record.get("timestamp", DEFAULT_TIMESTAMP))
+            with self._lock:
+                self.delivered.append(record)
+        return error
 
     # -- clients ----------------------------------------------------------------------------
 
@@ -272,302 +280,3 @@ class MemoryBroker:
 
     def producer(self, config: dict[str, Any]) -> MemoryProducer:
         return MemoryProducer(self, config)
-
-
-class _RefusedPartition(TopicPartition):
-    """A commit result carrying its error (``TopicPartition.error`` is read-only in Python,
-    set only by librdkafka)."""
-
-    def __init__(self, tp: TopicPartition, error: KafkaError) -> None:
-        super().__init__(tp.topic, tp.partition, tp.offset, metadata=tp.metadata)
-        self._error = error
-
-    @property
-    def error(self) -> KafkaError:  # type: ignore[override]
-        return self._error
-
-
-def _with_error(tp: TopicPartition, error: KafkaError) -> TopicPartition:
-    return _RefusedPartition(tp, error)
-
-
-class MemoryConsumer:
-    """A ``confluent_kafka.Consumer`` of one :class:`MemoryBroker` (see the module doc)."""
-
-    def __init__(self, broker: MemoryBroker, config: dict[str, Any]) -> None:
-        self.broker = broker
-        self.config = config
-        self.group_id = str(config["group.id"])
-        self._reset = str(config.get("auto.offset.reset", "latest")).lower()
-        self._subscription: frozenset[str] = frozenset()
-        self._callbacks: dict[str, Callable[..., Any]] = {}
-        self._owned: set[Key] = set()
-        self._assigned: dict[Key, int] = {}  # partition -> position (next offset returned)
-        self._fetched: dict[Key, deque[MemoryRecord]] = {}
-        self.paused: set[Key] = set()
-        self._commit_results: deque[tuple[KafkaError | None, list[TopicPartition]]] = deque()
-        self._lost = False
-        self._closed = False
-        self.injected_errors: list[KafkaError] = []
-        self.consume_calls = 0
-        self.pause_calls = 0
-        self.close_calls = 0
-
-    # -- group membership -------------------------------------------------------------------
-
-    def subscribe(self, topics: list[str], **callbacks: Callable[..., Any]) -> None:
-        self._subscription = frozenset(topics)
-        self._callbacks = callbacks
-        self.broker._join(self)
-
-    def _rebalance(self) -> None:
-        """Serve a pending loss, revocation or assignment (on the consuming thread)."""
-        broker = self.broker
-        if self._lost:
-            self._lost = False
-            lost = sorted(self._owned)
-            self._drop(lost)
-            broker.moved += len(lost)
-            if lost:
-                self._callback("on_lost", lost)
-        with broker._lock:
-            target = broker._target(self)
-            revoke = sorted(self._owned - target)
-        if revoke:
-            self._callback("on_revoke", revoke)
-            self._drop(revoke)
-            broker.moved += len(revoke)
-            with broker._lock:
-                group = broker._groups[self.group_id]
-                for key in revoke:
-                    if group.owner.get(key) is self:
-                        del group.owner[key]
-        with broker._lock:
-            group = broker._groups[self.group_id]
-            target = broker._target(self)
-            assign = sorted(k for k in target - self._owned if k not in group.owner)
-            for key in assign:
-                group.owner[key] = self
-            self._owned.update(assign)
-        if assign:
-            self._callback("on_assign", assign)
-
-    def _callback(self, name: str, keys: Sequence[Key]) -> None:
-        partitions = [TopicPartition(t, p) for t, p in keys]
-        callback = self._callbacks.get(name)
-        if callback is not None:
-            callback(self, partitions)
-        elif name == "on_assign":
-            self.incremental_assign(partitions)
-
-    def _drop(self, keys: Sequence[Key]) -> None:
-        for key in keys:
-            self._owned.discard(key)
-            self._assigned.pop(key, None)
-            self._fetched.pop(key, None)
-            self.paused.discard(key)
-
-    def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
-        committed = self.broker.committed(self.group_id)
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            if tp.offset >= 0:
-                start = tp.offset
-            elif tp.offset == OFFSET_INVALID and key in committed:
-                start = committed[key][0]
-            else:
-                start = self._logical(key, tp.offset)
-            self._assigned[key] = start
-            self._fetched[key] = deque()
-
-    assign = incremental_assign
-
-    def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self._assigned.pop(key, None)
-            self._fetched.pop(key, None)
-
-    def _logical(self, key: Key, offset: int) -> int:
-        end = self.broker._end(key)
-        if offset == OFFSET_END or (offset == OFFSET_INVALID and self._reset == "latest"):
-            return end
-        if offset in (OFFSET_BEGINNING, OFFSET_INVALID):
-            return 0
-        raise ValueError(f"unsupported logical offset {offset}")
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(t, p) for t, p in self._assigned]
-
-    def committed(self, partitions: Sequence[TopicPartition],
-                  timeout: float | None = None) -> list[TopicPartition]:
-        found = self.broker.committed(self.group_id)
-        out = []
-        for tp in partitions:
-            offset, metadata = found.get((tp.topic, tp.partition), (OFFSET_INVALID, ""))
-            out.append(TopicPartition(tp.topic, tp.partition, offset, metadata=metadata))
-        return out
-
-    # -- fetching ---------------------------------------------------------------------------
-
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[MemoryRecord]:
-        self._require_open()
-        self.consume_calls += 1
-        self._serve()
-        out = self._take(num_messages)
-        if not out and timeout > 0:
-            with self.broker._lock:
-                self.broker._data.wait(timeout)
-            self._serve()
-            out = self._take(num_messages)
-        return out
-
-    def _serve(self) -> None:
-        """Errors, commit results and rebalances, as librdkafka serves them in a poll."""
-        while self.injected_errors:
-            self.config["error_cb"](self.injected_errors.pop(0))
-        on_commit = self.config.get("on_commit")
-        while self._commit_results:
-            error, partitions = self._commit_results.popleft()
-            if on_commit is not None:
-                on_commit(error, partitions)
-        self._rebalance()
-
-    def _take(self, limit: int) -> list[MemoryRecord]:
-        out: list[MemoryRecord] = []
-        for key, position in list(self._assigned.items()):
-            if key in self.paused:
-                continue
-            queue = self._fetched[key]
-            if not queue:
-                queue.extend(self.broker._fetch(key, position, PREFETCH))
-            while queue and len(out) < limit:
-                record = queue.popleft()
-                out.append(record)
-                self._assigned[key] = record.offset() + 1
-            if len(out) >= limit:
-                break
-        return out
-
-    def pause(self, partitions: Sequence[TopicPartition]) -> None:
-        """Stop fetching these; what was prefetched for them is dropped (fetched again)."""
-        self.pause_calls += 1
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self.paused.add(key)
-            if key in self._fetched:
-                self._fetched[key].clear()
-
-    def resume(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            self.paused.discard((tp.topic, tp.partition))
-
-    def seek(self, partition: TopicPartition) -> None:
-        key = (partition.topic, partition.partition)
-        if key not in self._assigned:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
-        offset = partition.offset
-        self._assigned[key] = offset if offset >= 0 else self._logical(key, offset)
-        self._fetched[key].clear()
-
-    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
-        return [TopicPartition(tp.topic, tp.partition,
-                               self._assigned.get((tp.topic, tp.partition), OFFSET_INVALID))
-                for tp in partitions]
-
-    # -- commits ----------------------------------------------------------------------------
-
-    def commit(self, message: Any = None, offsets: Sequence[TopicPartition] | None = None,
-               asynchronous: bool = True) -> list[TopicPartition] | None:
-        self._require_open()
-        result = self.broker._commit(self, list(offsets or []))
-        errors = [tp.error for tp in result if tp.error is not None]
-        if asynchronous:
-            self._commit_results.append((errors[0] if errors else None, result))
-            return None
-        if errors:
-            raise KafkaException(errors[0])
-        return result
-
-    # -- the rest ---------------------------------------------------------------------------
-
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        self._require_open()
-        return None
-
-    def close(self) -> None:
-        """Revoke the assignment (``on_revoke``), then leave the group."""
-        self.close_calls += 1
-        if self._closed:
-            return
-        if self._owned:
-            revoke = sorted(self._owned)
-            self._callback("on_revoke", revoke)
-            self._drop(revoke)
-        self._closed = True
-        self.broker._leave(self)
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("Consumer closed")
-
-
-class MemoryProducer:
-    """A ``confluent_kafka.Producer`` of one :class:`MemoryBroker`: delivery reports are
-    served by ``poll()``/``flush()``; ``queue.buffering.max.messages`` bounds the queue."""
-
-    def __init__(self, broker: MemoryBroker, config: dict[str, Any]) -> None:
-        self.broker = broker
-        self.config = config
-        self._limit = int(config.get("queue.buffering.max.messages", 100_000))
-        self._lock = threading.Lock()
-        self._pending: list[tuple[dict[str, Any], Callable[[Any, Any], None] | None]] = []
-        self.attempts = 0
-
-    def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
-                **kwargs: Any) -> None:
-        with self._lock:
-            if len(self._pending) >= self._limit:
-                raise BufferError("Local: Queue full")
-            report = kwargs.pop("on_delivery", None)
-            self._pending.append(({"topic": topic, "value": value, "key": key, **kwargs}, report))
-
-    def poll(self, timeout: float = 0) -> int:
-        return self._deliver()
-
-    def flush(self, timeout: float = -1) -> int:
-        self._deliver()
-        with self._lock:
-            return len(self._pending)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._pending)
-
-    def _deliver(self) -> int:
-        broker = self.broker
-        if broker.hold_deliveries:
-            return 0
-        with self._lock:
-            pending, self._pending = self._pending, []
-        for record, report in pending:
-            error = self._outcome(record)
-            if error is None:
-                broker.produce(record["topic"], record["value"], record["key"],
-                               record.get("headers"), record.get("partition"),
-                               record.get("timestamp", DEFAULT_TIMESTAMP))
-                with broker._lock:
-                    broker.delivered.append(record)
-            if report is not None:
-                report(error, None)
-        return len(pending)
-
-    def _outcome(self, record: dict[str, Any]) -> KafkaError | None:
-        broker = self.broker
-        attempt, self.attempts = self.attempts, self.attempts + 1
-        with broker._lock:
-            if record["topic"] not in broker._topics:
-                return KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
-        if len(record["value"] or b"") > broker.max_message_bytes:
-            return KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
-        return broker.delivery_outcome(attempt)
