@@ -42,6 +42,8 @@ from triggerer import Triggerer, until, write_config
 
 PARTITIONS = 6
 WATCHERS = ("everything", "evens", "picky")
+# How far (in ids) producing() may run ahead of the events the triggerer wrote.
+LEAD = 200
 
 
 def consumer_group(connection: dict[str, Any], topic: str) -> str:
@@ -87,17 +89,25 @@ def test_20000_messages_three_watchers_each_event_once(
 
 
 @contextmanager
-def producing(bootstrap: str, topic: str, ids: range) -> Iterator[None]:
+def producing(bootstrap: str, topic: str, ids: range,
+              handled: Callable[[], int]) -> Iterator[None]:
     """Produce ``ids`` on a thread while the body runs; the body's end waits for the thread.
 
     Chunks of 50, each acknowledged before the next, through one producer (a new one per
-    chunk spent most of these tests' time waiting for its producer id)."""
+    chunk waited ~0.5 s for its producer id). Paced by the triggerer, not by a clock: the
+    chunk from id ``start`` is sent once ``handled()`` (ids with an event so far; ids count
+    from 0) reaches ``start - LEAD``, so a stop or kill at an event count below
+    ``ids.stop - LEAD`` lands while ids are still being produced. Once the body ends (the
+    triggerer stopped), the rest goes out unpaced."""
     failure: list[BaseException] = []
+    released = threading.Event()
 
     def run() -> None:
         try:
             producer = new_producer(bootstrap)
             for start in range(ids.start, ids.stop, 50):
+                while not released.is_set() and handled() < start - LEAD:
+                    released.wait(0.05)
                 produce(bootstrap, topic, range(start, min(start + 50, ids.stop)), PARTITIONS,
                         producer)
         except BaseException as error:
@@ -108,6 +118,7 @@ def producing(bootstrap: str, topic: str, ids: range) -> Iterator[None]:
     try:
         yield
     finally:
+        released.set()
         thread.join(60)
     assert not thread.is_alive() and not failure, failure
 
@@ -130,19 +141,23 @@ def test_kill_9_while_producing_loses_nothing_duplicates_nothing(
                           connection=connection)
     process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq})
     create_schema(db_url)
+
+    def handled() -> int:
+        return event_count(db_url, "everything")
+
     # Guarantee 3 while it runs: at every sample, each watermark equals its highest event.
     with Sampler(lambda: watermark_mismatches(db_url, WATCHERS)) as sampler:
         for round_ in range(kills):
             target = event_count(db_url, "everything") + rng.randint(1, chunk)
-            with producing(kafka_bootstrap, topic,
-                           range(round_ * chunk, (round_ + 1) * chunk)):
+            with producing(kafka_bootstrap, topic, range(round_ * chunk, (round_ + 1) * chunk),
+                           handled):
                 process.start()
                 until(lambda t=target: event_count(db_url, "everything") >= t,
                       f"round {round_} (seed {seed}): {target} events before the kill",
                       60, 0.02)
                 process.kill()
         count = (kills + 1) * chunk
-        with producing(kafka_bootstrap, topic, range(kills * chunk, count)):
+        with producing(kafka_bootstrap, topic, range(kills * chunk, count), handled):
             process.start()
         wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
     process.signal(signal.SIGTERM)
@@ -235,7 +250,8 @@ def test_sigterm_exits_0_with_committed_offsets_equal_to_the_persisted_prefix(
     process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": ",".join(watchers)})
     process.start().wait_ready()
     create_schema(sqlite_url)
-    with producing(kafka_bootstrap, topic, range(count)):
+    with producing(kafka_bootstrap, topic, range(count),
+                   lambda: event_count(sqlite_url, "everything")):
         until(lambda: event_count(sqlite_url, "everything") >= count // 2,
               "half of the events", 60, 0.02)
         process.signal(signal.SIGTERM)
@@ -288,7 +304,8 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
                                       "E2E_HANDOUTS": str(record), "E2E_FLAKY_FLAG": str(flag)})
     process.start().wait_ready()
     create_schema(sqlite_url)
-    with producing(kafka_bootstrap, topic, range(count)):
+    with producing(kafka_bootstrap, topic, range(count),
+                   lambda: event_count(sqlite_url, "everything")):
         until(lambda: event_count(sqlite_url, "everything") >= count // 3,
               "a third of the events", 60, 0.02)
         if held:
