@@ -19,7 +19,11 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
    setup (1 and 100 shared watchers, 1 and 100 independent consumers: the x1 runs give
    the per-watcher cost above a process's own);
 7. state store: asset cursor writes/s (sync, async) and cleanup of expired rows with a
-   concurrent writer's longest stall (``statestore_cleanup``).
+   concurrent writer's longest stall (``statestore_cleanup``);
+8. issue 27 (``bench/issue27.py``): watchers parsing JSON and keeping 1% against
+   independent consumers doing the same, and whole processes timed from their start to
+   their last commit under several ``fetch.queue.backoff.ms``
+   (``python -m bench --issue27`` runs only these).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -47,8 +51,8 @@ from typing import Any
 
 import confluent_kafka
 import sqlalchemy as sa
+from bench import issue27, persistence_reference, statestore_cleanup, uow_throughput
 from bench import kafka_throughput as kt
-from bench import persistence_reference, statestore_cleanup, uow_throughput
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
@@ -576,7 +580,14 @@ def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
         log(f"state store {database}: {store[f'cursor_{database}']} "
             f"{store[f'cleanup_{database}']}")
     return {"throughput": rows, "units_of_work": uow, "latency": lat, "footprint": foot,
-            "statestore": store}
+            "statestore": store, "issue27": run_issue27(bootstrap, sizes)}
+
+
+def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
+    found = issue27.measure(bootstrap, sizes.messages, sizes.fanout,
+                            runs=1 if sizes == QUICK else 3)
+    found["targets"] = issue27.targets(found)
+    return found
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -668,7 +679,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "| acceptance target | measured | reached |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['reached'] else 'NO'} |"
               for t in result["targets"]]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + issue27.markdown(result["issue27"])
 
 
 def latency_chart(samples: list[float], path: Path, title: str) -> None:
@@ -695,6 +706,9 @@ def main() -> None:
     parser.add_argument("--persistence", action="store_true",
                         help="only issue 28's figures: persistence against hand-written "
                              "references, on a PostgreSQL with fsync on")
+    parser.add_argument("--issue27", action="store_true",
+                        help="only issue 27's figures: JSON fan-out and processes timed "
+                             "from their start, under several fetch settings")
     parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -717,6 +731,16 @@ def main() -> None:
         print(table)
         return
     sizes = QUICK if args.quick else Sizes()
+    if args.issue27:
+        with contextlib.ExitStack() as stack:
+            found = {"machine": machine(), "sizes": asdict(sizes),
+                     **run_issue27(Services(stack).bootstrap, sizes)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "issue27.json").write_text(json.dumps(found, indent=1))
+        table = issue27.markdown(found)
+        (args.out / "issue27.md").write_text(table)
+        print(table)
+        return
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
                               "partitions": kt.PARTITIONS, "message_bytes": kt.SIZE}
     started = time.perf_counter()

@@ -78,17 +78,19 @@ class Idle:
     start: float = 0.0
 
 
-def fill(bootstrap: str, messages: int) -> str:
-    """A fresh topic of ``messages`` records of ``SIZE`` bytes, round robin over partitions."""
+def fill(bootstrap: str, messages: int, value: Callable[[int], bytes] | None = None) -> str:
+    """A fresh topic of ``messages`` records of ``SIZE`` bytes (or ``value(i)``), round
+    robin over partitions."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    value = b"x" * SIZE
+    fixed = b"x" * SIZE
     for i in range(messages):
         while True:
             try:
-                producer.produce(topic, value, partition=i % PARTITIONS)
+                producer.produce(topic, fixed if value is None else value(i),
+                                 partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -103,18 +105,28 @@ def _plain_consumer(bootstrap: str, extra: Mapping[str, Any] | None = None) -> A
                      **(extra or {})})
 
 
+Work = Callable[[list[Any]], object]
+
+
 def _consume_all(consumer: Any, messages: int, first: list[float],
-                 filtered: bool = False) -> float:
+                 filtered: bool = False, work: Work | None = None) -> float:
     """Consume ``messages``; record the first delivery in ``first``; return the end time.
 
     ``filtered``: run the default trigger's per-message work on each message and commit
-    each batch (asynchronously), as a trigger with its own consumer would."""
+    each batch (asynchronously), as a trigger with its own consumer would; ``work``: run
+    this on each batch's good messages instead, and commit each batch the same way."""
     seen = 0
     while seen < messages:
         batch = consumer.consume(num_messages=BATCH, timeout=1.0)
         if batch and not first:
             first.append(time.perf_counter())
-        if filtered:
+        if work is not None:
+            good = [m for m in batch if m.error() is None]
+            work(good)
+            seen += len(good)
+            if good:
+                consumer.commit(asynchronous=True)
+        elif filtered:
             events = [TriggerEvent(m.value().decode("utf-8")) for m in batch
                       if m.error() is None]
             seen += len(events)
@@ -137,10 +149,12 @@ def plain(bootstrap: str, topic: str, messages: int) -> float:
 
 def independent(bootstrap: str, topic: str, messages: int, consumers: int,
                 extra: Callable[[int], Mapping[str, Any]] | None = None,
-                filtered: bool = False, idle: Idle | None = None) -> float:
+                filtered: bool = False, idle: Idle | None = None,
+                work: Work | None = None) -> float:
     """Total deliveries/s of ``consumers`` plain consumers, each its own group and thread;
     ``extra(i)`` adds settings to consumer i (e.g. a statistics callback); ``filtered``
-    runs the trigger's per-message work (see :func:`_consume_all`). With ``idle``, every
+    runs the trigger's per-message work, ``work`` a given one (see :func:`_consume_all`).
+    With ``idle``, every
     consumer keeps polling at the end of the log for ``idle.seconds`` after the last one
     finished (an idle phase, for steady-state statistics), from ``idle.start``."""
     firsts: list[list[float]] = [[] for _ in range(consumers)]
@@ -151,7 +165,7 @@ def independent(bootstrap: str, topic: str, messages: int, consumers: int,
 
     def run(i: int) -> None:
         clients[i].subscribe([topic])
-        ends[i] = _consume_all(clients[i], messages, firsts[i], filtered)
+        ends[i] = _consume_all(clients[i], messages, firsts[i], filtered, work)
         if idle is not None:
             finished.wait()
             finished.wait()  # the main thread has set idle.start in between
@@ -199,9 +213,14 @@ class ConfirmingSink:
 
 async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
                  sink: Any = None, trigger: type[BenchTrigger] = BenchTrigger,
-                 idle: Idle | None = None) -> float:
+                 idle: Idle | None = None, config: Mapping[str, Any] | None = None,
+                 marks: dict[str, float] | None = None) -> float:
     """Deliveries/s (messages x watchers) through the manager, first delivery to the moment
     every watcher is done with every message.
+
+    ``config``: librdkafka settings added to the bench's connection. ``marks``, when
+    given, gets ``committed``: the ``time.time()`` at which the final commit of every
+    message was acknowledged by the broker, and ``cpu_s``: the process's CPU seconds then.
 
     ``sink`` (default: a :class:`ConfirmingSink`, no persistence) receives the units of
     work; it needs a ``first`` attribute set at its first submit. ``trigger`` is the
@@ -210,7 +229,8 @@ async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
     ``idle.start``)."""
     conn_id = f"bench{uuid.uuid4().hex[:6]}"
     group_id = uuid.uuid4().hex
-    configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id}},
+    configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id,
+                                       **(config or {})}},
                             InMemoryRejectionRecorder())
     sink = sink if sink is not None else ConfirmingSink()
     manager = SharedStreamManager(sink, ManagerSettings(cohort_grace_period=0))
@@ -232,6 +252,9 @@ async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
     producer = status.producer
     assert isinstance(producer, KafkaSharedStreamProducer)
     await producer.commit()
+    if marks is not None:
+        marks["committed"] = time.time()
+        marks["cpu_s"] = time.process_time()
     await manager.stop_all()
     await asyncio.gather(*tasks)
     check = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{group_id}.{topic}"})
