@@ -15,7 +15,8 @@ only this). On the real broker, every topic holding the ~120-byte JSON orders of
    * 1 watcher / 1 consumer parsing and keeping nothing, under each
      ``fetch.queue.backoff.ms`` of ``BACKOFFS`` (1000 is librdkafka's default), the
      same value on both sides; and sharedstream with no override (its own default);
-   * 10 watchers / 10 consumers parsing and keeping 1%, with the tuned setting.
+   * 10 watchers / 10 consumers parsing and keeping 1%, with the tuned setting
+     (``TUNED``: sharedstream's default, chosen from the sweep above).
    Each also reports its start-up (``Popen`` to its first delivered message) and its CPU
    seconds per wall-clock second (1.0: one core busy throughout; the rest was waiting).
    The plain side is ``bench/plain_consumer.py``, which imports nothing of sharedstream;
@@ -48,7 +49,7 @@ from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggers.base import TriggerEvent
 
 BACKOFFS = (1000, 100, 50, 10)
-TUNED = {"fetch.queue.backoff.ms": 10}
+TUNED = {"fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS}  # the best of BACKOFFS
 PAID = 100  # value(i) is paid for every 100th i: the 1% kept
 
 

@@ -12,7 +12,7 @@ from sharedstream.kafka.connections import (
 
 def test_absent_fetch_queue_backoff_gets_sharedstreams_default() -> None:
     config = validate_connection("kafka_default", {"bootstrap.servers": "k:9092"})
-    assert config["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 10
+    assert config["fetch.queue.backoff.ms"] == FETCH_QUEUE_BACKOFF_MS == 100
 
 
 def test_an_explicit_fetch_queue_backoff_wins_from_file_and_environment() -> None:

@@ -29,13 +29,13 @@ never reads a single message:
   explicit commits of the resolved prefix.
 * ``auto.offset.reset``: absent -> ``earliest``, so a new group starts from the
   beginning instead of silently skipping what was written before it existed.
-* ``fetch.queue.backoff.ms``: absent -> 10 (librdkafka's own default is 1000). Once a
-  partition's prefetch queue is over its thresholds (``queued.min.messages``,
+* ``fetch.queue.backoff.ms``: absent -> 100 (librdkafka's own default is 1000). Once
+  a partition's prefetch queue is over its thresholds (``queued.min.messages``,
   ``queued.max.messages.kbytes``), librdkafka waits this long before fetching for it
   again. On a backlog the consumer drains that queue well within a second and then,
-  with 1000, waits out the rest of it with nothing to hand to the watchers (measured:
-  ``docs/performance.md``, issue 27). 10 ms fetches again soon after the queue drains,
-  for a few more wake-ups while it is full.
+  with 1000, waits out the rest of it with nothing to hand to the watchers. In three
+  runs 10, 50 and 100 were equally fast and 1000 the slowest; 100 wakes librdkafka up
+  least of the three (measured: ``docs/performance.md``, issue 27).
 * ``oauth_cb``: the dotted path of a function (``"mycompany.kafka.msk_iam_token"``),
   imported here and handed to librdkafka as its OAUTHBEARER token callback (MSK IAM,
   OIDC): a function cannot be written in TOML or an environment variable.
@@ -72,7 +72,7 @@ from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 ENV_PREFIX = "SHAREDSTREAM_CONN_"
 AIRFLOW_PREFIX = "AIRFLOW_CONN_"
 DEFAULT_GROUP_ID = "sharedstream"
-FETCH_QUEUE_BACKOFF_MS = 10  # see the module doc; chosen by bench/issue27.py
+FETCH_QUEUE_BACKOFF_MS = 100  # see the module doc; chosen by bench/issue27.py
 
 # Keys whose values are secrets: matched on the dotted name, case-insensitive.
 _SECRET_KEY = re.compile(r"(password|secret|token|sasl\.jaas|\.key\.pem|credentials)", re.I)
