@@ -85,7 +85,7 @@ async def test_metadata_over_the_brokers_limit_halves_until_it_fits(
     sink = DictSink()
     watchers = {"steady": Scripted(topics=[topic], kafka_config_id="c0"),
                 "picky": Scripted(even_offsets_held, topics=[topic], kafka_config_id="c0")}
-    caplog.set_level(logging.WARNING, logger="sharedstream.kafka.producer")
+    caplog.set_level(logging.WARNING, logger="sharedstream.kafka.consumer")
     triggerer = await Triggerer.start(sink, watchers, SETTINGS)
     try:
         producer = triggerer.producer
@@ -151,7 +151,7 @@ async def test_commits_refused_by_rebalances_lose_and_hand_out_twice_nothing(
     Which commit the broker refuses is up to timing, so whether the refused target is
     sent again is checked deterministically in the unit tests (MemoryBroker); here the
     refusal must land on the real broker (the log says so) and change nothing."""
-    caplog.set_level(logging.INFO, logger="sharedstream.kafka.producer")
+    caplog.set_level(logging.INFO, logger="sharedstream.kafka.consumer")
     topic = create_topic("refused", partitions=4)
     before = kafka_runtime()
     conn, group_id = "c0", f"it-{uuid.uuid4().hex[:8]}"
