@@ -75,7 +75,7 @@ async def run(url: str, messages: int) -> dict[str, Any]:
         await access[name].aadvance(f"last_seen/{partition}", offset)
         window.events.append(TriggerEvent({"partition": partition, "offset": offset}))
         driver.window = None
-        window._state = SUBMITTED
+        window.state = SUBMITTED
         sink.submit([window])
         if offset % 2000 == 1999:
             await asyncio.sleep(0)  # the manager's loop also yields between batches

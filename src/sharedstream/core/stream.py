@@ -257,7 +257,7 @@ class SharedStream:
         return True
 
     def _close_window(self, window: Window) -> None:
-        if not window.is_open:
+        if window.state is not OPEN:
             return  # rejected or abandoned: already resolved
         if window.close():
             self._in_sink.add(window)

@@ -98,14 +98,14 @@ class Window:
     already gave up on (ack timeout, watcher left, group stopped) are ignored.
     """
 
-    __slots__ = ("_owner", "_state", "entry", "events", "payload", "raw", "rejected", "staged",
-                 "watcher")
+    __slots__ = ("_owner", "entry", "events", "payload", "raw", "rejected", "staged",
+                 "state", "watcher")
 
     def __init__(self, owner: WindowOwner, entry: Any, watcher: str, raw: Any,
                  payload: Any) -> None:
         self._owner = owner
         self.entry = entry
-        self._state: WindowState = OPEN
+        self.state: WindowState = OPEN  # read it anywhere; only the methods below move it
         self.watcher = watcher
         self.raw = raw
         self.payload = payload
@@ -114,38 +114,34 @@ class Window:
         self.rejected: str | None = None
 
     @property
-    def state(self) -> WindowState:
-        return self._state
-
-    @property
     def is_open(self) -> bool:
         """True while the filter is still handling the message (staging is allowed)."""
-        return self._state is OPEN
+        return self.state is OPEN
 
     @property
     def is_submitted(self) -> bool:
         """True while the sink holds the window (neither confirmed, failed, nor given up)."""
-        return self._state is SUBMITTED
+        return self.state is SUBMITTED
 
     @property
     def is_committed(self) -> bool:
         """True once the sink confirmed it: its staged state is what the database holds."""
-        return self._state is COMMITTED
+        return self.state is COMMITTED
 
     def _not_the_sinks(self, call: str) -> InvalidState:
         """The error for a sink's ``call`` on a window it was never handed or already
         confirmed (a given-up window's calls are ignored instead: the sink cannot know)."""
         return InvalidState(f"window of watcher {self.watcher!r}: {call}() on a "
-                            f"{self._state.name} window (the sink settles only the windows "
+                            f"{self.state.name} window (the sink settles only the windows "
                             "it was handed, once)")
 
     def abandon(self) -> bool:
         """The manager gave up on the message (ack timeout, watcher left, group stopped):
         nothing of the window is kept, and the sink's later calls are ignored. False when
         it was already done; InvalidState once it is committed."""
-        state = self._state
+        state = self.state
         if state is OPEN or state is SUBMITTED:
-            self._state = DONE
+            self.state = DONE
             return True
         if state is DONE:
             return False
@@ -155,9 +151,9 @@ class Window:
     def withdraw(self, reason: str) -> bool:
         """The watcher rejected the message while handling it: nothing of the window is
         kept (events and staged writes dropped). False when it was no longer open."""
-        if self._state is not OPEN:
+        if self.state is not OPEN:
             return False
-        self._state = DONE
+        self.state = DONE
         self.rejected = reason
         self.events.clear()
         self.staged = None
@@ -168,19 +164,19 @@ class Window:
         persist (it is now submitted and waits for the sink), False when it is done
         with nothing to persist (the watcher acks at once). A window that is no longer
         open (rejected, abandoned) is left as it is, and False returned."""
-        if self._state is not OPEN:
+        if self.state is not OPEN:
             return False
         if self.events or self.staged:
-            self._state = SUBMITTED
+            self.state = SUBMITTED
             return True
-        self._state = DONE
+        self.state = DONE
         return False
 
     def confirm(self) -> None:
         """The unit of work (events + staged state) committed: the watcher acks."""
-        state = self._state
+        state = self.state
         if state is SUBMITTED:
-            self._state = COMMITTED
+            self.state = COMMITTED
             self._owner.window_confirmed(self)
         elif state is not DONE:
             raise self._not_the_sinks("confirm")
@@ -190,9 +186,9 @@ class Window:
 
         Does not count towards ``max_attempts``: a database outage never dead-letters.
         """
-        state = self._state
+        state = self.state
         if state is SUBMITTED:
-            self._state = DONE
+            self.state = DONE
             self._owner.window_failed(self, exc)
         elif state is not DONE:
             raise self._not_the_sinks("fail")
@@ -228,9 +224,9 @@ class Window:
         """The sink refuses the window's content as a watcher bug (e.g. an event payload
         that is not JSON): resolved as this watcher's rejection, nothing of it persisted.
         """
-        state = self._state
+        state = self.state
         if state is SUBMITTED:
-            self._state = DONE
+            self.state = DONE
             self.rejected = reason
             self._owner.window_rejected(self, reason)
         elif state is not DONE:

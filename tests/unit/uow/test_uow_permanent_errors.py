@@ -111,7 +111,7 @@ async def run(sink: ScriptedSink, count: int) -> Owner:
     windows = []
     for offset in range(count):
         window = Window(owner, None, "w", None, offset)
-        window._state = SUBMITTED
+        window.state = SUBMITTED
         windows.append(window)
     sink.submit(windows)
     assert await sink.drain(5)
