@@ -68,7 +68,7 @@ from sharedstream.kafka.replay_topic import ensure_replay_topic
 from sharedstream.kafka.topic_ids import TopicIdResolver, describe_topic_ids
 from sharedstream.kafka.topic_watch import TopicWatch
 
-log = logging.getLogger(__name__)  # sharedstream.kafka.consumer: every part of the adapter logs as it
+log = logging.getLogger(__name__)  # sharedstream.kafka.consumer: every part of the adapter
 
 # How often the watched topics' ids are compared with the broker's (kafka/topic_watch.py).
 TOPIC_ID_CHECK_S = 5.0
