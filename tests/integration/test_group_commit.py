@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from db_schemas import mariadb_database_url, postgres_schema_url
 from sqlalchemy import select
 from test_unit_of_work import TOPIC, until
 from uow_windows import WindowDriver, coordinates
@@ -28,19 +27,6 @@ def store(db_url: str) -> Iterator[StateStore]:
     store.upgrade()
     yield store
     store.close()
-
-
-@pytest.fixture(params=["postgresql", "mariadb"])
-def server_store(request: pytest.FixtureRequest) -> Iterator[StateStore]:
-    """A store on a database that can hold a row lock from another connection."""
-    urls = (postgres_schema_url(request.getfixturevalue("database_url"))
-            if request.param == "postgresql"
-            else mariadb_database_url(request.getfixturevalue("mariadb_url")))
-    for url in urls:
-        store = StateStore.from_url(url)
-        store.upgrade()
-        yield store
-        store.close()
 
 
 async def loop_turns(n: int = 5) -> None:

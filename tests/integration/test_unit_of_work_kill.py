@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from db_schemas import mariadb_database_url, postgres_schema_url
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection
 from test_unit_of_work import TOPIC, until
@@ -33,18 +30,6 @@ from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 
 WINDOWS = 400
-
-
-@pytest.fixture(params=["postgresql", "mariadb"])
-def store(request: pytest.FixtureRequest) -> Iterator[StateStore]:
-    urls = (postgres_schema_url(request.getfixturevalue("database_url"))
-            if request.param == "postgresql"
-            else mariadb_database_url(request.getfixturevalue("mariadb_url")))
-    for url in urls:
-        store = StateStore.from_url(url)
-        store.upgrade()
-        yield store
-        store.close()
 
 
 def blocked_by(observer: Connection, blocker: Connection) -> list[int]:
@@ -95,7 +80,8 @@ def committed(store: StateStore) -> tuple[int, Any]:
 
 
 async def test_a_connection_killed_mid_bulk_write_leaves_nothing_half_written(
-        store: StateStore) -> None:
+        server_store: StateStore) -> None:
+    store = server_store
     asset_id = store.register_asset("orders")
     sink = DatabaseWorkSink(store, {"w": asset_id}, ProcessSettings(uow_batch_size=WINDOWS),
                             coordinates=coordinates, retry_initial=0.05, retry_cap=0.2)
