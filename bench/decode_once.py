@@ -14,16 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
 from typing import Any
 
-from bench.manager_overhead import BATCH, PARTITIONS, BenchStream, ConfirmingSink
+from bench.manager_overhead import BATCH, PARTITIONS, BenchStream, timed_run
 
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import LocalRecord
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 
@@ -92,19 +89,7 @@ class ParsingTrigger(BaseEventTrigger):
 async def run_once(watchers: int, messages: int, shared: bool) -> float:
     ParsingTrigger.total = messages
     JsonStream.prepared = batches(messages)
-    manager = SharedStreamManager(ConfirmingSink(), ManagerSettings(cohort_grace_period=0))
-    names = [f"w{i}" for i in range(watchers)]
-    manager.declare_cohort("bench", names)
-    start = time.perf_counter()
-    tasks = [asyncio.create_task(manager.run_watcher(n, ParsingTrigger(shared))) for n in names]
-    await asyncio.sleep(0)
-    counters = manager._groups["bench"].counters
-    while counters.settled < messages:  # noqa: ASYNC110 - as manager_overhead polls
-        await asyncio.sleep(0.0005)
-    elapsed = time.perf_counter() - start
-    await manager.stop_all()
-    await asyncio.gather(*tasks)
-    return elapsed
+    return await timed_run(watchers, messages, lambda: ParsingTrigger(shared))
 
 
 def main() -> None:

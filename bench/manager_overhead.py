@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from sharedstream.core.contract import PartitionsStarted, Records
@@ -104,12 +104,19 @@ class ConfirmingSink:
 
 async def run_once(watchers: int, messages: int, events: bool) -> float:
     BenchTrigger.total = messages
+    BenchTrigger.producers.clear()
+    return await timed_run(watchers, messages, lambda: BenchTrigger(events))
+
+
+async def timed_run(watchers: int, messages: int,
+                    trigger: Callable[[], BaseEventTrigger]) -> float:
+    """Seconds until ``watchers`` watchers, each a fresh ``trigger()`` on the group
+    "bench", have settled ``messages`` messages (start-up and stop not counted)."""
     manager = SharedStreamManager(ConfirmingSink(), ManagerSettings(cohort_grace_period=0))
     names = [f"w{i}" for i in range(watchers)]
     manager.declare_cohort("bench", names)
-    BenchTrigger.producers.clear()
     start = time.perf_counter()
-    tasks = [asyncio.create_task(manager.run_watcher(n, BenchTrigger(events))) for n in names]
+    tasks = [asyncio.create_task(manager.run_watcher(n, trigger())) for n in names]
     await asyncio.sleep(0)
     counters = manager._groups["bench"].counters
     # Polled (0.5 ms): the group has no end-of-run event, and a hook on the hot path
