@@ -51,6 +51,7 @@ from localservices.containers import (  # noqa: E402
 )
 
 from gc_guard import kafka_clients_in_cyclic_garbage  # noqa: E402
+from otlp_collector import otlp_collector  # noqa: E402, F401  (the fixture, for every test)
 
 DIRECTORY_MARKERS = {
     "unit": "unit",

@@ -1,0 +1,33 @@
+"""The ``otlp_collector`` fixture: a real OpenTelemetry Collector for the tracing tests.
+
+It is the project's own collector build (``tools/otelcol``, see
+``localservices.otelcol``): ``.endpoint`` is its OTLP/HTTP base URL and ``.spans()``
+what it wrote. One collector serves the session, so a test picks its own spans out by
+trace id (``spans(trace_id)``). A failed build or start fails the test that asked for
+it, with the build's or the collector's own output; it never skips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from localservices import ServiceError
+from localservices.otelcol import OtlpCollector
+
+
+@pytest.fixture(scope="session")
+def otlp_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OtlpCollector]:
+    collector = OtlpCollector(tmp_path_factory.mktemp("otelcol"))
+    try:
+        collector.start()
+    except ServiceError as error:
+        failure = str(error)
+    else:
+        failure = ""
+    if failure:
+        collector.stop()
+        pytest.fail(f"the OTLP collector (tools/otelcol) could not be started: {failure}",
+                    pytrace=False)
+    yield collector
+    collector.stop()
