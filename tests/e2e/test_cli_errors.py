@@ -79,7 +79,7 @@ CASES: list[tuple[str, Callable[..., tuple[list[str], dict[str, str]]], int, lis
      ["MySQLdb", "mysql+pymysql://", pip_install("mysql")]),
     ("schema revision that does not exist",
      lambda t, kafka, db, topic: (["db", "upgrade", "--revision", "9999", "--database-url",
-                                   db], {}), 2, ["'9999'", "0004"]),
+                                   db], {}), 2, ["'9999'", "0005"]),
     ("database without the schema",
      lambda t, kafka, db, topic: (["events", "list", "--database-url", db], {}), 1,
      ["no sharedstream schema", "sharedstream db upgrade"]),

@@ -45,6 +45,8 @@ class EventRecord:
     event_index: int
     created_at: datetime
     payload: Any
+    # The W3C trace context it was made in (core.tracing), or None: not in as_json.
+    trace_context: str | None = None
 
     @property
     def identity(self) -> str:
@@ -96,14 +98,15 @@ def event_query() -> Select[Any]:
     """Events joined with their asset, the columns :func:`event_record` reads."""
     e, a = asset_event.c, asset.c
     return (select(e.id, a.name, a.uri, e.watcher, e.topic, e.topic_id, e.partition, e.offset,
-                   e.event_index, e.created_at, e.payload)
+                   e.event_index, e.created_at, e.payload, e.trace_context)
             .join_from(asset_event, asset, e.asset_id == a.id))
 
 
 def event_record(row: Row[Any]) -> EventRecord:
     return EventRecord(row.id, row.name, row.uri, row.watcher,
                        Coordinates(row.topic, row.topic_id, row.partition, row.offset),
-                       row.event_index, row.created_at, json.loads(row.payload))
+                       row.event_index, row.created_at, json.loads(row.payload),
+                       row.trace_context)
 
 
 def events_after(connection: Connection, cursor: int, *, limit: int,

@@ -111,6 +111,9 @@ class AssetEventRow(Base):
     offset: Mapped[int] = mapped_column(BigInteger)
     event_index: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # The W3C trace context of the watch span that made the event (core.tracing), which
+    # its delivery continues; NULL when tracing is off or the message was not sampled.
+    trace_context: Mapped[str | None] = mapped_column(Text)
 
 
 class EventSequenceRow(Base):
