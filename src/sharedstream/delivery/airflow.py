@@ -1,7 +1,9 @@
 """``kind = "airflow"``: each event becomes an asset event on an Airflow 3 API server.
 
 ``POST /api/v2/assets/events`` with the Airflow asset's id; ``extra`` carries the
-event's payload (``payload``) and its identity (``sharedstream_event``). DAGs scheduled
+event's payload (``payload``) and its identity (``sharedstream_event``), and, for an
+event persisted while tracing was on, the W3C ``traceparent`` of its delivery span
+(outside the identity, which must not change between two tries). DAGs scheduled
 on that asset then run. The client is the bridge's (token auth, rate limit, the same
 failure classes): unavailable is transient, any other refusal permanent; an asset
 Airflow does not know is permanent ("unknown asset"), once per event.
@@ -46,6 +48,7 @@ from sharedstream.airflowbridge.client import (
     AirflowUnavailableError,
 )
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
+from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
@@ -136,9 +139,18 @@ class AirflowSender:
                 await asyncio.sleep(delay)
 
     async def _post(self, event: EventRecord) -> None:
+        if tracing.tracer is not None and event.trace_context is not None:
+            with tracing.delivering(event.trace_context, "airflow", event.id,
+                                    {"sharedstream.airflow.instance": self._options.instance,
+                                     "sharedstream.asset": event.asset}) as carrier:
+                await self._post_extra(event, carrier)
+        else:
+            await self._post_extra(event, {})
+
+    async def _post_extra(self, event: EventRecord, carrier: dict[str, str]) -> None:
         asset_id = await self._asset_id(event)
         await self._pace(asset_id)
-        await self._client.create_asset_event(asset_id, airflow_extra(event))
+        await self._client.create_asset_event(asset_id, {**airflow_extra(event), **carrier})
         self._posted_at[asset_id] = self._clock()
 
     async def _asset_id(self, event: EventRecord) -> int:

@@ -4,8 +4,10 @@ The producer is idempotent with ``acks=all`` (its delivery report means durable)
 librdkafka's own retries never write twice; a repeat after a crash (events sent but
 not yet covered by the stored cursor) is a second record with the same identity in
 the ``sharedstream.event.identity`` header, for consumers to drop. The value is the
-event's JSON document. A record the broker refuses for good (too large, ...) is a
-permanent refusal; anything else not confirmed within the flush is transient.
+event's JSON document. An event persisted while tracing was on also carries the W3C
+``traceparent`` header of its delivery span. A record the broker refuses for good (too
+large, ...) is a permanent refusal; anything else not confirmed within the flush is
+transient.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from sharedstream.core import tracing
 from sharedstream.delivery.document import ID_HEADER, IDENTITY_HEADER, event_body
 from sharedstream.delivery.errors import (
     DeliveryError,
@@ -52,13 +55,19 @@ class KafkaTopicSender:
                         f"kafka: {error.str()}", error.name().lower())
             return on_delivery
 
+        spans: dict[int, Any] = {}  # event id -> its deliver span, while tracing is on
         for event in events:
+            headers = [(IDENTITY_HEADER, event.identity.encode()),
+                       (ID_HEADER, str(event.id).encode())]
+            if tracing.tracer is not None and event.trace_context is not None:
+                span = spans[event.id] = tracing.start_delivery(
+                    event.trace_context, "kafka", event.id,
+                    {"messaging.system": "kafka", "messaging.destination.name": self._topic})
+                headers += [(k, v.encode()) for k, v in tracing.carrier_of(span).items()]
             try:
                 self._producer.produce(
                     self._topic, key=event.asset.encode(), value=event_body(event),
-                    headers=[(IDENTITY_HEADER, event.identity.encode()),
-                             (ID_HEADER, str(event.id).encode())],
-                    on_delivery=report(event.id))
+                    headers=headers, on_delivery=report(event.id))
             except BufferError:
                 break  # the local queue is full: the rest waits for the next round
             except KafkaException as exc:
@@ -67,10 +76,12 @@ class KafkaTopicSender:
                 outcome[event.id] = kind(f"kafka refused the record: {error.str()}",
                                          error.name().lower())
         await asyncio.to_thread(self._producer.flush, FLUSH_TIMEOUT_S)
+        unconfirmed = TransientDeliveryError("kafka: not confirmed within the flush", "timeout")
+        for event_id, span in spans.items():
+            tracing.end_delivery(span, outcome.get(event_id, unconfirmed))
         results: Results = []
         for event in events:
-            result = outcome.get(event.id, TransientDeliveryError(
-                "kafka: not confirmed within the flush", "timeout"))
+            result = outcome.get(event.id, unconfirmed)
             results.append(result)
             if isinstance(result, TransientDeliveryError):
                 break

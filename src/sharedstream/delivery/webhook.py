@@ -2,7 +2,9 @@
 
 Headers: ``Idempotency-Key`` (the event's identity: a repeat after a crash carries the
 same one), ``X-Sharedstream-Signature`` (``sha256=`` + the hex HMAC-SHA256 of the body
-with the shared ``secret``), ``X-Sharedstream-Event-Id`` (the cursor position).
+with the shared ``secret``), ``X-Sharedstream-Event-Id`` (the cursor position), and
+``traceparent`` (W3C Trace Context, the delivery span) for an event persisted while
+tracing was on.
 A 2xx is delivered; 408, 429, 5xx and network errors are transient (retried, the
 cursor holds); any other answer is a permanent refusal of that event.
 """
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from sharedstream.core import tracing
 from sharedstream.delivery.document import event_body
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
@@ -52,10 +55,18 @@ class WebhookSender:
         return results
 
     async def _post(self, event: EventRecord) -> None:
+        if tracing.tracer is not None and event.trace_context is not None:
+            with tracing.delivering(event.trace_context, "webhook", event.id,
+                                    {"url.full": self._options.url}) as carrier:
+                await self._post_headers(event, carrier)
+        else:
+            await self._post_headers(event, {})
+
+    async def _post_headers(self, event: EventRecord, carrier: dict[str, str]) -> None:
         body = event_body(event)
         headers = {"Content-Type": "application/json", IDEMPOTENCY_HEADER: event.identity,
                    SIGNATURE_HEADER: signature(self._options.secret, body),
-                   EVENT_ID_HEADER: str(event.id)}
+                   EVENT_ID_HEADER: str(event.id), **carrier}
         try:
             response = await self._http.post(self._options.url, content=body, headers=headers)
         except httpx.TimeoutException:

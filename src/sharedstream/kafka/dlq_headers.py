@@ -1,7 +1,10 @@
 """Dead-letter record headers: names and (de)serialisation, importable without Kafka.
 
 A dead-letter record is the original record (key, value, timestamp, headers)
-plus the headers below, all named ``sharedstream.*``. Tools (``dlq inspect``,
+plus the headers below, all named ``sharedstream.*``. While tracing is on, it also
+has :data:`TRACEPARENT`, naming the ``sharedstream.dead_letter`` span (the producer's
+own ``traceparent``, if any, stays among the original headers); a replay keeps both,
+and the replayed message's watch span links back to the dead-letter span. Tools (``dlq inspect``,
 ``dlq replay``) and the producer share this module so names never drift.
 
 Replay: ``dlq replay`` republishes a dead-letter record with
@@ -20,6 +23,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sharedstream.core import tracing
 from sharedstream.core.message import Coordinates
 from sharedstream.core.text import storable_text
 
@@ -36,6 +40,8 @@ REJECTIONS = "sharedstream.rejections"
 IDENTITY = "sharedstream.identity"
 # How many times this message has been replayed from the DLQ (0 for a first rejection).
 REPLAY_COUNT = "sharedstream.replay_count"
+# Optional (tracing on): the W3C traceparent of the span that dead-lettered the record.
+TRACEPARENT = tracing.DEAD_LETTER_TRACEPARENT
 
 ALL_HEADERS = (
     ORIGINAL_TOPIC,
@@ -102,6 +108,12 @@ def build_dlq_headers(
         IDENTITY: origin.identity,
         REPLAY_COUNT: str(replay_count),
     }
+    if tracing.tracer is not None:
+        original_headers = list(original_headers)
+        traced = tracing.dead_letter(original_headers, source_topic=origin.topic,
+                                     consumer_group=consumer_group, rejections=rejections)
+        if traced is not None:
+            ours[TRACEPARENT] = traced
     out = user_headers(original_headers)
     out.extend((k, v.encode()) for k, v in ours.items())
     return out

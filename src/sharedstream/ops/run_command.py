@@ -18,6 +18,10 @@ from sharedstream.ops.clitools import EXIT_FAILURE, EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# How long spans still queued at exit may take to reach the collector (after the
+# process's own shutdown, inside the pod's grace period).
+TRACING_FLUSH_S = 5.0
+
 
 def process_options(fn: F) -> F:
     """``--config``, ``--log-level`` and ``--log-format``, shared by the long-running
@@ -38,22 +42,29 @@ def process_options(fn: F) -> F:
 
 
 def start(log_level: str, log_format: str, body: Callable[..., int],
-          config_path: str | None) -> None:
+          config_path: str | None, *, traced: bool = False) -> None:
     """Load the config, run ``body(config)`` and exit with its code; a configuration or
-    start-up problem is one ``error:`` line and exit 2."""
+    start-up problem is one ``error:`` line and exit 2. ``traced``: tracing is on while
+    ``body`` runs when the ``OTEL_*`` environment asks for it (see core.tracing)."""
+    from sharedstream.core import tracing
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.logs import configure_logging
     from sharedstream.triggerer.plan import StartupError, UnavailableError
 
     configure_logging(log_level, log_format)
     try:
-        code = body(load_config(config_path))
-    except (ConfigError, StartupError) as exc:
+        config = load_config(config_path)
+        if traced:
+            tracing.configure()
+        code = body(config)
+    except (ConfigError, StartupError, tracing.TracingConfigError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except UnavailableError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_FAILURE)
+    finally:
+        tracing.shutdown(TRACING_FLUSH_S)
     sys.exit(code)
 
 
@@ -85,7 +96,7 @@ def run(watchers: tuple[str, ...], config_path: str | None, takeover: bool, upgr
     options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
     start(log_level, log_format,
           lambda config: run_triggerer(with_database(config, database_url), watchers, options),
-          config_path)
+          config_path, traced=True)
 
 
 @click.command("deliver")
@@ -98,7 +109,7 @@ def deliver(config_path: str | None, log_level: str, log_format: str) -> None:
     """
     from sharedstream.triggerer.process import run_delivery
 
-    start(log_level, log_format, run_delivery, config_path)
+    start(log_level, log_format, run_delivery, config_path, traced=True)
 
 
 @click.command("check")

@@ -68,6 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
@@ -93,6 +94,7 @@ class _Queued(NamedTuple):
     asset_id: int
     texts: list[str]
     since: float  # loop time of submit
+    watches: tracing.Watches | None  # its sharedstream.watch spans while tracing is on
 
 
 class DatabaseWorkSink:
@@ -170,8 +172,10 @@ class DatabaseWorkSink:
         queue = self._queue
         was_empty = not queue
         limit = self._max_event_bytes
+        tracer = tracing.tracer
         for window in windows:
             asset_id = self._assets[window.watcher]
+            watches = None if tracer is None else tracing.start_watches(window)
             try:
                 texts = [encode_payload(event.payload, limit) for event in window.events]
             except PayloadRefused as refused:
@@ -179,8 +183,10 @@ class DatabaseWorkSink:
                           window.payload)
                 self.windows_rejected += 1
                 window.reject(str(refused))
+                if watches is not None:
+                    tracing.end_watches(watches, "rejected", str(refused))
                 continue
-            queue.append(_Queued(window, asset_id, texts, now))
+            queue.append(_Queued(window, asset_id, texts, now, watches))
         if queue:
             self._idle.clear()
             if was_empty or len(queue) >= self._batch_size:
@@ -234,6 +240,7 @@ class DatabaseWorkSink:
             if not part:
                 parts.pop(0)
                 continue
+            started_ns = time.time_ns()
             try:
                 written = await loop.run_in_executor(self._writer, self._write, part)
             except Exception as exc:
@@ -257,6 +264,9 @@ class DatabaseWorkSink:
             self.events_written += written
             for queued in part:
                 queued.window.confirm()
+            if part[0].watches is not None:
+                tracing.committed([q.watches or [] for q in part], started_ns, events=written,
+                                  dialect=self._store.engine.dialect.name)
             self.windows_confirmed += len(part)
             for callback in self.on_commit:
                 callback()
@@ -280,6 +290,8 @@ class DatabaseWorkSink:
         log.error("watcher %r: %s; rejecting %r", window.watcher, reason, window.payload)
         self.windows_rejected += 1
         window.reject(reason)
+        if part[0].watches is not None:
+            tracing.end_watches(part[0].watches, "rejected", reason)
         return []
 
     # -- writer thread --------------------------------------------------------------------------
@@ -289,10 +301,15 @@ class DatabaseWorkSink:
         created_at = self._clock()
         rows: list[dict[str, Any]] = []
         units = []
-        for window, asset_id, texts, _ in batch:
+        for window, asset_id, texts, _, watches in batch:
             if texts:
-                rows += event_rows(asset_id, window.watcher, self._coordinates(window.payload),
-                                   texts, created_at)
+                made = event_rows(asset_id, window.watcher, self._coordinates(window.payload),
+                                  texts, created_at)
+                if watches is not None:  # tracing on: every row of the batch has the column
+                    for row, context in zip(made, tracing.stored_contexts(watches, len(made)),
+                                            strict=True):
+                        row["trace_context"] = context
+                rows += made
             if window.staged:
                 units.append(window.staged.staged)
         uow = self._store.unit_of_work()

@@ -1,0 +1,348 @@
+"""OpenTelemetry traces, off unless asked for: one switch, read once at start-up.
+
+:func:`configure` turns tracing on when the ``tracing`` extra is installed and
+``OTEL_TRACES_EXPORTER`` names an exporter (``otlp`` or ``console``; ``none`` or unset:
+off). Off, :data:`tracer` stays None, nothing of OpenTelemetry is imported, and every
+call site is one ``tracing.tracer is not None`` test. On, the SDK's own ``OTEL_*``
+variables apply: the OTLP/HTTP endpoint and headers, the sampler
+(``OTEL_TRACES_SAMPLER``, ``OTEL_TRACES_SAMPLER_ARG``), the batch processor's queue,
+``OTEL_SERVICE_NAME`` (``sharedstream`` when no service name is set).
+
+Spans (docs/tracing.md has the table): ``sharedstream.watch`` for one watcher's
+message that has something to persist, a child of the record's W3C ``traceparent``
+header when it has a valid one (a malformed header is ignored, never a rejection);
+its child ``sharedstream.uow.commit`` for the transaction that stored it;
+``sharedstream.dead_letter`` for each dead-letter record; ``sharedstream.deliver``
+for each event a destination is sent, a child of the watch span's context persisted
+with the event (``asset_event.trace_context``), since delivery runs later and often
+in another process.
+
+Failure windows: spans are exported by the SDK's batch processor on its own thread.
+A collector that is down or slow costs spans (dropped when the queue is full, or
+when an export times out), never a message, a commit or a delivery: nothing here
+waits on the exporter except :func:`shutdown`, which waits at most the time given.
+Spans still queued when that time is up are lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span, Tracer
+
+log = logging.getLogger(__name__)
+
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+# The dead-letter record's header naming the span that dead-lettered it (the record's
+# own ``traceparent`` stays as its producer wrote it).
+DEAD_LETTER_TRACEPARENT = "sharedstream.traceparent"
+EXPORTERS = ("otlp", "console")
+SERVICE_NAME = "sharedstream"
+
+tracer: Tracer | None = None
+"""The tracer while tracing is on; None (the default) means off."""
+
+_provider: TracerProvider | None = None
+
+
+class TracingConfigError(ValueError):
+    """``OTEL_*`` settings sharedstream cannot honour; the text says which and what to do."""
+
+
+def wanted_exporter(environ: Mapping[str, str]) -> str | None:
+    """The exporter ``OTEL_TRACES_EXPORTER`` asks for, or None for off.
+
+    One exporter only: a list (``otlp,console``) is refused, as is any exporter but
+    OTLP over HTTP and the console (which prints spans to standard output, for a look).
+    """
+    value = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if value in ("", "none"):
+        return None
+    if value not in EXPORTERS:
+        raise TracingConfigError(
+            f"OTEL_TRACES_EXPORTER={value!r}: sharedstream exports traces with otlp "
+            "(OTLP over HTTP) or console; set one of them, or none to turn tracing off")
+    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                           environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
+    if value == "otlp" and protocol.strip().lower() != "http/protobuf":
+        raise TracingConfigError(
+            f"OTLP protocol {protocol!r}: sharedstream sends OTLP over HTTP only; set "
+            "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (the collector's port 4318)")
+    return value
+
+
+def configure(environ: Mapping[str, str] = os.environ) -> bool:
+    """Turn tracing on if the environment asks for it and the extra is installed.
+
+    Call once per process, before its first message. True when tracing is on. Asked
+    for without the extra, tracing stays off with a warning: the same environment
+    (a cluster-wide ``OTEL_*`` setting) may reach images built without it.
+    TracingConfigError for settings that cannot work.
+    """
+    global tracer, _provider
+    exporter_name = wanted_exporter(environ)
+    if exporter_name is None or tracer is not None:
+        return tracer is not None
+    if find_spec("opentelemetry") is None or find_spec("opentelemetry.sdk") is None:
+        log.warning("OTEL_TRACES_EXPORTER=%s but the tracing extra is not installed "
+                    "(pip install 'sharedstream[tracing]'): tracing is off", exporter_name)
+        return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    if exporter_name == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    else:
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    _provider = provider
+    tracer = provider.get_tracer("sharedstream")
+    log.info("tracing on: exporter %s, service %s, sampler %s", exporter_name,
+             resource.attributes.get("service.name"), provider.sampler.get_description())
+    return True
+
+
+def shutdown(timeout: float) -> None:
+    """Export what is queued, waiting at most ``timeout`` seconds, then turn tracing off.
+
+    The SDK's own shutdown may wait for a slow collector far longer (its export
+    timeout, then 30 s), so it runs on a daemon thread that is left behind when the
+    time is up: its spans are lost, the process exits on time.
+    """
+    global tracer, _provider
+    provider, _provider, tracer = _provider, None, None
+    if provider is None:
+        return
+    export = threading.Thread(target=provider.shutdown, name="tracing-shutdown", daemon=True)
+    export.start()
+    export.join(timeout)
+    if export.is_alive():
+        log.warning("tracing: spans not exported within %.1fs at shutdown were dropped",
+                    timeout)
+
+
+# -- carriers: W3C trace context in headers and in the event row --------------------------------
+
+
+def header_carrier(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
+    """The W3C trace context headers of a Kafka record, decoded (the last of each name).
+
+    Bytes that are not UTF-8 are replaced, so the propagator sees a malformed value and
+    ignores it, as it ignores any header that does not parse.
+    """
+    found: dict[str, str] = {}
+    for name, value in headers:
+        if value is not None and name.lower() in (TRACEPARENT, TRACESTATE):
+            found[name.lower()] = value.decode("utf-8", "replace")
+    return found
+
+
+def _context_of(carrier: Mapping[str, str]) -> Any:
+    """The OpenTelemetry context a carrier names; an empty one when it names none."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator().extract(carrier)
+
+
+def carrier_of(span: Span) -> dict[str, str]:
+    """``traceparent`` (and ``tracestate``) naming ``span``, to send on."""
+    from opentelemetry.trace import set_span_in_context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier, set_span_in_context(span))
+    return carrier
+
+
+def stored_context(span: Span | None) -> str | None:
+    """What ``asset_event.trace_context`` keeps of a watch span: its ``traceparent``, and
+    its ``tracestate`` on a second line when it has one; None for a span that is not
+    recorded (sampled out), whose events are then delivered without a span."""
+    if span is None or not span.is_recording():
+        return None
+    carrier = carrier_of(span)
+    if TRACESTATE in carrier:
+        return f"{carrier[TRACEPARENT]}\n{carrier[TRACESTATE]}"
+    return carrier[TRACEPARENT]
+
+
+def parse_stored(text: str) -> dict[str, str]:
+    """The carrier of an ``asset_event.trace_context`` value."""
+    parent, _, state = text.partition("\n")
+    return {TRACEPARENT: parent, TRACESTATE: state} if state else {TRACEPARENT: parent}
+
+
+def trace_id_of(carrier: Mapping[str, str]) -> str | None:
+    """The 32-hex trace id of a valid ``traceparent``, or None."""
+    from opentelemetry.trace import get_current_span
+
+    span_context = get_current_span(_context_of(carrier)).get_span_context()
+    return format(span_context.trace_id, "032x") if span_context.is_valid else None
+
+
+# -- spans --------------------------------------------------------------------------------------
+
+
+def start_watch(watcher: str, payload: Any) -> Span:
+    """Start the ``sharedstream.watch`` span of ``watcher``'s window on a message.
+
+    ``payload`` is the adapter's view of the record (``KafkaPayload``): its headers'
+    ``traceparent`` makes the span a child of the producer's span; a replayed dead
+    letter's ``sharedstream.traceparent`` adds a link to the span that dead-lettered it.
+    """
+    from opentelemetry.trace import Link, SpanKind, get_current_span
+
+    assert tracer is not None
+    message = payload.message
+    headers = message.headers
+    parent = _context_of(header_carrier(headers)) if headers else None
+    links = []
+    if message.replay_count:
+        for name, value in headers:
+            if name == DEAD_LETTER_TRACEPARENT and value is not None:
+                linked = get_current_span(_context_of(
+                    {TRACEPARENT: value.decode("utf-8", "replace")})).get_span_context()
+                if linked.is_valid:
+                    links.append(Link(linked, {"sharedstream.link": "dead_letter"}))
+    return tracer.start_span("sharedstream.watch", parent, SpanKind.CONSUMER, attributes={
+        "messaging.system": "kafka",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": message.topic,
+        "messaging.destination.partition.id": str(message.partition),
+        "messaging.kafka.offset": message.offset,
+        "sharedstream.watcher": watcher,
+        "sharedstream.replay_count": message.replay_count,
+    }, links=links)
+
+
+# A window's watch spans: one per message whose events it holds, with how many.
+Watches = list[tuple["Span", int]]
+
+
+def start_watches(window: Any) -> Watches:
+    """The watch spans of a window the unit of work takes: one for a per-message window;
+    for a batch call's window (its ``parts``), one per message with events."""
+    parts = getattr(window, "parts", None)
+    if parts is None:
+        return [(start_watch(window.watcher, window.payload), len(window.events))]
+    return [(start_watch(window.watcher, payload), count) for payload, count in parts]
+
+
+def stored_contexts(watches: Watches, events: int) -> list[str | None]:
+    """The ``trace_context`` of each of a window's ``events`` events, in event order
+    (exactly ``events`` of them: tracing never fails a commit, even on a miscount)."""
+    found: list[str | None] = []
+    for span, count in watches:
+        found += [stored_context(span)] * count
+    return (found + [None] * events)[:events]
+
+
+def end_watches(watches: Watches, outcome: str, reason: str | None = None) -> None:
+    """End watch spans: ``committed``, or ``rejected`` with the reason (an error)."""
+    from opentelemetry.trace import Status, StatusCode
+
+    for span, _ in watches:
+        span.set_attribute("sharedstream.outcome", outcome)
+        if reason is not None:
+            span.set_status(Status(StatusCode.ERROR, reason))
+        span.end()
+
+
+def committed(windows: Sequence[Watches], started_ns: int, *, events: int,
+              dialect: str) -> None:
+    """One transaction stored these windows: a ``sharedstream.uow.commit`` child of each
+    of their watch spans (the same times, the batch's figures), then the watch spans end.
+    """
+    assert tracer is not None
+    from opentelemetry.trace import set_span_in_context
+
+    ended_ns = time.time_ns()
+    attributes: dict[str, str | int] = {
+        "db.system.name": dialect, "sharedstream.uow.windows": len(windows),
+        "sharedstream.uow.events": events}
+    for watches in windows:
+        for span, _ in watches:
+            if span.is_recording():
+                tracer.start_span("sharedstream.uow.commit", set_span_in_context(span),
+                                  attributes=attributes, start_time=started_ns).end(ended_ns)
+        end_watches(watches, "committed")
+
+
+def dead_letter(original_headers: Sequence[tuple[str, bytes | None]], *, source_topic: str,
+                consumer_group: str, rejections: Mapping[str, str]) -> str | None:
+    """Record a ``sharedstream.dead_letter`` span for a record of ``source_topic`` that
+    ``consumer_group``'s watchers rejected; the ``traceparent`` naming it (for the dead
+    letter's ``sharedstream.traceparent`` header), or None when it is not recorded.
+
+    A child of the record's own ``traceparent`` when it has one. It marks the moment the
+    record is handed to the producer; the broker's acknowledgement is not part of it.
+    """
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    assert tracer is not None
+    parent = _context_of(header_carrier(original_headers)) if original_headers else None
+    reasons = "; ".join(f"{w}: {r}" for w, r in sorted(rejections.items()))
+    span = tracer.start_span("sharedstream.dead_letter", parent, SpanKind.PRODUCER,
+                             attributes={"messaging.system": "kafka",
+                                         "messaging.operation.type": "send",
+                                         "messaging.consumer.group.name": consumer_group,
+                                         "sharedstream.source_topic": source_topic,
+                                         "sharedstream.watchers": sorted(rejections)})
+    named = carrier_of(span)[TRACEPARENT] if span.is_recording() else None
+    span.set_status(Status(StatusCode.ERROR, reasons[:1000]))
+    span.end()
+    return named
+
+
+def start_delivery(trace_context: str, kind: str, event_id: int,
+                   attributes: Mapping[str, str | int] | None = None) -> Span:
+    """Start the ``sharedstream.deliver`` span of one event, a child of the context
+    stored with it; end it with :func:`end_delivery` at the destination's answer."""
+    from opentelemetry.trace import SpanKind
+
+    assert tracer is not None
+    fields: dict[str, str | int] = {"sharedstream.destination.kind": kind,
+                                    "sharedstream.event.id": event_id, **(attributes or {})}
+    return tracer.start_span("sharedstream.deliver", _context_of(parse_stored(trace_context)),
+                             SpanKind.PRODUCER if kind == "kafka" else SpanKind.CLIENT,
+                             attributes=fields)
+
+
+def end_delivery(span: Span, error: BaseException | None) -> None:
+    """End a deliver span: delivered, or failed with ``error``'s text."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("sharedstream.delivered", error is None)
+    if error is not None:
+        span.set_status(Status(StatusCode.ERROR, str(error)[:1000]))
+    span.end()
+
+
+@contextmanager
+def delivering(trace_context: str, kind: str, event_id: int,
+               attributes: Mapping[str, str | int] | None = None) -> Iterator[dict[str, str]]:
+    """:func:`start_delivery` around a block that delivers one event; yields the carrier
+    (``traceparent``) to send on. An exception leaving the block marks the span failed."""
+    span = start_delivery(trace_context, kind, event_id, attributes)
+    try:
+        yield carrier_of(span)
+    except BaseException as exc:
+        end_delivery(span, exc)
+        raise
+    end_delivery(span, None)
