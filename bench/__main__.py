@@ -2,6 +2,7 @@
 
     python -m bench [--quick] [--out bench/results]
     python -m bench --persistence [--quick]   # issue 28 only: see persistence()
+    python -m bench --tracing [--quick]       # issue 31 only: bench/tracing_cost.py
 
 Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set
 (each PostgreSQL figure gets a fresh database created there), else a broker and a
@@ -23,7 +24,10 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
 8. issue 27 (``bench/issue27.py``): watchers parsing JSON and keeping 1% against
    independent consumers doing the same, and whole processes timed from their start to
    their last commit under several ``fetch.queue.backoff.ms``
-   (``python -m bench --issue27`` runs only these).
+   (``python -m bench --issue27`` runs only these);
+9. issue 31 (``bench/tracing_cost.py``): events/s with tracing off, on at sampling 1.0
+   and at 0.01, exporting to a real OpenTelemetry Collector (``python -m bench --tracing``
+   runs only these).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -51,7 +55,7 @@ from typing import Any
 
 import confluent_kafka
 import sqlalchemy as sa
-from bench import issue27, persistence_reference, statestore_cleanup, uow_throughput
+from bench import issue27, persistence_reference, statestore_cleanup, tracing_cost, uow_throughput
 from bench import kafka_throughput as kt
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -580,7 +584,8 @@ def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
         log(f"state store {database}: {store[f'cursor_{database}']} "
             f"{store[f'cleanup_{database}']}")
     return {"throughput": rows, "units_of_work": uow, "latency": lat, "footprint": foot,
-            "statestore": store, "issue27": run_issue27(bootstrap, sizes)}
+            "statestore": store, "issue27": run_issue27(bootstrap, sizes),
+            "tracing": run_tracing(bootstrap, sizes)}
 
 
 def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
@@ -588,6 +593,10 @@ def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
                             runs=1 if sizes == QUICK else 3)
     found["targets"] = issue27.targets(found)
     return found
+
+
+def run_tracing(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
+    return tracing_cost.measure(bootstrap, sizes.persisted, runs=1 if sizes == QUICK else 3)
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -679,7 +688,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "| acceptance target | measured | reached |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['reached'] else 'NO'} |"
               for t in result["targets"]]
-    return "\n".join(lines) + "\n\n" + issue27.markdown(result["issue27"])
+    return ("\n".join(lines) + "\n\n" + issue27.markdown(result["issue27"]) + "\n"
+            + tracing_cost.markdown(result["tracing"]))
 
 
 def latency_chart(samples: list[float], path: Path, title: str) -> None:
@@ -709,6 +719,9 @@ def main() -> None:
     parser.add_argument("--issue27", action="store_true",
                         help="only issue 27's figures: JSON fan-out and processes timed "
                              "from their start, under several fetch settings")
+    parser.add_argument("--tracing", action="store_true",
+                        help="only issue 31's figures: events/s with tracing off, on at "
+                             "sampling 1.0 and at 0.01, exporting to a real collector")
     parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -739,6 +752,16 @@ def main() -> None:
         (args.out / "issue27.json").write_text(json.dumps(found, indent=1))
         table = issue27.markdown(found)
         (args.out / "issue27.md").write_text(table)
+        print(table)
+        return
+    if args.tracing:
+        with contextlib.ExitStack() as stack:
+            found = {"machine": machine(), "sizes": asdict(sizes),
+                     **run_tracing(Services(stack).bootstrap, sizes)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "tracing.json").write_text(json.dumps(found, indent=1))
+        table = tracing_cost.markdown(found)
+        (args.out / "tracing.md").write_text(table)
         print(table)
         return
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
