@@ -1,0 +1,38 @@
+"""Watcher module of tests/integration/test_schema_registry.py: one watcher per format.
+
+Every watcher is the plain ``KafkaSharedStreamTrigger``: its event is the decoded value
+(a model as its fields). Avro has two: ``avro_v1`` reads every writer version with the
+version 1 reader schema into ``Order``, ``avro_writer`` gets the writer's own fields.
+The registry is ``it_registry``, whose url the test sets in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+
+from registry_schemas import AVRO_V1, REGISTRY, Order, OrderV1
+
+from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
+from sharedstream.serde import AvroValue, JsonSchemaValue, ProtobufValue
+
+
+def watcher(name: str, topic: str, deserializer: object) -> AssetWatcher:
+    return AssetWatcher(name, KafkaSharedStreamTrigger(
+        topics=[topic], kafka_config_id="registry", value_deserializer=deserializer))
+
+
+AVRO_TOPIC = os.environ["REGISTRY_AVRO_TOPIC"]
+JSON_SCHEMA_TOPIC = os.environ["REGISTRY_JSON_SCHEMA_TOPIC"]
+PROTOBUF_TOPIC = os.environ["REGISTRY_PROTOBUF_TOPIC"]
+
+avro = Asset("registry_avro", uri=f"kafka://localhost:9092/{AVRO_TOPIC}", watchers=[
+    watcher("avro_v1", AVRO_TOPIC, AvroValue(registry=REGISTRY, model=Order,
+                                             reader_schema=AVRO_V1)),
+    watcher("avro_writer", AVRO_TOPIC, AvroValue(registry=REGISTRY)),
+])
+json_schema = Asset("registry_json_schema", uri=f"kafka://localhost:9092/{JSON_SCHEMA_TOPIC}",
+                    watchers=[watcher("json_schema", JSON_SCHEMA_TOPIC,
+                                      JsonSchemaValue(registry=REGISTRY, model=Order))])
+protobuf = Asset("registry_protobuf", uri=f"kafka://localhost:9092/{PROTOBUF_TOPIC}",
+                 watchers=[watcher("protobuf", PROTOBUF_TOPIC,
+                                   ProtobufValue(OrderV1, registry=REGISTRY))])
