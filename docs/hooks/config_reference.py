@@ -222,7 +222,7 @@ _DESTINATION_PROBES = {
 # Valid values of the required options, for the probes that override them.
 _REQUIRED_SAMPLES = {"url": "https://hooks.example", "secret": "s", "instance": "probe",
                      "topic": "events", "base_url": "http://airflow:8080", "token": "t",
-                     "username": "u", "password": "p"}
+                     "username": "u", "password": "p", "payload_schema": '{"type": "string"}'}
 # Keys that only go together: probed on a file that already has their partner.
 _LOGIN_PROBE = ('[airflow.probe]\nbase_url = "http://airflow:8080"\nusername = "u"\n'
                 'password = "p"\n')

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
-from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from localservices.registry import SchemaRegistry
@@ -47,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from streams import committed, create_schema
 from triggerer import Triggerer, connection_for, until, write_config
+
+from sharedstream.statestore.models import undelivered_event
 
 pytestmark = pytest.mark.integration
 WATCHERS = Path(__file__).resolve().parent / "registry_watchers.py"
@@ -74,18 +78,23 @@ class Run:
 
 @pytest.fixture
 def registry_run(tmp_path: Path, kafka_bootstrap: str, create_topic: Any
-                 ) -> Iterator[Callable[[str], Run]]:
-    """Factory: the run for a registry url (one per test; killed when the test ends)."""
+                 ) -> Iterator[Callable[..., Run]]:
+    """Factory: the run for a registry url (one per test; killed when the test ends), with
+    Kafka destinations ``{name: options}``, each on a topic of its own (``topics[name]``)."""
     started: list[Triggerer] = []
 
-    def make(registry_url: str) -> Run:
+    def make(registry_url: str, destinations: dict[str, dict[str, Any]] | None = None) -> Run:
         db_url = f"sqlite:///{tmp_path / 'registry.db'}"
         create_schema(db_url)
         topics = {fmt: create_topic(f"registry-{fmt}")
-                  for fmt in ("avro", "json-schema", "protobuf")}
+                  for fmt in ("avro", "json-schema", "protobuf", *(destinations or {}))}
         connection = connection_for(kafka_bootstrap, "registry")
+        tables = {f"destinations.{name}": {"kind": "kafka", "topic": topics[name],
+                                           "connection": "registry", "start": "earliest",
+                                           "schema_registry": REGISTRY, **options}
+                  for name, options in (destinations or {}).items()}
         config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
-                              connection=connection, connection_id="registry")
+                              connection=connection, connection_id="registry", tables=tables)
         process = Triggerer(WATCHERS, config, tmp_path, env={
             "REGISTRY_AVRO_TOPIC": topics["avro"],
             "REGISTRY_JSON_SCHEMA_TOPIC": topics["json-schema"],
@@ -117,7 +126,7 @@ def unknown_id_reason(schema_id: int = UNKNOWN_ID) -> str:
 
 
 def test_avro_two_versions_decode_with_the_reader_schema_and_bad_values_are_rejected(
-        registry_run: Callable[[str], Run], schema_registry: str, kafka_bootstrap: str) -> None:
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
     run = registry_run(schema_registry)
     topic = run.topics["avro"]
     client = SchemaRegistryClient({"url": schema_registry})
@@ -145,7 +154,7 @@ def test_avro_two_versions_decode_with_the_reader_schema_and_bad_values_are_reje
 
 
 def test_json_schema_two_versions_validate_into_the_model_and_a_refused_value_is_rejected(
-        registry_run: Callable[[str], Run], schema_registry: str, kafka_bootstrap: str) -> None:
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
     run = registry_run(schema_registry)
     topic = run.topics["json-schema"]
     client = SchemaRegistryClient({"url": schema_registry})
@@ -172,7 +181,7 @@ def test_json_schema_two_versions_validate_into_the_model_and_a_refused_value_is
 
 
 def test_protobuf_two_versions_parse_into_the_message_type_and_bad_bytes_are_rejected(
-        registry_run: Callable[[str], Run], schema_registry: str, kafka_bootstrap: str) -> None:
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
     run = registry_run(schema_registry)
     topic = run.topics["protobuf"]
     client = SchemaRegistryClient({"url": schema_registry})
@@ -201,7 +210,7 @@ def test_protobuf_two_versions_parse_into_the_message_type_and_bad_bytes_are_rej
 
 
 def test_a_registry_outage_holds_the_message_until_the_registry_is_back(
-        registry_run: Callable[[str], Run], stoppable_schema_registry: SchemaRegistry,
+        registry_run: Callable[..., Run], stoppable_schema_registry: SchemaRegistry,
         kafka_bootstrap: str) -> None:
     registry = stoppable_schema_registry
     run = registry_run(registry.url)
@@ -228,3 +237,87 @@ def test_a_registry_outage_holds_the_message_until_the_registry_is_back(
     until(lambda: run.process.get("/readyz")[0] == 200, "ready once the registry answers",
           timeout=30)
     assert rejected_rows(run.db_url) == {}
+
+
+PAID = json.dumps({"type": "record", "name": "Paid", "namespace": "sharedstream.test",
+                   "fields": [{"name": "id", "type": "int"}, {"name": "amount", "type": "double"}]})
+NOTED = json.dumps({"type": "object", "required": ["note"],
+                    "properties": {"note": {"type": "string"}}})
+NOTED_AVRO = json.dumps({"type": "record", "name": "Noted", "namespace": "sharedstream.test",
+                         "fields": [{"name": "note", "type": "string"}]})
+
+
+def undelivered(db_url: str) -> dict[str, list[str]]:
+    engine = sa.create_engine(db_url)
+    u = undelivered_event.c
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sa.select(u.destination, u.reason)
+                                      .order_by(u.event_id)).all()
+    finally:
+        engine.dispose()
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row.destination, []).append(row.reason)
+    return found
+
+
+def read_all(kafka_bootstrap: str, topic: str, count: int, deserializer: Any) -> list[Any]:
+    reader = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"read-{topic}",
+                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reader.subscribe([topic])
+    values: list[Any] = []
+
+    def read() -> bool:
+        for record in reader.consume(100, timeout=0.2):
+            if record.error() is None:
+                values.append(deserializer(record.value(), SerializationContext(
+                    topic, MessageField.VALUE)))
+        return len(values) >= count
+
+    try:
+        until(read, f"{count} records on {topic}", interval=0)
+    finally:
+        reader.close()
+    return values
+
+
+def test_the_kafka_destination_writes_events_with_a_registered_avro_or_json_schema(
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
+    """Before: the Kafka destination wrote only plain JSON documents."""
+    run = registry_run(schema_registry, {
+        "typed_avro": {"value_format": "avro", "payload_schema": PAID,
+                       "assets": ["registry_avro"]},
+        "typed_json": {"value_format": "json_schema", "payload_schema": NOTED,
+                       "assets": ["registry_avro"]},
+        "noted_avro": {"value_format": "avro", "payload_schema": NOTED_AVRO,
+                       "assets": ["registry_avro"]}})
+    topic = run.topics["avro"]
+    client = SchemaRegistryClient({"url": schema_registry})
+    context = SerializationContext(topic, MessageField.VALUE)
+    produce_values(kafka_bootstrap, topic, [
+        AvroSerializer(client, AVRO_V1)({"id": 1, "amount": 2.5}, context),
+        AvroSerializer(client, AVRO_V2)({"id": 2, "amount": 3.0, "note": "gift"}, context)])
+    run.process.start()
+
+    avro = read_all(kafka_bootstrap, run.topics["typed_avro"], 4, AvroDeserializer(client))
+    assert sorted((doc["watcher"], doc["source"]["offset"], doc["payload"]) for doc in avro) == [
+        ("avro_v1", 0, {"id": 1, "amount": 2.5}), ("avro_v1", 1, {"id": 2, "amount": 3.0}),
+        ("avro_writer", 0, {"id": 1, "amount": 2.5}), ("avro_writer", 1, {"id": 2, "amount": 3.0})]
+    assert {doc["asset"] for doc in avro} == {"registry_avro"}
+    latest = client.get_latest_version(f"{run.topics['typed_avro']}-value")
+    assert (latest.version, latest.schema.schema_type) == (1, "AVRO")
+
+    typed_json = read_all(kafka_bootstrap, run.topics["typed_json"], 1,
+                          JSONDeserializer(None, schema_registry_client=client))
+    assert [(d["watcher"], d["payload"]) for d in typed_json] == [
+        ("avro_writer", {"id": 2, "amount": 3.0, "note": "gift"})]
+    noted = read_all(kafka_bootstrap, run.topics["noted_avro"], 1, AvroDeserializer(client))
+    assert [(d["watcher"], d["payload"]) for d in noted] == [("avro_writer", {"note": "gift"})]
+    # The three events without a note fit neither: undelivered, with the serialiser's reason.
+    reasons = until(lambda: [len(r) for r in undelivered(run.db_url).values()] == [3, 3]
+                    and undelivered(run.db_url), "three undelivered events per destination")
+    for name, fmt in (("typed_json", "json_schema"), ("noted_avro", "avro")):
+        assert all(r.startswith(f"the event does not fit the {fmt} schema of "
+                                f"{run.topics[name]}-value: ") and "note" in r
+                   for r in reasons[name]), reasons

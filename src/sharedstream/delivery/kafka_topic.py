@@ -4,10 +4,11 @@ The producer is idempotent with ``acks=all`` (its delivery report means durable)
 librdkafka's own retries never write twice; a repeat after a crash (events sent but
 not yet covered by the stored cursor) is a second record with the same identity in
 the ``sharedstream.event.identity`` header, for consumers to drop. The value is the
-event's JSON document. An event persisted while tracing was on also carries the W3C
-``traceparent`` header of its delivery span. A record the broker refuses for good (too
-large, ...) is a permanent refusal; anything else not confirmed within the flush is
-transient.
+event's JSON document, or with ``value_format`` ``avro`` / ``json_schema`` that document
+serialised with a registered schema (:mod:`sharedstream.delivery.registry_values`). An
+event persisted while tracing was on also carries the W3C ``traceparent`` header of its
+delivery span. A record the broker refuses for good (too large, ...) is a permanent
+refusal; anything else not confirmed within the flush is transient.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from sharedstream.delivery.errors import (
     PermanentDeliveryError,
     TransientDeliveryError,
 )
+from sharedstream.delivery.registry_values import RegistryValues
 from sharedstream.delivery.sender import Results
 from sharedstream.delivery.settings import KafkaDestination
 from sharedstream.kafka.connections import producer_config
@@ -39,6 +41,7 @@ class KafkaTopicSender:
                  producer_factory: Any = Producer) -> None:
         self._topic = options.topic
         self._producer = producer_factory(producer_config(connection))
+        self._registry = None if options.value_format == "json" else RegistryValues(options)
 
     async def send(self, events: Sequence[EventRecord], *, maybe_sent: bool) -> Results:
         outcome: dict[int, DeliveryError | None] = {}
@@ -55,8 +58,17 @@ class KafkaTopicSender:
                         f"kafka: {error.str()}", error.name().lower())
             return on_delivery
 
+        # Registry formats: serialised off the loop (the first one registers the schema).
+        bodies = None if self._registry is None else await asyncio.to_thread(
+            self._registry.bodies, events)
         spans: dict[int, Any] = {}  # event id -> its deliver span, while tracing is on
-        for event in events:
+        for index, event in enumerate(events):
+            body = event_body(event) if bodies is None else bodies[index]
+            if isinstance(body, DeliveryError):
+                outcome[event.id] = body
+                if isinstance(body, TransientDeliveryError):
+                    break  # bodies stops here too: the rest waits with the cursor
+                continue
             headers = [(IDENTITY_HEADER, event.identity.encode()),
                        (ID_HEADER, str(event.id).encode())]
             if tracing.tracer is not None and event.trace_context is not None:
@@ -66,7 +78,7 @@ class KafkaTopicSender:
                 headers += [(k, v.encode()) for k, v in tracing.carrier_of(span).items()]
             try:
                 self._producer.produce(
-                    self._topic, key=event.asset.encode(), value=event_body(event),
+                    self._topic, key=event.asset.encode(), value=body,
                     headers=headers, on_delivery=report(event.id))
             except BufferError:
                 break  # the local queue is full: the rest waits for the next round

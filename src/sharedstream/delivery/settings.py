@@ -22,10 +22,12 @@ without the optional extras installed. Secrets are excluded from ``repr``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("airflow", "webhook", "kafka")
+VALUE_FORMATS = ("json", "json_schema", "avro")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +85,33 @@ class KafkaDestination:
 
     * ``topic``: the topic to write to.
     * ``connection``: the ``[connections.<id>]`` to produce with (``kafka_default``).
+    * ``value_format``: ``json`` (the event document as JSON), or ``json_schema`` or
+      ``avro``: the document serialised with a schema registered in ``schema_registry``
+      under ``<topic>-value``, Confluent-framed, for consumers that read typed values.
+    * ``schema_registry``: the ``[schema_registries.<id>]`` of ``json_schema`` and
+      ``avro`` (``schema_registry_default``).
+    * ``payload_schema``: the schema of the events' ``payload``, as JSON text: an Avro
+      type (required with ``avro``) or a JSON Schema (with ``json_schema``; default:
+      any JSON value).
     """
 
     topic: str
     connection: str = "kafka_default"
+    value_format: str = "json"
+    schema_registry: str = "schema_registry_default"
+    payload_schema: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.value_format not in VALUE_FORMATS:
+            raise ValueError(f"value_format must be one of {', '.join(VALUE_FORMATS)}")
+        if self.value_format == "avro" and not self.payload_schema:
+            raise ValueError("value_format 'avro' needs payload_schema, the Avro type of "
+                             "the events' payload (JSON text)")
+        if self.payload_schema is not None:
+            try:
+                json.loads(self.payload_schema)
+            except ValueError as exc:
+                raise ValueError(f"payload_schema is not JSON text ({exc})") from None
 
 
 Options = AirflowDestination | WebhookDestination | KafkaDestination

@@ -30,6 +30,7 @@ from sharedstream.ops.clitools import (
     stamp,
     store_command,
 )
+from sharedstream.serde.registries import configure_schema_registries
 from sharedstream.statestore.durations import parse_duration, parse_instant
 from sharedstream.statestore.events import (
     EventRecord,
@@ -241,6 +242,7 @@ def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bo
 async def redeliver(store: StateStore, config: Config, rows: list[undelivered.Undelivered]
                     ) -> dict[tuple[str, int], str]:
     """Send ``rows`` again, per destination; what happened to each."""
+    configure_schema_registries(config.schema_registries)  # the Kafka destination's formats
     outcome: dict[tuple[str, int], str] = {}
     by_destination: dict[str, list[undelivered.Undelivered]] = {}
     for row in rows:

@@ -175,6 +175,14 @@ def registry_client(registry_id: str) -> Any:
         return client
 
 
+def unreachable(exc: BaseException) -> bool:
+    """True for a failure to reach the registry at all (refused, reset, timed out): an
+    OSError or one of the HTTP client's transport errors (confluent-kafka's client is
+    httpx, vendored as ``httpx2`` in recent releases)."""
+    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
+        "httpx", "httpx2", "httpcore", "httpcore2")
+
+
 def _without_secrets(text: str, config: Mapping[str, Any]) -> str:
     for key, value in config.items():
         if isinstance(value, str) and value and redacted_registry({key: value})[key] == "***":

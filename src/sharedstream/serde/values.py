@@ -44,6 +44,7 @@ from sharedstream.serde.registries import (
     note_answered,
     note_outage,
     registry_client,
+    unreachable,
 )
 
 
@@ -200,8 +201,7 @@ def _classified(exc: Exception, registry: str, schema_id: int) -> Exception:
         return SchemaRegistryUnavailable(
             f"schema registry {registry!r}: HTTP {status} looking up schema id {schema_id} "
             f"({exc.error_message})")
-    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
-            "httpx", "httpx2", "httpcore", "httpcore2"):
+    if unreachable(exc):
         return SchemaRegistryUnavailable(
             f"schema registry {registry!r}: {type(exc).__name__} looking up schema id "
             f"{schema_id} ({exc})")

@@ -452,6 +452,7 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
 
 def delivery_service(store: StateStore, config: Config) -> DeliveryService:
     """The configured destinations' service; what keeps one from starting, a StartupError."""
+    configure_schema_registries(config.schema_registries)  # the Kafka destination's formats
     try:
         return DeliveryService.from_config(store.engine, config.destinations, config.airflow,
                                            config.connections)
