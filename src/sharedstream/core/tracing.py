@@ -55,6 +55,28 @@ tracer: Tracer | None = None
 _provider: TracerProvider | None = None
 
 
+class _Api:
+    """The OpenTelemetry API the per-message calls use, imported on first use and kept:
+    an import statement in each call costs about a microsecond per message."""
+
+    def __init__(self) -> None:
+        from opentelemetry import trace
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        self.trace = trace
+        self.propagator = TraceContextTextMapPropagator()
+
+
+_api: _Api | None = None
+
+
+def _loaded() -> _Api:
+    global _api
+    if _api is None:
+        _api = _Api()
+    return _api
+
+
 class TracingConfigError(ValueError):
     """``OTEL_*`` settings sharedstream cannot honour; the text says which and what to do."""
 
@@ -155,18 +177,14 @@ def header_carrier(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str
 
 def _context_of(carrier: Mapping[str, str]) -> Any:
     """The OpenTelemetry context a carrier names; an empty one when it names none."""
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-    return TraceContextTextMapPropagator().extract(carrier)
+    return (_api or _loaded()).propagator.extract(carrier)
 
 
 def carrier_of(span: Span) -> dict[str, str]:
     """``traceparent`` (and ``tracestate``) naming ``span``, to send on."""
-    from opentelemetry.trace import set_span_in_context
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
+    api = _api or _loaded()
     carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier, set_span_in_context(span))
+    api.propagator.inject(carrier, api.trace.set_span_in_context(span))
     return carrier
 
 
@@ -190,9 +208,8 @@ def parse_stored(text: str) -> dict[str, str]:
 
 def trace_id_of(carrier: Mapping[str, str]) -> str | None:
     """The 32-hex trace id of a valid ``traceparent``, or None."""
-    from opentelemetry.trace import get_current_span
-
-    span_context = get_current_span(_context_of(carrier)).get_span_context()
+    api = _api or _loaded()
+    span_context = api.trace.get_current_span(_context_of(carrier)).get_span_context()
     return format(span_context.trace_id, "032x") if span_context.is_valid else None
 
 
@@ -205,9 +222,10 @@ def start_watch(watcher: str, payload: Any) -> Span:
     ``payload`` is the adapter's view of the record (``KafkaPayload``): its headers'
     ``traceparent`` makes the span a child of the producer's span; a replayed dead
     letter's ``sharedstream.traceparent`` adds a link to the span that dead-lettered it.
+    The attributes are set only on a span the sampler records (most are not, at a low
+    ratio), so the sampler decides without them.
     """
-    from opentelemetry.trace import Link, SpanKind, get_current_span
-
+    api = _api or _loaded()
     assert tracer is not None
     message = payload.message
     headers = message.headers
@@ -216,19 +234,23 @@ def start_watch(watcher: str, payload: Any) -> Span:
     if message.replay_count:
         for name, value in headers:
             if name == DEAD_LETTER_TRACEPARENT and value is not None:
-                linked = get_current_span(_context_of(
+                linked = api.trace.get_current_span(_context_of(
                     {TRACEPARENT: value.decode("utf-8", "replace")})).get_span_context()
                 if linked.is_valid:
-                    links.append(Link(linked, {"sharedstream.link": "dead_letter"}))
-    return tracer.start_span("sharedstream.watch", parent, SpanKind.CONSUMER, attributes={
-        "messaging.system": "kafka",
-        "messaging.operation.type": "process",
-        "messaging.destination.name": message.topic,
-        "messaging.destination.partition.id": str(message.partition),
-        "messaging.kafka.offset": message.offset,
-        "sharedstream.watcher": watcher,
-        "sharedstream.replay_count": message.replay_count,
-    }, links=links)
+                    links.append(api.trace.Link(linked, {"sharedstream.link": "dead_letter"}))
+    span = tracer.start_span("sharedstream.watch", parent, api.trace.SpanKind.CONSUMER,
+                             links=links)
+    if span.is_recording():
+        span.set_attributes({
+            "messaging.system": "kafka",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": message.topic,
+            "messaging.destination.partition.id": str(message.partition),
+            "messaging.kafka.offset": message.offset,
+            "sharedstream.watcher": watcher,
+            "sharedstream.replay_count": message.replay_count,
+        })
+    return span
 
 
 # A window's watch spans: one per message whose events it holds, with how many.
@@ -255,12 +277,12 @@ def stored_contexts(watches: Watches, events: int) -> list[str | None]:
 
 def end_watches(watches: Watches, outcome: str, reason: str | None = None) -> None:
     """End watch spans: ``committed``, or ``rejected`` with the reason (an error)."""
-    from opentelemetry.trace import Status, StatusCode
-
+    api = _api or _loaded()
     for span, _ in watches:
-        span.set_attribute("sharedstream.outcome", outcome)
-        if reason is not None:
-            span.set_status(Status(StatusCode.ERROR, reason))
+        if span.is_recording():
+            span.set_attribute("sharedstream.outcome", outcome)
+            if reason is not None:
+                span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reason))
         span.end()
 
 
@@ -270,8 +292,7 @@ def committed(windows: Sequence[Watches], started_ns: int, *, events: int,
     of their watch spans (the same times, the batch's figures), then the watch spans end.
     """
     assert tracer is not None
-    from opentelemetry.trace import set_span_in_context
-
+    set_span_in_context = (_api or _loaded()).trace.set_span_in_context
     ended_ns = time.time_ns()
     attributes: dict[str, str | int] = {
         "db.system.name": dialect, "sharedstream.uow.windows": len(windows),
