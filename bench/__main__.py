@@ -3,6 +3,7 @@
     python -m bench [--quick] [--out bench/results]
     python -m bench --persistence [--quick]   # issue 28 only: see persistence()
     python -m bench --tracing [--quick]       # issue 31 only: bench/tracing_cost.py
+    python -m bench --avro [--quick]          # issue 30 only: bench/avro_decode.py
 
 Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set
 (each PostgreSQL figure gets a fresh database created there), else a broker and a
@@ -27,7 +28,10 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
    (``python -m bench --issue27`` runs only these);
 9. issue 31 (``bench/tracing_cost.py``): events/s with tracing off, on at sampling 1.0
    and at 0.01, exporting to a real OpenTelemetry Collector (``python -m bench --tracing``
-   runs only these).
+   runs only these);
+10. issue 30 (``bench/avro_decode.py``): 1, 10 and 100 watchers sharing one Avro
+    deserialiser against as many independent consumers each decoding Avro, on a real
+    schema registry (``python -m bench --avro`` runs only these).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -55,7 +59,14 @@ from typing import Any
 
 import confluent_kafka
 import sqlalchemy as sa
-from bench import issue27, persistence_reference, statestore_cleanup, tracing_cost, uow_throughput
+from bench import (
+    avro_decode,
+    issue27,
+    persistence_reference,
+    statestore_cleanup,
+    tracing_cost,
+    uow_throughput,
+)
 from bench import kafka_throughput as kt
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -585,7 +596,7 @@ def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
             f"{store[f'cleanup_{database}']}")
     return {"throughput": rows, "units_of_work": uow, "latency": lat, "footprint": foot,
             "statestore": store, "issue27": run_issue27(bootstrap, sizes),
-            "tracing": run_tracing(bootstrap, sizes)}
+            "tracing": run_tracing(bootstrap, sizes), "avro": run_avro(bootstrap, sizes)}
 
 
 def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
@@ -597,6 +608,10 @@ def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
 
 def run_tracing(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
     return tracing_cost.measure(bootstrap, sizes.persisted, runs=1 if sizes == QUICK else 3)
+
+
+def run_avro(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
+    return avro_decode.measure(bootstrap, sizes.fanout, runs=1 if sizes == QUICK else 3)
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -689,7 +704,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['reached'] else 'NO'} |"
               for t in result["targets"]]
     return ("\n".join(lines) + "\n\n" + issue27.markdown(result["issue27"]) + "\n"
-            + tracing_cost.markdown(result["tracing"]))
+            + tracing_cost.markdown(result["tracing"]) + "\n"
+            + avro_decode.markdown(result["avro"]))
 
 
 def latency_chart(samples: list[float], path: Path, title: str) -> None:
@@ -722,6 +738,9 @@ def main() -> None:
     parser.add_argument("--tracing", action="store_true",
                         help="only issue 31's figures: events/s with tracing off, on at "
                              "sampling 1.0 and at 0.01, exporting to a real collector")
+    parser.add_argument("--avro", action="store_true",
+                        help="only issue 30's figures: 1/10/100 watchers sharing one Avro "
+                             "deserialiser against as many independent consumers")
     parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -762,6 +781,16 @@ def main() -> None:
         (args.out / "tracing.json").write_text(json.dumps(found, indent=1))
         table = tracing_cost.markdown(found)
         (args.out / "tracing.md").write_text(table)
+        print(table)
+        return
+    if args.avro:
+        with contextlib.ExitStack() as stack:
+            found = {"machine": machine(), "sizes": asdict(sizes),
+                     **run_avro(Services(stack).bootstrap, sizes)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "avro.json").write_text(json.dumps(found, indent=1))
+        table = avro_decode.markdown(found)
+        (args.out / "avro.md").write_text(table)
         print(table)
         return
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
