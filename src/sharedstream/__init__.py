@@ -21,6 +21,7 @@ _PUBLIC = {
     "KafkaMessage": "sharedstream.triggers",
     "KafkaSharedStreamTrigger": "sharedstream.triggers",
     "KafkaMessageTrigger": "sharedstream.triggers",
+    "MessageBatch": "sharedstream.triggers",
     "TriggerEvent": "sharedstream.triggers",
     "reject_shared_stream_event": "sharedstream.triggers",
 }
@@ -33,6 +34,7 @@ __all__ = [
     "KafkaMessage",
     "KafkaMessageTrigger",
     "KafkaSharedStreamTrigger",
+    "MessageBatch",
     "TriggerEvent",
     "__version__",
     "reject_shared_stream_event",
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from sharedstream.triggers import KafkaMessage as KafkaMessage
     from sharedstream.triggers import KafkaMessageTrigger as KafkaMessageTrigger
     from sharedstream.triggers import KafkaSharedStreamTrigger as KafkaSharedStreamTrigger
+    from sharedstream.triggers import MessageBatch as MessageBatch
     from sharedstream.triggers import TriggerEvent as TriggerEvent
     from sharedstream.triggers import reject_shared_stream_event as reject_shared_stream_event
 

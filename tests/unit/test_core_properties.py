@@ -20,8 +20,17 @@ alone, not from what the code did:
   assignment after a message was first read that did not cover it allows one more
   hand-out of it per watcher, nothing else.
 
+Some watchers are batch watchers (``filter_shared_batch``, issue 27) following the same
+script: a message that is to raise makes its whole batch raise, and counts an attempt
+only when it raises alone, after the framework split its batch down to it; so the model
+of hand-outs is the per-message one (a hand-out is a call that settled the message, or
+that raised on it alone). In the first few runs whose fault is a session expiry, the
+first batch call waits for the partitions to move before it returns, so a rebalance
+lands mid-batch.
+
 Each run counts what it exercised (acks, failures, rejections, holds and redeliveries,
-windows, partitions moved, replays, bound pauses) through ``hypothesis.event``; the test
+windows, partitions moved, replays, bound pauses, batch splits, partial batch failures,
+rejections inside a batch, rebalances mid-batch) through ``hypothesis.event``; the test
 fails when a kind never happened over all examples, so the property cannot pass by
 exercising nothing (run alone, it runs the property's examples first).
 """
@@ -29,6 +38,7 @@ exercising nothing (run alone, it runs the property's examples first).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -41,6 +51,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from memory_adapter import memory_producer
+from sharedstream.core.batch import BatchWindow, MessageBatch
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
@@ -59,8 +70,12 @@ WATCHERS = ("a", "b", "c")
 FINALS = ("event", "event", "event", "skip", "reject")
 Coordinates = tuple[int, int]  # (partition, offset) of the original message
 KINDS = ("ack", "failure", "rejection", "redelivery", "window", "moved", "replay",
-         "bound pause")
+         "bound pause", "batch split", "partial batch failure", "batch rejection",
+         "rebalance mid-batch")
 SEEN: Counter[str] = Counter()
+# Examples whose first batch call is held until an expiry moves its partitions (each
+# costs about a second, the broker's time to notice).
+MID_BATCH_HOLDS = 3
 # How many examples of the property ran in this process (the kinds test needs some).
 EXAMPLES: list[int] = [0]
 # One run's reads and assignments of the watched topic, in the consumers' order:
@@ -124,6 +139,7 @@ class Scenario:
     # offsets above a held one, which only the commit metadata remembers (counted as
     # "remembered at a move"; timing decides, so it is not a required kind).
     slow_retries: bool
+    batch_watchers: frozenset[str] = frozenset()  # these use filter_shared_batch
 
 
 @st.composite
@@ -137,7 +153,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(partitions, messages, watchers, script,
                     draw(st.sampled_from(("none", "join", "expire"))),
                     draw(st.sampled_from((3, 8, 10_000))), draw(st.booleans()),
-                    draw(st.booleans()), draw(st.booleans()))
+                    draw(st.booleans()), draw(st.booleans()),
+                    frozenset(w for w in watchers if draw(st.booleans())))
 
 
 @dataclass
@@ -151,14 +168,22 @@ class Run:
     handed: Counter[tuple[str, Coordinates, bool]] = field(default_factory=Counter)
     raised: int = 0
     windows: int = 0
+    batch: Counter[str] = field(default_factory=Counter)  # batch kinds exercised
+    in_batch: int = 0  # batch calls running now
+    hold_batch: bool = False  # the next batch call waits for partitions to move
 
     def submit(self, windows: Sequence[Window]) -> None:
         for window in windows:
-            origin = window.payload.origin
-            for index, ev in enumerate(window.events):
-                self.events[(window.watcher, origin.topic_id, origin.partition,
-                             origin.offset, index)] = ev.payload
-                self.windows += 1
+            # A batch window holds several messages' events: (record, how many) each.
+            parts = (window.parts if isinstance(window, BatchWindow)
+                     else [(window.payload, len(window.events))])
+            events = iter(window.events)
+            for payload, count in parts:
+                origin = payload.origin
+                for index in range(count):
+                    self.events[(window.watcher, origin.topic_id, origin.partition,
+                                 origin.offset, index)] = next(events).payload
+                    self.windows += 1
             window.confirm()
 
 
@@ -198,9 +223,64 @@ class Scripted(KafkaSharedStreamTrigger):
                 yield TriggerEvent(f"{self.watcher} {where}")
 
 
+class BatchScripted(Scripted):
+    """The same script through ``filter_shared_batch`` (see the module docstring)."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        run = self.run
+        run.in_batch += 1
+        try:
+            moved = Scripted.broker.moved
+            await self._follow(batch)
+            if run.hold_batch:  # this call stays in flight until a partition moves
+                run.hold_batch = False
+                with contextlib.suppress(AssertionError):  # no move: counted as none
+                    await until(lambda: Scripted.broker.moved != moved, "a move", 5.0)
+            if Scripted.broker.moved != moved:
+                run.batch["rebalance mid-batch"] += 1
+        finally:
+            run.in_batch -= 1
+
+    async def _follow(self, batch: MessageBatch) -> None:
+        run, alone = self.run, len(batch) == 1
+        handed = []
+        message: KafkaMessage
+        for message in batch:
+            where = (message.partition, message.offset)
+            if any(k == h.REPLAY_COUNT for k, _ in message.headers or ()):
+                handed.append((where, True))
+                batch.emit(message, TriggerEvent(f"replayed {where}"))
+                continue
+            raises, final = run.scenario.script[self.watcher][int(message.value or b"0")]
+            key = (self.watcher, where)
+            if alone:
+                run.attempts[key] += 1
+                if run.attempts[key] <= raises:
+                    run.raised += 1
+                    run.handed[(self.watcher, where, False)] += 1
+                    raise RuntimeError(f"{self.watcher} fails {where}")
+            elif run.attempts[key] < raises:
+                run.batch["batch split"] += 1
+                if any(run.attempts[(self.watcher, (m.partition, m.offset))] >= run.scenario
+                       .script[self.watcher][int(m.value or b"0")][0] for m in batch
+                       if m.value != b"replay"):
+                    run.batch["partial batch failure"] += 1
+                raise RuntimeError(f"{self.watcher} fails {where} in a batch")
+            handed.append((where, False))
+            if final == "reject":
+                batch.reject(message, f"{self.watcher} rejects")
+                if not alone:
+                    run.batch["batch rejection"] += 1
+            elif final == "event":
+                batch.emit(message, TriggerEvent(f"{self.watcher} {where}"))
+        for where, replay in handed:  # the call settles them: these are hand-outs
+            run.handed[(self.watcher, where, replay)] += 1
+
+
 def start(run: Run, settings: ManagerSettings) -> tuple[SharedStreamManager, list[Any]]:
     manager = SharedStreamManager(run, settings)
-    triggers = {w: Scripted(w) for w in run.scenario.watchers}
+    triggers = {w: BatchScripted(w) if w in run.scenario.batch_watchers else Scripted(w)
+                for w in run.scenario.watchers}
     manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
     tasks = [asyncio.create_task(manager.run_watcher(w, t)) for w, t in triggers.items()]
     return manager, tasks
@@ -252,15 +332,22 @@ async def play(scenario: Scenario) -> None:
                                else 0.002, retry_backoff_max=0.1 if scenario.slow_retries
                                else 0.02,
                                cohort_grace_period=5.0)
+    # Only a lost assignment (expiry) moves partitions under a call that waits: a revocation
+    # waits for what its watchers were handed, so a held call would only delay it.
+    # The broker notices an expiry about a second later: held in a few examples only.
+    run.hold_batch = (scenario.fault == "expire" and bool(scenario.batch_watchers)
+                      and SEEN["rebalance mid-batch"] < MID_BATCH_HOLDS)
     first = start(run, settings)
     if scenario.fault == "join":
-        await until(lambda: run.handed, "a first hand-out")
+        await until(lambda: run.handed or run.in_batch, "a first hand-out")
         second = start(run, settings)
         await until(lambda: broker.moved > 0 or all_committed(broker, scenario.partitions),
                     "a partition moving to the second triggerer")
         await stop(*second)
     elif scenario.fault == "expire":
-        await until(lambda: run.handed, "a first hand-out")
+        # With batch watchers, expire while the first batch call is held in flight.
+        await until(lambda: run.in_batch if run.hold_batch else run.handed or run.in_batch,
+                    "a first hand-out")
         broker.expire(broker.consumers[0])
     await until(lambda: all_committed(broker, scenario.partitions), "commits at the end")
     replays, replayed = 0, set[Coordinates]()
@@ -284,7 +371,8 @@ async def play(scenario: Scenario) -> None:
               "redelivery": redelivered, "window": run.windows, "moved": broker.moved,
               "replay": replays, "bound pause": pauses,
               "remembered at a move": sum(1 for step in broker.timeline
-                                          if step[0] == "assign" and step[3])}
+                                          if step[0] == "assign" and step[3]),
+              **run.batch}
     EXAMPLES[0] += 1
     for kind, n in counts.items():
         if n:

@@ -11,6 +11,7 @@ def test_public_names_importable_from_the_package() -> None:
         BaseEventTrigger,
         KafkaMessage,
         KafkaSharedStreamTrigger,
+        MessageBatch,
         TriggerEvent,
         reject_shared_stream_event,
     )
@@ -18,3 +19,5 @@ def test_public_names_importable_from_the_package() -> None:
     from sharedstream.statestore import AssetScope, StateStore, TaskScope  # noqa: F401
 
     assert NEVER_EXPIRE is store_never_expire
+    from sharedstream.triggers import MessageBatch as triggers_batch
+    assert MessageBatch is triggers_batch

@@ -379,6 +379,14 @@ class Group:
         if not entry.pending:
             self._resolved(entry)
 
+    def ack_many(self, entries: list[Entry], watcher: str) -> None:
+        """``ack`` for every entry of a batch (one call per watcher per batch)."""
+        for entry in entries:
+            if entry.state is PENDING:
+                entry.pending -= 1
+                if not entry.pending:
+                    self._resolved(entry)
+
     def reject(self, entry: Entry, watcher: str, reason: str) -> None:
         if entry.state is not PENDING:
             return

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.core.backoff import jittered
+from sharedstream.core.batch import BatchRunner, batch_filter
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
@@ -203,7 +204,8 @@ class SharedStreamManager:
     # -- running a watcher --------------------------------------------------------------
 
     async def run_watcher(self, watcher: str, trigger: Subscriber) -> None:
-        """Subscribe and consume ``trigger.filter_shared_stream`` until the group stops.
+        """Subscribe and consume ``trigger.filter_shared_stream`` until the group stops
+        (``filter_shared_batch`` instead when the trigger defines it: see ``core.batch``).
 
         Each yielded TriggerEvent is bound to the message being handled. A filter that
         raises (or overruns ``ack_timeout``) fails only this watcher for that message
@@ -213,18 +215,22 @@ class SharedStreamManager:
         """
         stream = self.subscribe(watcher, trigger)
         group = self._membership[watcher]
+        call = batch_filter(trigger)
+        runner = None if call is None else BatchRunner(stream, group, call)
         try:
-            await self._drive(stream, trigger)
+            await self._drive(stream, trigger, runner)
         finally:
             await self._leave(group, stream)
 
-    async def _drive(self, stream: SharedStream, trigger: Subscriber) -> None:
+    async def _drive(self, stream: SharedStream, trigger: Subscriber,
+                     runner: BatchRunner | None) -> None:
+        """Run the filter (``runner``'s batches for a batch watcher) and restart it."""
         loop = asyncio.get_running_loop()
         crashes = 0
         while True:
             progress_mark = stream.handed
-            task = loop.create_task(_consume(stream, trigger),
-                                    name=watcher_task_name(stream.name))
+            work = _consume(stream, trigger) if runner is None else runner.run()
+            task = loop.create_task(work, name=watcher_task_name(stream.name))
             stuck = False
 
             def on_stuck(task: asyncio.Task[None] = task) -> None:

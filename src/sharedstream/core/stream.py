@@ -104,6 +104,9 @@ class StreamOwner(Protocol):
 
     def ack(self, entry: Entry, watcher: str) -> None: ...
 
+    def ack_many(self, entries: list[Entry], watcher: str) -> None:
+        """``ack`` of every entry of a batch, in one call (a batch filter's ack)."""
+
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 
     def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None: ...
@@ -124,7 +127,7 @@ class SharedStream:
 
     __slots__ = ("_failure", "_group", "_in_sink", "_now", "_open", "_queue", "_received",
                  "_run", "_seq", "_state", "_timer", "_wait_since", "_waiter", "_waiting",
-                 "_waits", "_window", "name", "offer", "on_stuck")
+                 "_waits", "_window", "name", "offer", "on_release", "on_stuck")
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -146,6 +149,8 @@ class SharedStream:
         self.on_stuck: Callable[[], None] | None = None
         """Called after an ack timeout failed the open message (the runner restarts the
         filter)."""
+        self.on_release: Callable[[bool], None] | None = None
+        """A batch runner's own release (``fail_pending``), told when the stream stops."""
         # The window whose filter waits on infrastructure, how many waits, since when.
         self._waiting: Window | None = None
         self._waits = 0
@@ -190,6 +195,52 @@ class SharedStream:
                     if group.paused and (len(queue) == group.low_queue or not queue):
                         group.maybe_resume()
                     return entry.raw
+            state = self._state
+            if state is FAILED:
+                raise GroupFailedError(
+                    f"shared-stream group {self._group.key!r} failed: {self._failure!r}"
+                ) from self._failure
+            if state is CLOSED:
+                raise StopAsyncIteration
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+            self._run = 0
+
+    async def take(self, limit: int) -> list[Entry]:
+        """Up to ``limit`` queued messages at once, for a batch filter (at least one).
+
+        Waits while the queue is empty; ends like iteration (StopAsyncIteration when
+        detached, GroupFailedError when the group failed). A message handed out again
+        (a later delivery round) comes alone, so a batch never mixes a retry in. Yields
+        the loop first after ``HANDOUT_RUN`` messages without suspending, as
+        ``__anext__`` does.
+        """
+        queue = self._queue
+        if self._run >= HANDOUT_RUN and queue:
+            self._run = 0
+            await asyncio.sleep(0)
+        while True:
+            out: list[Entry] = []
+            while queue and len(out) < limit:
+                entry = queue[0]
+                if entry.state is not PENDING:
+                    queue.popleft()
+                    continue
+                if entry.rounds > 1:
+                    if not out:
+                        out.append(queue.popleft())
+                    break
+                out.append(queue.popleft())
+            if out:
+                self._seq += len(out)
+                self._run += len(out)
+                group = self._group
+                if group.paused and len(queue) <= group.low_queue:
+                    group.maybe_resume()
+                return out
             state = self._state
             if state is FAILED:
                 raise GroupFailedError(
@@ -404,6 +455,8 @@ class SharedStream:
         self._queue.clear()
         self._open = None
         self._window = None
+        if self.on_release is not None:
+            self.on_release(fail_pending)
         self.wake()
 
 

@@ -250,6 +250,15 @@ def _check_filter(target: str, watcher: AssetWatcher) -> None:
     trigger = watcher.trigger
     if trigger.shared_stream_key() is None:
         return
+    batch = getattr(trigger, "filter_shared_batch", None)
+    if batch is not None:  # a batch watcher: the manager awaits one call per batch
+        if inspect.iscoroutinefunction(batch):
+            return
+        raise WatcherLoadError(
+            f"{target}: watcher {watcher.name!r}: {type(trigger).__qualname__}"
+            ".filter_shared_batch is not a coroutine function: write it as `async def "
+            "filter_shared_batch(self, batch)` without `yield`, saying what each message "
+            "produces with batch.emit(message, event) or batch.reject(message, reason)")
     method = trigger.filter_shared_stream
     if inspect.isasyncgenfunction(method):
         return

@@ -82,9 +82,9 @@ from sharedstream.triggerer.eventrows import (
     CoordinatesOf,
     PayloadRefused,
     encode_payload,
-    event_rows,
     kafka_coordinates,
 )
+from sharedstream.triggerer.windowrows import window_event_rows
 
 log = logging.getLogger(__name__)
 
@@ -303,8 +303,8 @@ class DatabaseWorkSink:
         units = []
         for window, asset_id, texts, _, watches in batch:
             if texts:
-                made = event_rows(asset_id, window.watcher, self._coordinates(window.payload),
-                                  texts, created_at)
+                made = window_event_rows(asset_id, window, self._coordinates, texts,
+                                         created_at)
                 if watches is not None:  # tracing on: every row of the batch has the column
                     for row, context in zip(made, tracing.stored_contexts(watches, len(made)),
                                             strict=True):

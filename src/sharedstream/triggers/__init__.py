@@ -1,5 +1,6 @@
 """Trigger side: assets, watchers, trigger events and shared-stream triggers."""
 
+from sharedstream.core.batch import MessageBatch
 from sharedstream.core.message import KafkaMessage
 from sharedstream.triggers.assets import Asset, AssetWatcher
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent, reject_shared_stream_event
@@ -12,6 +13,7 @@ __all__ = [
     "KafkaMessage",
     "KafkaMessageTrigger",
     "KafkaSharedStreamTrigger",
+    "MessageBatch",
     "TriggerEvent",
     "reject_shared_stream_event",
 ]

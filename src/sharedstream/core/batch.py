@@ -1,0 +1,382 @@
+"""Batch filters: one call, and one acknowledgement, per watcher per batch of messages.
+
+A trigger that defines ``async def filter_shared_batch(self, batch)`` is a *batch
+watcher*. Its runner (:class:`BatchRunner`) takes what is queued for the watcher, up to
+``BATCH_LIMIT`` messages, calls the filter once with a :class:`MessageBatch`, and
+settles the batch in one go:
+
+* a message the filter did nothing with is acked with the others, in one call into
+  the group (``ack_many``): no per-message window, no per-message await;
+* ``batch.emit(message, event)`` binds an event to its message: the event's key
+  (watcher, topic id, partition, offset, index within the message) is the one the
+  per-message path gives it, so a redelivered batch writes nothing twice;
+* ``batch.reject(message, reason)`` resolves that message as this watcher's rejection
+  at once (dead letter), dropping its events;
+* state the filter reads and writes through ``asset_state_store`` during the call is
+  staged in one :class:`BatchWindow` (read-your-writes across the batch) and committed
+  in the same transaction as the batch's events. Then every message of the batch
+  waits for that commit: the state may be what made a message need no event.
+
+A call that raises is split: each half is called again, recursively, until the message
+that raises stands alone. It is failed for this watcher (an attempt: backoff, then
+``max attempts`` -> dead letter, as on the per-message path); every other message of the
+batch settles as its half said. What a raising call staged or emitted is discarded.
+An :class:`~sharedstream.core.streamconfig.InfrastructureError` is not split: the rest of
+the batch is held without counting an attempt and the runner backs off.
+
+A message handed out again (``delivery > 1``: a watcher failed it, or the database
+refused its batch's unit of work) goes in a batch of its own, so a poison message is
+found by its own failure, and a batch refused by the database as a whole (one event
+payload that is not JSON, one state key the database rejects) is retried one message
+at a time rather than dead-lettering the good ones with the bad.
+
+The ack timeout counts per call: a call that runs longer than ``ack_timeout`` (not
+counting its waits on the database) fails every message of it not yet settled, each
+counting an attempt, and the filter task is restarted like a stuck per-message filter.
+
+Failure windows: the process dying before the commit leaves the batch unacked, so it is
+redelivered whole; dying between the commit and the acknowledgement redelivers it too,
+and the event keys make the re-insert a no-op (state written with ``advance`` is already
+there). Messages of a partition revoked while their batch is in flight are dropped by
+the ledger: their acknowledgement changes nothing and nothing is committed past them by
+this process; a batch already in the unit of work still commits its events, which the
+next owner's redelivery re-inserts as no-ops.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from sharedstream.core.event import TriggerEvent
+from sharedstream.core.ledger import Entry, State
+from sharedstream.core.stream import SharedStream, StreamOwner
+from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
+from sharedstream.core.window import Window, current_stream
+
+log = logging.getLogger(__name__)
+
+PENDING = State.PENDING
+BATCH_LIMIT = 512
+"""The most messages one call of ``filter_shared_batch`` gets (also at most the queue size)."""
+
+BatchFilter = Callable[["MessageBatch"], Awaitable[None]]
+
+
+def batch_filter(trigger: Any) -> BatchFilter | None:
+    """The trigger's ``filter_shared_batch`` when it defines one (a batch watcher)."""
+    call = getattr(trigger, "filter_shared_batch", None)
+    return call if callable(call) else None
+
+
+class MessageBatch:
+    """The messages one call of ``filter_shared_batch`` handles, and what it said of them.
+
+    Iterate it for the messages (the same :class:`~sharedstream.core.message.KafkaMessage`
+    objects every watcher of the group receives: ``msg.json`` decodes once for all).
+    Say nothing of a message to filter it out; :meth:`emit` an event for it, or
+    :meth:`reject` it. ``emitted`` (message index -> its events) and ``rejected``
+    (message index -> reason) stay None until something is said, so a batch that keeps
+    nothing costs no bookkeeping per message.
+    """
+
+    __slots__ = ("_index", "emitted", "messages", "rejected")
+
+    def __init__(self, messages: list[Any]) -> None:
+        self.messages = messages
+        self.emitted: dict[int, list[TriggerEvent]] | None = None
+        self.rejected: dict[int, str] | None = None
+        self._index: dict[int, int] | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def _position(self, message: Any) -> int:
+        index = self._index
+        if index is None:  # built on the first emit or reject only: most batches keep ~1%
+            index = self._index = {id(m): i for i, m in enumerate(self.messages)}
+        found = index.get(id(message))
+        if found is None:
+            raise ValueError(f"{message!r} is not a message of this batch (emit and reject "
+                             "take the objects the batch yields)")
+        return found
+
+    def emit(self, message: Any, event: TriggerEvent) -> None:
+        """Bind ``event`` to ``message``: stored once its unit of work commits, keyed by
+        the message and its index among that message's events. Ignored for a message
+        already rejected."""
+        if not isinstance(event, TriggerEvent):
+            raise TypeError(f"batch.emit() takes a TriggerEvent, not {type(event).__qualname__}")
+        i = self._position(message)
+        if self.rejected is not None and i in self.rejected:
+            return
+        emitted = self.emitted
+        if emitted is None:
+            emitted = self.emitted = {}
+        events = emitted.get(i)
+        if events is None:
+            emitted[i] = [event]
+        else:
+            events.append(event)
+
+    def reject(self, message: Any, reason: str = "") -> None:
+        """Reject ``message`` for this watcher (dead letter, with ``reason``); its events
+        are dropped. Resolved when the call returns, not before."""
+        i = self._position(message)
+        if self.rejected is None:
+            self.rejected = {}
+        self.rejected[i] = reason
+        if self.emitted is not None:
+            self.emitted.pop(i, None)
+
+
+class BatchWindow(Window):
+    """The unit of work of one batch call: its staged state and the events of several
+    messages. ``parts`` says whose events they are, in order: ``(record, how many)`` per
+    message with events; ``entries`` are the messages acked when it commits."""
+
+    __slots__ = ("entries", "parts")
+
+    def __init__(self, owner: BatchRunner, watcher: str) -> None:
+        super().__init__(owner, None, watcher, None, None)
+        self.entries: list[Entry] = []
+        self.parts: list[tuple[Any, int]] = []
+
+
+class BatchRunner:
+    """Runs one batch watcher's filter over its stream, for as long as the watcher runs
+    (across restarts of its task: units of work in the sink outlive a task)."""
+
+    def __init__(self, stream: SharedStream, group: StreamOwner, call: BatchFilter) -> None:
+        self.name = stream.name
+        self._stream = stream
+        self._group = group
+        self._call = call
+        self._limit = min(BATCH_LIMIT, group.settings.subscriber_queue_size)
+        self._taken: list[Entry] = []  # the batch being handled
+        self._done = 0  # how many of it are settled (halves settle in order: a prefix)
+        self._token = 0  # moves when the batch is given up (timeout, release)
+        self._calling = False
+        self._window: BatchWindow | None = None  # the running call's staging
+        self._in_sink: set[BatchWindow] = set()
+        self._deadline = 0.0
+        self._timer: TimerHandle | None = None
+        self._waits = 0
+        self._wait_since = 0.0
+        stream.on_release = self._release
+
+    async def run(self) -> None:
+        """Take batches and handle them until the stream ends (returns) or the group
+        fails (GroupFailedError)."""
+        current_stream.set(self)
+        take = self._stream.take
+        while True:
+            try:
+                entries = await take(self._limit)
+            except StopAsyncIteration:
+                return
+            self._taken = entries
+            self._done = 0
+            await self._handle(entries, self._token)
+            if self._taken is entries:
+                self._taken = []
+
+    async def _handle(self, part: list[Entry], token: int) -> None:
+        batch = MessageBatch([entry.raw for entry in part])
+        self._window = None
+        self._calling = True
+        self._waits = 0
+        self._deadline = self._group.clock.now() + self._group.settings.ack_timeout
+        if self._timer is None:
+            self._arm()
+        failure: Exception | None = None
+        try:
+            await self._call(batch)
+        except Exception as exc:
+            failure = exc
+        self._calling = False
+        if failure is None:
+            if token == self._token:
+                self._settle(batch, part)
+            return
+        window, self._window = self._window, None
+        if window is not None:
+            window.abandon()
+        if token == self._token:  # else given up meanwhile
+            await self._split(part, token, failure)  # outside the handler: no chained errors
+
+    async def _split(self, part: list[Entry], token: int, exc: Exception) -> None:
+        group, name = self._group, self.name
+        why = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, InfrastructureError):
+            for entry in self._taken[self._done:]:
+                group.fail(entry, name, why, counts=False)
+            self._done = len(self._taken)
+            raise exc  # the runner backs off, as a per-message filter does
+        if len(part) == 1:
+            log.warning("watcher %r: filter_shared_batch raised %r on %r", name, exc,
+                        part[0].payload, exc_info=(type(exc), exc, exc.__traceback__),
+                        extra={"watcher": name})
+            self._done += 1
+            group.fail(part[0], name, why, counts=True)
+            return
+        log.info("watcher %r: a batch of %d raised %r; calling its halves", name, len(part),
+                 exc, extra={"watcher": name})
+        half = len(part) // 2
+        await self._handle(part[:half], token)
+        if token == self._token:
+            await self._handle(part[half:], token)
+
+    def _settle(self, batch: MessageBatch, part: list[Entry]) -> None:
+        self._done += len(part)
+        group, name = self._group, self.name
+        window, self._window = self._window, None
+        emitted, rejected = batch.emitted, batch.rejected
+        staged = window is not None and bool(window.staged)
+        if emitted is None and rejected is None and not staged:
+            group.ack_many(part, name)  # the usual batch: nothing kept
+            if window is not None:
+                window.close()
+            return
+        if rejected:
+            for i, reason in rejected.items():
+                group.reject(part[i], name, reason)
+        if window is None:
+            window = BatchWindow(self, name)
+        acked: list[Entry] = []
+        for i, entry in enumerate(part):
+            if rejected and i in rejected:
+                continue
+            events = emitted.get(i) if emitted else None
+            if events:
+                window.entries.append(entry)
+                window.parts.append((entry.payload, len(events)))
+                window.events.extend(events)
+            elif staged:
+                window.entries.append(entry)
+            else:
+                acked.append(entry)
+        if acked:
+            group.ack_many(acked, name)
+        if not window.entries:
+            window.abandon()  # every message rejected: its staged state goes with them
+            return
+        window.raw, window.payload = window.entries[0].raw, window.entries[0].payload
+        if window.close():
+            self._in_sink.add(window)
+            group.submit(window)
+
+    # -- the running call's context (what state access and rejection find) --------------
+
+    def current_window(self) -> Window | None:
+        """The running call's staging window, built on first use (None between calls)."""
+        if not self._calling:
+            return None
+        window = self._window
+        if window is None:
+            window = self._window = BatchWindow(self, self.name)
+        return window
+
+    def reject(self, reason: str) -> bool:
+        raise TypeError("reject_shared_stream_event() inside filter_shared_batch: reject "
+                        "one message with batch.reject(message, reason)")
+
+    # -- the windows' owner ------------------------------------------------------------------
+
+    def window_confirmed(self, window: Window) -> None:
+        assert isinstance(window, BatchWindow)
+        self._in_sink.discard(window)
+        self._group.ack_many(window.entries, self.name)
+
+    def window_failed(self, window: Window, exc: BaseException) -> None:
+        assert isinstance(window, BatchWindow)
+        self._in_sink.discard(window)
+        log.warning("unit of work of watcher %r failed for a batch of %d: %r (held, retried)",
+                    self.name, len(window.entries), exc)
+        for entry in window.entries:
+            self._group.fail(entry, self.name, f"unit of work failed: {exc!r}", counts=False)
+
+    def window_rejected(self, window: Window, reason: str) -> None:
+        """The sink refused the batch's content: one message's rejection when it is alone;
+        otherwise every message is held (no attempt) and retried in batches of one."""
+        assert isinstance(window, BatchWindow)
+        self._in_sink.discard(window)
+        group, name = self._group, self.name
+        if len(window.entries) == 1:
+            group.reject(window.entries[0], name, reason)
+            return
+        for entry in window.entries:
+            group.fail(entry, name, f"its batch was refused ({reason}); retried alone",
+                       counts=False)
+
+    # -- ack timeout -----------------------------------------------------------------------------
+
+    def infrastructure_wait(self, window: Window, began: bool) -> None:
+        """The running call waits on infrastructure: its deadline does not run meanwhile."""
+        if window is not self._window:
+            return
+        now = self._group.clock.now()
+        if began:
+            self._waits += 1
+            if self._waits == 1:
+                self._wait_since = now
+            return
+        if not self._waits:
+            return
+        self._waits -= 1
+        if not self._waits:
+            self._deadline += now - self._wait_since
+            if self._timer is None and self._calling:
+                self._arm()
+
+    def _arm(self) -> None:
+        self._timer = self._group.clock.call_at(self._deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if not self._calling or self._stream.closed or self._waits:
+            return  # between calls, ended, or waiting on infrastructure (re-armed after)
+        if self._group.clock.now() < self._deadline:
+            self._arm()
+            return
+        timeout = self._group.settings.ack_timeout
+        owed = self._give_up()
+        log.warning("watcher %r: ack timeout (%ss) on a batch call; failing %d messages",
+                    self.name, timeout, len(owed), extra={"watcher": self.name})
+        for entry in owed:
+            self._group.fail(entry, self.name, f"ack timeout after {timeout}s", counts=True)
+        if self._stream.on_stuck is not None:
+            self._stream.on_stuck()
+
+    def _give_up(self) -> list[Entry]:
+        """Drop the batch being handled; the messages of it not yet settled."""
+        owed = self._taken[self._done:]
+        self._taken = []
+        self._done = 0
+        self._token += 1
+        self._calling = False
+        window, self._window = self._window, None
+        if window is not None:
+            window.abandon()
+        return owed
+
+    def _release(self, fail_pending: bool) -> None:
+        """The stream stopped (watcher left, group stopped or failed)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        owed = self._give_up()
+        for window in self._in_sink:
+            owed.extend(window.entries)
+            window.abandon()
+        self._in_sink.clear()
+        if fail_pending:
+            for entry in owed:
+                self._group.fail(entry, self.name, ABSENT, counts=False)
+
+
+__all__ = ["BATCH_LIMIT", "BatchRunner", "BatchWindow", "MessageBatch", "batch_filter"]
