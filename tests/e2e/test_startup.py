@@ -213,10 +213,13 @@ def test_second_sigterm_during_a_slow_shutdown_exits_at_once(
         tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
         create_topic: Callable[..., str], triggerers: Callable[..., Triggerer]) -> None:
     """The test holds an exclusive lock on the SQLite file, so the unit of work in flight
-    cannot commit and the first SIGTERM's shutdown waits for it (deterministically)."""
+    cannot commit and the first SIGTERM's shutdown waits for it (deterministically). A
+    short busy timeout makes the locked write fail (and be retried) at once, so the
+    database reads as failing without waiting out the default 30 s."""
     topic, path = create_topic("orders"), tmp_path / "state.db"
     config = write_config(tmp_path / "sharedstream.toml", database_url=f"sqlite:///{path}",
-                          connection=connection, triggerer={"shutdown_timeout": 120.0})
+                          connection=connection, triggerer={"shutdown_timeout": 120.0},
+                          tables={"state_store": {"sqlite_busy_timeout": 0.2}})
     process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "everything"}).start()
     process.wait_ready()
     lock = sqlite3.connect(path, isolation_level=None)

@@ -27,6 +27,7 @@ def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert config.state_store.max_value_storage_bytes == 65535
     assert config.state_store.clear_on_success is False
     assert config.state_store.state_cleanup_batch_size == 0
+    assert config.state_store.sqlite_busy_timeout == 30.0
 
 
 def test_full_file(tmp_path: Path) -> None:
@@ -80,6 +81,7 @@ def test_config_env_var_names_file(tmp_path: Path) -> None:
     ("[triggerer]\nack_timeout = \"5m\"\n", r"\[triggerer\] ack_timeout .*expected float"),
     ("[state_store]\ndefault_retention_days = -1\n", "default_retention_days must be >= 0"),
     ("[state_store]\nbackend = \"\"\n", "backend is set but empty"),
+    ("[state_store]\nsqlite_busy_timeout = -1\n", "sqlite_busy_timeout must be a number"),
     ("[workers]\nstate_backend = \"\"\n", "state_backend is set but empty"),
     ("[database]\nurl = \"\"\n", "url must not be empty"),
     ("[databse]\nurl = \"x\"\n", r"\[databse\] .*unknown section"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,24 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import StaticPool
 
 from sharedstream.core.install import pip_install
+from sharedstream.statestore.settings import SQLITE_BUSY_TIMEOUT_S
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    # Foreign keys are off by default in SQLite: ON DELETE CASCADE needs them. WAL lets
-    # readers run while cleanup deletes; busy_timeout waits for a writer instead of failing.
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.close()
+def _sqlite_pragmas(busy_timeout: float) -> Callable[[Any, Any], None]:
+    """The ``connect`` listener: the pragmas every SQLite connection needs."""
+    millis = round(busy_timeout * 1000)
+
+    def apply(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # Foreign keys are off by default in SQLite: ON DELETE CASCADE needs them. WAL lets
+        # readers run while cleanup deletes; busy_timeout waits for a writer instead of
+        # failing at once (past it the statement fails, "database is locked", and is retried).
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={millis}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    return apply
 
 
 class DatabaseURLError(ValueError):
@@ -48,11 +57,13 @@ _SCHEME_FIXES = {"postgres": "postgresql+psycopg", "postgresql": "postgresql+psy
                  "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
 
 
-def make_engine(url: str, *, must_exist: bool = False, **kwargs: Any) -> Engine:
+def make_engine(url: str, *, must_exist: bool = False,
+                sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S, **kwargs: Any) -> Engine:
     """An engine for ``url``; a :class:`DatabaseURLError` for a URL that cannot work.
 
     ``must_exist``: a SQLite file must be there already (commands that read must not
-    create an empty database at a mistyped path).
+    create an empty database at a mistyped path). ``sqlite_busy_timeout``: seconds a
+    SQLite connection waits for a lock another connection holds.
     """
     try:
         parsed = make_url(url)
@@ -70,7 +81,7 @@ def make_engine(url: str, *, must_exist: bool = False, **kwargs: Any) -> Engine:
         raise DatabaseURLError(f"database file not found: {parsed.database} (check [database] "
                                "url or --database-url; `sharedstream db upgrade` creates it)")
     try:
-        return _engine(parsed, **kwargs)
+        return _engine(parsed, sqlite_busy_timeout, **kwargs)
     except NoSuchModuleError:
         raise DatabaseURLError(f"database URL {shown}: unknown dialect or driver "
                                f"{parsed.drivername!r}") from None
@@ -95,14 +106,14 @@ def _missing_default_driver(drivername: str) -> bool:
     return False
 
 
-def _engine(parsed: URL, **kwargs: Any) -> Engine:
+def _engine(parsed: URL, sqlite_busy_timeout: float, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
             # One in-memory database shared by every thread, instead of one per connection.
             kwargs.setdefault("poolclass", StaticPool)
             kwargs.setdefault("connect_args", {"check_same_thread": False})
         engine = create_engine(parsed, **kwargs)
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas(sqlite_busy_timeout))
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(parsed, **kwargs)

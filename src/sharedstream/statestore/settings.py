@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# How long a SQLite connection waits for another one's lock, by default (seconds).
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
 
 @dataclass(frozen=True)
 class StateStoreSettings:
@@ -26,6 +29,10 @@ class StateStoreSettings:
       (0 = everything in one statement).
     * ``backend``: dotted path of a ``StateBackend`` subclass to use instead of the
       built-in database backend.
+    * ``sqlite_busy_timeout``: seconds a SQLite connection waits for another
+      connection's lock on the file before its statement fails with "database is
+      locked" (a transient error: the unit of work is held and retried); other
+      databases ignore it.
     * ``payload_backend`` / ``payload_dir``: ``[workers] state_backend`` and
       ``state_dir``, handed over by the config loader.
     """
@@ -35,6 +42,7 @@ class StateStoreSettings:
     clear_on_success: bool = False
     state_cleanup_batch_size: int = 0
     backend: str | None = None
+    sqlite_busy_timeout: float = SQLITE_BUSY_TIMEOUT_S
     payload_backend: str | None = None
     payload_dir: str | None = None
 
@@ -50,6 +58,10 @@ class StateStoreSettings:
             raise ValueError("[state_store] max_value_storage_bytes must be > 0")
         if self.state_cleanup_batch_size < 0:
             raise ValueError("[state_store] state_cleanup_batch_size must be >= 0 (0 = one go)")
+        timeout = self.sqlite_busy_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise ValueError("[state_store] sqlite_busy_timeout must be a number of seconds "
+                             f">= 0, got {timeout!r}")
         if not isinstance(self.clear_on_success, bool):
             raise TypeError("[state_store] clear_on_success must be a boolean")
         if self.backend is not None and not self.backend.strip():

@@ -85,7 +85,10 @@ class StateStore:
     ) -> StateStore:
         """A store on the database at ``url`` (SQLAlchemy URL, e.g. ``sqlite:///x.db``);
         ``must_exist``: refuse to create a SQLite file (see ``make_engine``)."""
-        return cls(make_engine(url, must_exist=must_exist), settings, **kwargs)
+        settings = settings or StateStoreSettings()
+        engine = make_engine(url, must_exist=must_exist,
+                             sqlite_busy_timeout=settings.sqlite_busy_timeout)
+        return cls(engine, settings, **kwargs)
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
