@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from uow_windows import WindowDriver, coordinates
 
 from sharedstream import (
     Asset,
@@ -43,6 +44,7 @@ from sharedstream.statestore import StateStore
 from sharedstream.statestore.events import EventRecord, events_after, insert_events
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
+from sharedstream.triggerer.persistence import DatabaseWorkSink
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PRODUCER_SPAN = "00f067aa0ba902b7"
@@ -203,6 +205,26 @@ def test_the_trace_context_column_round_trips(db_url: str) -> None:
         assert [e.trace_context for e in found] == [context, None]
         assert tracing.parse_stored(context) == {"traceparent": TRACEPARENT, "tracestate": state}
     finally:
+        store.close()
+
+
+async def test_a_window_tracing_cannot_read_still_commits_without_a_context(
+        spans: InMemorySpanExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The unit of work takes any payload with a coordinates function; these are tuples,
+    # which the watch span cannot read: the window must commit all the same.
+    store = StateStore.from_url(f"sqlite:///{tmp_path / 'uow.db'}")
+    store.upgrade()
+    sink = DatabaseWorkSink(store, {"w": store.register_asset("a", None)},
+                            ProcessSettings(uow_max_delay=0.0), coordinates=coordinates)
+    driver = WindowDriver("w", sink)
+    try:
+        driver.handle(("t", 0, 5), {"n": 1})
+        await wait_for(lambda: driver.confirmed == [("t", 0, 5)], "the window's commit")
+        assert stored(str(store.engine.url)) == {5: None}
+        assert "tracing: no watch span for watcher 'w'" in caplog.text
+        assert spans.get_finished_spans() == ()
+    finally:
+        await sink.aclose()
         store.close()
 
 

@@ -28,7 +28,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from sharedstream import Asset, AssetWatcher, KafkaMessage, KafkaSharedStreamTrigger, TriggerEvent
+from sharedstream import (
+    Asset,
+    AssetWatcher,
+    KafkaMessage,
+    KafkaSharedStreamTrigger,
+    MessageBatch,
+    TriggerEvent,
+)
 from sharedstream.cli import cli
 from sharedstream.core import tracing
 from sharedstream.statestore.models import asset_event
@@ -170,6 +177,40 @@ async def test_a_valid_traceparent_is_the_parent_and_a_malformed_one_is_ignored(
             assert span.parent is None and trace_id != TRACE, case
         assert stored[offset] == (f"00-{trace_id}-{context.span_id:016x}-"
                                   f"{int(context.trace_flags):02x}"), case
+
+
+class KeepInBatches(KafkaSharedStreamTrigger):
+    """Two events of a record whose value is ``two``, none of ``none``, one of the rest."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        msg: KafkaMessage
+        for msg in batch:
+            for index in range({b"two": 2, b"none": 0}.get(msg.value or b"", 1)):
+                batch.emit(msg, TriggerEvent([msg.offset, index]))
+
+
+async def test_a_batch_call_has_a_watch_span_per_message_it_made_events_of(
+        spans: InMemorySpanExporter) -> None:
+    trigger = KeepInBatches(topics=["t"], kafka_config_id="k")
+    async with WatcherHarness([Asset("a", watchers=[AssetWatcher("w", trigger)])]) as h:
+        h.send("two", headers=[("traceparent", VALID)])
+        h.send("none", headers=[("traceparent", VALID)])
+        h.send("one", headers=MALFORMED["garbage"])
+        await h.settle()
+        with h.store.engine.connect() as connection:
+            e = asset_event.c
+            stored = connection.execute(sa.select(e.offset, e.event_index, e.trace_context)
+                                        .order_by(e.offset, e.event_index)).all()
+    watches = {span.attributes["messaging.kafka.offset"]: span  # type: ignore[index]
+               for span in spans.get_finished_spans() if span.name == "sharedstream.watch"}
+    assert sorted(watches) == [0, 2]  # the message without events has none
+    parent = watches[0].parent
+    assert parent is not None and format(parent.span_id, "016x") == PARENT
+    assert watches[2].parent is None
+    contexts = {offset: f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
+                for offset, span in watches.items() if (c := span.get_span_context())}
+    assert [tuple(row) for row in stored] == [(0, 0, contexts[0]), (0, 1, contexts[0]),
+                                              (2, 0, contexts[2])]
 
 
 def test_the_stored_context_keeps_the_tracestate() -> None:

@@ -259,11 +259,19 @@ Watches = list[tuple["Span", int]]
 
 def start_watches(window: Any) -> Watches:
     """The watch spans of a window the unit of work takes: one for a per-message window;
-    for a batch call's window (its ``parts``), one per message with events."""
-    parts = getattr(window, "parts", None)
-    if parts is None:
-        return [(start_watch(window.watcher, window.payload), len(window.events))]
-    return [(start_watch(window.watcher, payload), count) for payload, count in parts]
+    for a batch call's window (its ``parts``), one per message with events.
+
+    A payload it cannot read (not the Kafka adapter's) gets no span and a logged error:
+    tracing never stands between a window and its commit.
+    """
+    try:
+        parts = getattr(window, "parts", None)
+        if parts is None:
+            return [(start_watch(window.watcher, window.payload), len(window.events))]
+        return [(start_watch(window.watcher, payload), count) for payload, count in parts]
+    except Exception:
+        log.exception("tracing: no watch span for watcher %r's window", window.watcher)
+        return []
 
 
 def stored_contexts(watches: Watches, events: int) -> list[str | None]:
