@@ -209,9 +209,11 @@ def test_the_trace_context_column_round_trips(db_url: str) -> None:
 
 
 async def test_a_window_tracing_cannot_read_still_commits_without_a_context(
-        spans: InMemorySpanExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        spans: InMemorySpanExporter, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # The unit of work takes any payload with a coordinates function; these are tuples,
     # which the watch span cannot read: the window must commit all the same.
+    monkeypatch.setattr(tracing, "_unreadable_logged", False)  # logged once per process
     store = StateStore.from_url(f"sqlite:///{tmp_path / 'uow.db'}")
     store.upgrade()
     sink = DatabaseWorkSink(store, {"w": store.register_asset("a", None)},

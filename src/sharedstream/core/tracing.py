@@ -68,6 +68,7 @@ class _Api:
 
 
 _api: _Api | None = None
+_unreadable_logged = False
 
 
 def _loaded() -> _Api:
@@ -261,8 +262,8 @@ def start_watches(window: Any) -> Watches:
     """The watch spans of a window the unit of work takes: one for a per-message window;
     for a batch call's window (its ``parts``), one per message with events.
 
-    A payload it cannot read (not the Kafka adapter's) gets no span and a logged error:
-    tracing never stands between a window and its commit.
+    A payload it cannot read (not the Kafka adapter's) gets no span and an error logged
+    once per process: tracing never stands between a window and its commit.
     """
     try:
         parts = getattr(window, "parts", None)
@@ -270,7 +271,11 @@ def start_watches(window: Any) -> Watches:
             return [(start_watch(window.watcher, window.payload), len(window.events))]
         return [(start_watch(window.watcher, payload), count) for payload, count in parts]
     except Exception:
-        log.exception("tracing: no watch span for watcher %r's window", window.watcher)
+        global _unreadable_logged
+        if not _unreadable_logged:  # once: the same bug would otherwise log every message
+            _unreadable_logged = True
+            log.exception("tracing: no watch span for watcher %r's window (logged once)",
+                          window.watcher)
         return []
 
 
