@@ -5,7 +5,8 @@
 #       --config /app/examples/sharedstream.toml      # needs Kafka and a database
 #
 # docker-compose.yml builds it for the triggerer and the sample producer. The image
-# holds the installed package (with the PostgreSQL driver) and examples/ in /app;
+# holds the installed package (with the PostgreSQL driver and the tracing extra, off
+# until OTEL_TRACES_EXPORTER is set: docs/tracing.md) and examples/ in /app;
 # it runs as the unprivileged user "sharedstream" (uid 10001).
 
 # A wheel built from this checkout, in a stage of its own: no sources or build
@@ -28,7 +29,7 @@ RUN groupadd --system --gid 10001 sharedstream \
 COPY --from=wheel /wheels /wheels
 # The glob and the extra are two steps: "[postgres]" would be read as a glob pattern.
 RUN set -- /wheels/sharedstream-*.whl \
-    && pip install "$1[postgres]" \
+    && pip install "$1[postgres,tracing]" \
     && rm -rf /wheels
 WORKDIR /app
 COPY examples ./examples
