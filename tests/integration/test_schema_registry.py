@@ -13,6 +13,8 @@ nothing committed, not ready) until the registry is back.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import struct
 import sys
 from collections.abc import Callable, Iterator
@@ -83,7 +85,9 @@ def registry_run(tmp_path: Path, kafka_bootstrap: str, create_topic: Any
     Kafka destinations ``{name: options}``, each on a topic of its own (``topics[name]``)."""
     started: list[Triggerer] = []
 
-    def make(registry_url: str, destinations: dict[str, dict[str, Any]] | None = None) -> Run:
+    def make(registry_url: str, destinations: dict[str, dict[str, Any]] | None = None, *,
+             triggerer: dict[str, Any] | None = None, env: dict[str, str] | None = None
+             ) -> Run:
         db_url = f"sqlite:///{tmp_path / 'registry.db'}"
         create_schema(db_url)
         topics = {fmt: create_topic(f"registry-{fmt}")
@@ -94,12 +98,13 @@ def registry_run(tmp_path: Path, kafka_bootstrap: str, create_topic: Any
                                            "schema_registry": REGISTRY, **options}
                   for name, options in (destinations or {}).items()}
         config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
-                              connection=connection, connection_id="registry", tables=tables)
+                              connection=connection, connection_id="registry", tables=tables,
+                              triggerer=triggerer)
         process = Triggerer(WATCHERS, config, tmp_path, env={
             "REGISTRY_AVRO_TOPIC": topics["avro"],
             "REGISTRY_JSON_SCHEMA_TOPIC": topics["json-schema"],
             "REGISTRY_PROTOBUF_TOPIC": topics["protobuf"],
-            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__URL": registry_url,
+            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__URL": registry_url, **(env or {}),
         })
         started.append(process)
         return Run(process, db_url, topics, str(connection["group.id"]))
@@ -237,6 +242,35 @@ def test_a_registry_outage_holds_the_message_until_the_registry_is_back(
     until(lambda: run.process.get("/readyz")[0] == 200, "ready once the registry answers",
           timeout=30)
     assert rejected_rows(run.db_url) == {}
+
+
+def test_a_registry_that_does_not_answer_never_blocks_the_event_loop(
+        registry_run: Callable[..., Run], stoppable_schema_registry: SchemaRegistry,
+        kafka_bootstrap: str) -> None:
+    """Before: a schema lookup on a cache miss was an HTTP request on the event loop, so a
+    registry that accepts connections but does not answer (here: its process stopped)
+    held the whole loop, every watcher and the health server with it, for the request's
+    timeout, on every redelivery of the message."""
+    registry = stoppable_schema_registry
+    run = registry_run(registry.url, triggerer={"loop_block_timeout": 0.5},
+                       env={"SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__TIMEOUT": "2"})
+    topic = run.topics["avro"]
+    client = SchemaRegistryClient({"url": registry.url})
+    context = SerializationContext(topic, MessageField.VALUE)
+    produce_values(kafka_bootstrap, topic,
+                   [AvroSerializer(client, AVRO_V1)({"id": 1, "amount": 2.5}, context)])
+    assert registry.process.pid is not None
+    os.kill(registry.process.pid, signal.SIGSTOP)
+    try:
+        run.process.start()
+        run.process.wait_log(r"schema registry 'it_registry': \w+ looking up schema id 1")
+        until(lambda: run.process.get("/readyz")[0] == 503, "not ready while it hangs",
+              timeout=30)
+    finally:
+        os.kill(registry.process.pid, signal.SIGCONT)
+    wait_committed(kafka_bootstrap, run.group("avro"), topic, 1)
+    assert run.events("avro_v1") == {"avro_v1": [(0, {"id": 1, "amount": 2.5})]}
+    assert "event loop blocked" not in run.process.log(), run.process.log()
 
 
 PAID = json.dumps({"type": "record", "name": "Paid", "namespace": "sharedstream.test",

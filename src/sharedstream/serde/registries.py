@@ -11,9 +11,9 @@ these sources, each later one winning key by key (the environment wins over the 
 
 ``url`` is the one required key. Unless the connection says otherwise, the client
 makes no retries of its own (``max.retries`` 0) and gives a request 5 s
-(``timeout``): a lookup runs on the event loop on a cache miss, and a registry that
-does not answer is retried by redelivering the message with backoff instead, which
-never blocks the loop for long and never dead-letters (see :mod:`sharedstream.serde`).
+(``timeout``): a lookup on a cache miss runs in a worker thread (see
+:mod:`sharedstream.serde.values`), and a registry that does not answer is retried by
+redelivering the message with backoff instead, which never dead-letters.
 
 One client per registry id per process, built on first use and kept: its schema
 cache (by id, by subject and version) is what makes every lookup after the first

@@ -21,16 +21,21 @@ in two:
 
 Lookups are cached by the registry client (one per registry id, see
 :mod:`sharedstream.serde.registries`) and parsed schemas by the deserialiser (one per
-declaration): a lookup happens once per schema id per process. A cache miss is a
-synchronous HTTP request on the event loop (bounded by the connection's ``timeout``);
-during an outage each redelivery pays one failed request, after backoff.
+declaration): a lookup happens once per schema id per process. A cache miss never runs
+on the event loop when the value is read through ``self.decoded(stream)`` or the stock
+trigger: they await :meth:`prepare` first, which decodes the first message of a schema
+id in a worker thread (one at a time per id; the others wait for it), bounded by the
+connection's ``timeout``. Calling ``msg.decoded(d)`` directly decodes on the loop, a
+cache miss included. During an outage each redelivery pays one failed request, after
+backoff, in that thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +93,9 @@ class AvroValue:
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
 
+    def prepare(self, message: KafkaMessage) -> Awaitable[None] | None:
+        return _prepare(self, self.registry, message)
+
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.avro import AvroDeserializer
         return AvroDeserializer(client, schema_str=self.reader_schema)  # type: ignore[no-any-return]
@@ -103,6 +111,9 @@ class JsonSchemaValue:
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
+
+    def prepare(self, message: KafkaMessage) -> Awaitable[None] | None:
+        return _prepare(self, self.registry, message)
 
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
@@ -120,6 +131,9 @@ class ProtobufValue:
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, None, value, message)
 
+    def prepare(self, message: KafkaMessage) -> Awaitable[None] | None:
+        return _prepare(self, self.registry, message)
+
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
         return ProtobufDeserializer(  # type: ignore[no-any-return]
@@ -130,6 +144,10 @@ _lock = threading.Lock()
 _converters: dict[type[Any], Callable[[Any], Any]] = {}
 # declaration -> (the registry client it was built with, the confluent deserialiser)
 _deserializers: dict[Hashable, tuple[Any, Callable[..., Any]]] = {}
+# (declaration, client, schema id) decoded once already: its schemas are in the caches.
+_known: set[tuple[Hashable, Any, int]] = set()
+# (loop, declaration, client, schema id) -> the lock its first lookup runs under.
+_lookups: dict[tuple[int, Hashable, Any, int], asyncio.Lock] = {}
 
 
 def _converter(model: type[Any]) -> Callable[[Any], Any]:
@@ -151,6 +169,37 @@ def framed_schema_id(value: bytes) -> int:
             "(magic byte)")
     schema_id: int = struct.unpack_from(">I", value, 1)[0]
     return schema_id
+
+
+def _prepare(declaration: Any, registry: str, message: KafkaMessage
+             ) -> Awaitable[None] | None:
+    """None when decoding ``message`` now asks the registry nothing (its schema id was
+    decoded before, the value is not framed, or it is decoded already); else the
+    awaitable that decodes it in a worker thread, whose result or ValueDecodeError the
+    message keeps, so the decode on the loop that follows is a cache hit."""
+    value = message.value
+    if value is None or len(value) < 6 or value[0] != 0 or declaration in message.__dict__:
+        return None
+    try:
+        client = registry_client(registry)
+    except RegistryConfigError:
+        return None  # decoding raises at once, without a request
+    key = (declaration, client, struct.unpack_from(">I", value, 1)[0])
+    return None if key in _known else _first_lookup(key, declaration, message)
+
+
+async def _first_lookup(key: tuple[Hashable, Any, int], declaration: Any,
+                        message: KafkaMessage) -> None:
+    # One lookup per schema id at a time: the watchers sharing a declaration, and the
+    # next messages of the id, wait for it instead of asking the registry too.
+    lock_key = (id(asyncio.get_running_loop()), *key)
+    lock = _lookups.setdefault(lock_key, asyncio.Lock())
+    async with lock:
+        if key in _known or declaration in message.__dict__:
+            return
+        await asyncio.to_thread(message.decoded, declaration)
+        _known.add(key)
+    _lookups.pop(lock_key, None)
 
 
 def _registry_decode(declaration: Any, registry: str, model: type[Any] | None, value: bytes,

@@ -130,9 +130,12 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         redelivered, never dead-lettered.
         """
         decoder = self.value_deserializer or TEXT
+        prepare = getattr(decoder, "prepare", None)  # registry formats: lookups off the loop
         message: KafkaMessage
         async for message in stream:
             try:
+                if prepare is not None and (lookup := prepare(message)) is not None:
+                    await lookup
                 value = message.decoded(decoder)
             except ValueDecodeError as exc:
                 reject_shared_stream_event(exc.reason)
@@ -141,6 +144,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]) -> AsyncIterator[TriggerEvent]:
         decoder = self.value_deserializer or TEXT
+        prepare = getattr(decoder, "prepare", None)
         message: KafkaMessage
         # Inlined rather than over decoded(): one async-generator step less per delivery.
         async for message in stream:
@@ -148,6 +152,8 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
                 self.tombstones_skipped += 1
                 continue
             try:
+                if prepare is not None and (lookup := prepare(message)) is not None:
+                    await lookup
                 value = message.decoded(decoder)
             except ValueDecodeError as exc:
                 reject_shared_stream_event(exc.reason)
