@@ -95,15 +95,16 @@ def test_off_a_run_imports_nothing_of_opentelemetry_and_stores_no_context(
     assert done.stdout.splitlines() == ["[(None,)]", "opentelemetry modules: []"]
 
 
-def test_asked_for_without_the_extra_tracing_stays_off_with_a_warning() -> None:
-    # The extra "not installed": None in sys.modules is how Python marks a module that
-    # cannot be imported (find_spec answers None for it).
-    hidden = textwrap.dedent("""
+@pytest.mark.parametrize("missing", ["opentelemetry", "opentelemetry.exporter"])
+def test_asked_for_without_the_extra_tracing_stays_off_with_a_warning(missing: str) -> None:
+    # The extra "not installed" (or only the API and SDK, which other packages bring):
+    # None in sys.modules is how Python marks a module that cannot be imported.
+    hidden = textwrap.dedent(f"""
         import logging, sys
-        sys.modules["opentelemetry"] = None
+        sys.modules["{missing}"] = None
         logging.basicConfig(format="%(levelname)s %(message)s")
         from sharedstream.core import tracing
-        print(tracing.configure({"OTEL_TRACES_EXPORTER": "otlp"}), tracing.tracer)
+        print(tracing.configure({{"OTEL_TRACES_EXPORTER": "otlp"}}), tracing.tracer)
     """)
     done = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True,
                           timeout=60, check=False)

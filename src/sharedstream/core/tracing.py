@@ -104,19 +104,31 @@ def wanted_exporter(environ: Mapping[str, str]) -> str | None:
     return value
 
 
+OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` is installed, without importing it (only its parent packages)."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
 def configure(environ: Mapping[str, str] = os.environ) -> bool:
     """Turn tracing on if the environment asks for it and the extra is installed.
 
     Call once per process, before its first message. True when tracing is on. Asked
     for without the extra, tracing stays off with a warning: the same environment
     (a cluster-wide ``OTEL_*`` setting) may reach images built without it.
-    TracingConfigError for settings that cannot work.
+    TracingConfigError for settings that cannot work. ``environ`` decides the switch;
+    the SDK reads its own settings from ``os.environ``.
     """
     global tracer, _provider
     exporter_name = wanted_exporter(environ)
     if exporter_name is None or tracer is not None:
         return tracer is not None
-    if find_spec("opentelemetry") is None or find_spec("opentelemetry.sdk") is None:
+    if not all(map(_importable, ("opentelemetry.sdk.trace", OTLP_MODULE))):
         log.warning("OTEL_TRACES_EXPORTER=%s but the tracing extra is not installed "
                     "(pip install 'sharedstream[tracing]'): tracing is off", exporter_name)
         return False
@@ -129,7 +141,9 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
         resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     if exporter_name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # = OTLP_MODULE
+            OTLPSpanExporter,
+        )
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     else:
