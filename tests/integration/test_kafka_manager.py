@@ -542,6 +542,22 @@ async def test_a_watched_topic_deleted_and_recreated_continues_as_a_new_stream(
     assert "recreated" in caplog.text
 
 
+class StatsRounds:
+    """Counts the consumer's statistics reports (one per ``statistics.interval.ms``): each
+    is a new mapping. The reports seen are kept, so a freed one's ``id`` cannot be reused
+    by a later report and make two rounds look like one."""
+
+    def __init__(self, producer: KafkaSharedStreamProducer) -> None:
+        self._producer = producer
+        self._reports: list[Mapping[Any, Any]] = []
+
+    def seen(self, rounds: int) -> bool:
+        report = self._producer.partition_stats()
+        if not self._reports or report is not self._reports[-1]:
+            self._reports.append(report)
+        return len(self._reports) >= rounds
+
+
 async def test_an_absent_watcher_lets_its_sibling_run_exactly_max_in_flight_ahead(
     kafka_bootstrap: str, create_topic: Callable[..., str], connection: Callable[..., str]
 ) -> None:
@@ -566,13 +582,8 @@ async def test_an_absent_watcher_lets_its_sibling_run_exactly_max_in_flight_ahea
     # The positive marker after the negative: the partition sits at its bound while the
     # consumer goes on polling (a dozen statistics rounds, ~1.2 s, time to read it all).
     await until(lambda: producer.floor_distances()[(topic, 0)].at_bound)
-    reports: set[int] = set()
-
-    def polled_a_while() -> bool:
-        reports.add(id(producer.partition_stats()))
-        return len(reports) >= 13
-
-    await until(polled_a_while)
+    reports = StatsRounds(producer)
+    await until(lambda: reports.seen(13))
     assert sink.offsets("present") == [(0, o) for o in range(bound)]
     assert sink.offsets("absent") == []
     tasks.append(asyncio.create_task(manager.run_watcher("absent", watchers["absent"])))
@@ -590,10 +601,16 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
     """A watcher failing the first message holds the floor; its sibling acks everything
     else. The partition pauses at ``max_in_flight`` messages above the floor, so what the
     process keeps for it stays flat however long the log grows; when the hold lifts,
-    everything is handed out and committed."""
+    everything is handed out and committed.
+
+    The log is 20,000 messages, more than twice what may be read before the pause
+    lands (``bound + 8 * batch``). Each bound lifted in the drain costs a seek at the
+    end of a prefetched log, which librdkafka serves after the fetch in flight (0.5 to
+    1 s), so the drain runs at about ``bound`` messages per cycle: 40 cycles here."""
     bound, batch = 500, 1000  # batch: what one consume() may return
+    half = 10_000
     topic = create_topic("orders")
-    produce(kafka_bootstrap, topic, 20_000)
+    produce(kafka_bootstrap, topic, half)
     conn = connection(**{"statistics.interval.ms": 100})
     gates = {0: asyncio.Event()}
     sink = DictSink()
@@ -602,16 +619,11 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
     triggerer = await Triggerer.start(sink, watchers, replace(SETTINGS, max_in_flight=bound))
     producer = triggerer.producer
     await until(lambda: len(sink.offsets("steady")) >= bound // 2)
-    await asyncio.to_thread(produce, kafka_bootstrap, topic, 20_000)
+    await asyncio.to_thread(produce, kafka_bootstrap, topic, half)
     # A dozen statistics rounds of the consumer (~1.2 s) after the log grew: time to
-    # read all of it, were it let (the code before the bound had read all 40,000 by then).
-    reports: set[int] = set()
-
-    def seen_grown_log() -> bool:
-        reports.add(id(producer.partition_stats()))
-        return len(reports) >= 13
-
-    await until(seen_grown_log)
+    # read all of it, were it let (the code before the bound had read it all by then).
+    reports = StatsRounds(producer)
+    await until(lambda: reports.seen(13))
     # Read past the bound: at most what was fetched before the pause landed (the
     # consumer thread hands over at most ``max_queued_batches`` batches ahead).
     consumed = producer.counters().messages_consumed
@@ -619,7 +631,7 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
     distance, _, at_bound = producer.floor_distances()[(topic, 0)]
     assert at_bound and distance <= bound, (distance, at_bound)  # kept: exactly the bound
     gates[0].set()
-    await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [40_000])
-    assert len(sink.offsets("steady")) == len(sink.offsets("flaky")) == 40_000
+    await until_committed(kafka_bootstrap, group_of(conn, topic), topic, [2 * half])
+    assert sink.offsets("steady") == sink.offsets("flaky") == [(0, o) for o in range(2 * half)]
     assert producer.floor_distances()[(topic, 0)] == (0, 0, False)
     await triggerer.stop()
