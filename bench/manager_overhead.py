@@ -4,7 +4,9 @@ The in-memory adapter hands pre-built batches (as the Kafka adapter would after
 ``consume()``), honouring pauses; watchers run the full path through ``run_watcher``:
 ledger admission, fan-out, stream, filter, event binding, window hand-off to a sink
 that confirms at once, settlement in the ledger and commit targets. Nothing is
-persisted. Run:
+persisted. Each shape runs through both watcher APIs: ``filter_shared_stream`` (an
+async generator, one step per message) and ``filter_shared_batch`` (one call and one
+acknowledgement per batch, issue 27). Run:
 
     python bench/manager_overhead.py [--messages N] [--json out.json]
 """
@@ -18,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from sharedstream.core.batch import MessageBatch
 from sharedstream.core.contract import PartitionsStarted, Records
 from sharedstream.core.ledger import Ledger
 from sharedstream.core.manager import SharedStreamManager
@@ -96,16 +99,26 @@ class BenchTrigger(BaseEventTrigger):
                 yield TriggerEvent(message.offset)
 
 
+class BatchBenchTrigger(BenchTrigger):
+    """The same work through ``filter_shared_batch``."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        if self.events:
+            for message in batch:
+                batch.emit(message, TriggerEvent(message.offset))
+
+
 class ConfirmingSink:
     def submit(self, windows: Sequence[Window]) -> None:
         for window in windows:
             window.confirm()
 
 
-async def run_once(watchers: int, messages: int, events: bool) -> float:
+async def run_once(watchers: int, messages: int, events: bool, batch: bool = False) -> float:
     BenchTrigger.total = messages
     BenchTrigger.producers.clear()
-    return await timed_run(watchers, messages, lambda: BenchTrigger(events))
+    kind = BatchBenchTrigger if batch else BenchTrigger
+    return await timed_run(watchers, messages, lambda: kind(events))
 
 
 async def timed_run(watchers: int, messages: int,
@@ -138,15 +151,17 @@ def main() -> None:
     results = []
     for watchers in (1, 10, 100):
         messages = max(2_000, args.messages // watchers)
-        for events in (False, True):
-            best = min(asyncio.run(run_once(watchers, messages, events)) for _ in range(3))
+        for api, events in (("stream", False), ("stream", True), ("batch", False),
+                            ("batch", True)):
+            best = min(asyncio.run(run_once(watchers, messages, events, api == "batch"))
+                       for _ in range(3))
             per_msg = best / messages * 1e6
-            row = {"watchers": watchers, "events": events, "messages": messages,
+            row = {"watchers": watchers, "api": api, "events": events, "messages": messages,
                    "us_per_message": round(per_msg, 3),
                    "us_per_message_per_watcher": round(per_msg / watchers, 3),
                    "messages_per_second": round(messages / best)}
             results.append(row)
-            print(f"watchers={watchers:>3} events={events!s:<5} {per_msg:8.2f} us/msg "
+            print(f"watchers={watchers:>3} api={api:<6} events={events!s:<5} {per_msg:8.2f} us/msg "
                   f"{per_msg / watchers:6.2f} us/msg/watcher {messages / best:>10.0f} msg/s")
     if args.json:
         with open(args.json, "w") as fh:
