@@ -53,6 +53,7 @@ from localservices.containers import (  # noqa: E402
 from gc_guard import kafka_clients_in_cyclic_garbage  # noqa: E402
 from otlp_collector import otlp_collector  # noqa: E402, F401  (the fixture, for every test)
 from schema_registry import (  # noqa: E402, F401  (the fixtures, for every test)
+    _local_schema_registry,
     schema_registry,
     stoppable_schema_registry,
 )

@@ -5,8 +5,11 @@ set (someone's running registry, its Confluent API base URL), else the project's
 one (``localservices.registry``: built once from Maven Central, up in about 3 s).
 Subjects are per test (named after the test's topics), so tests never share a schema.
 
-``stoppable_schema_registry`` is a test's own registry, for outage tests: stopping it
-affects no other test, and ``restart()`` brings the same schema ids back.
+``stoppable_schema_registry`` is the local registry itself, for outage tests: a test may
+stop it (``.process.stop()``, SIGSTOP) and start it again, and the schemas survive
+(``restart()`` keeps their ids). The tests of one session run one at a time, so an
+outage reaches no other test; after each, the registry is brought back if the test
+left it down. One process serves both fixtures: each registry start is 3 s of CI.
 
 A registry that cannot be built or started fails the test that asked for it, with the
 build's or the registry's own output; it never skips.
@@ -16,41 +19,48 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from localservices import ServiceError
 from localservices.registry import SchemaRegistry
 
 
-def _started(workdir: Path | None) -> SchemaRegistry:
-    registry = SchemaRegistry(workdir)
+def _start(registry: SchemaRegistry) -> None:
     try:
         registry.start()
     except ServiceError as error:
         failure = str(error)
     else:
-        return registry
-    registry.stop()
+        return
+    registry.process.stop()
     pytest.fail(f"the schema registry (localservices.registry) could not be started: "
                 f"{failure}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def schema_registry() -> Iterator[str]:
+def _local_schema_registry() -> Iterator[SchemaRegistry]:
+    registry = SchemaRegistry()
+    _start(registry)
+    yield registry
+    registry.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(request: pytest.FixtureRequest) -> str:
     """The base URL of a real registry's Confluent API (``SchemaRegistryClient``'s url)."""
     external = os.environ.get("SHAREDSTREAM_TEST_SCHEMA_REGISTRY_URL")
     if external:
-        yield external
-        return
-    registry = _started(None)
-    yield registry.url
-    registry.stop()
+        return external
+    local: SchemaRegistry = request.getfixturevalue("_local_schema_registry")
+    return local.url
 
 
 @pytest.fixture
-def stoppable_schema_registry(tmp_path: Path) -> Iterator[SchemaRegistry]:
-    """A registry of this test's own, to stop and restart (its schemas survive)."""
-    registry = _started(tmp_path / "registry")
+def stoppable_schema_registry(_local_schema_registry: SchemaRegistry
+                              ) -> Iterator[SchemaRegistry]:
+    """The local registry, for this test to stop and start (its schemas survive)."""
+    registry = _local_schema_registry
     yield registry
-    registry.stop()
+    if not registry.answers():
+        registry.process.stop()  # stopped, or a process that no longer answers
+        _start(registry)
