@@ -8,6 +8,7 @@ cursor advances and event inserts run their MySQL branches on a real server.
 
 ``server_store``: an upgraded store on PostgreSQL or MariaDB only, for tests that hold a
 row lock from another connection or kill one (SQLite has one writer and no such lock).
+``postgres_store``: the same on PostgreSQL alone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def server_store(request: pytest.FixtureRequest) -> Iterator[StateStore]:
             if request.param == "postgresql"
             else mariadb_database_url(request.getfixturevalue("mariadb_url")))
     for url in urls:
+        store = StateStore.from_url(url)
+        store.upgrade()
+        yield store
+        store.close()
+
+
+@pytest.fixture
+def postgres_store(database_url: str) -> Iterator[StateStore]:
+    for url in postgres_schema_url(database_url):
         store = StateStore.from_url(url)
         store.upgrade()
         yield store

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.engine import Connection, Engine, Row
 
 from sharedstream.core.message import Coordinates
 from sharedstream.statestore.maintenance import CleanupReport, delete_in_batches
 from sharedstream.statestore.models import asset, asset_event, event_sequence
-from sharedstream.statestore.sql import insert_ignore_many
+from sharedstream.statestore.sql import insert_ignore_many, json_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +75,13 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     """
     if not rows:
         return 0
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        return _insert_events_postgresql(connection, rows)
     seq = event_sequence.c
     allocate = update(event_sequence).where(seq.id == 1).values(
         last_id=seq.last_id + len(rows))
-    dialect = connection.dialect.name
-    if dialect == "postgresql":
-        # One round trip: take the ids and notify listeners (delivered at the commit,
-        # never before), in the statement that locks the sequence.
-        last = connection.execute(allocate.returning(
-            seq.last_id, func.pg_notify(NOTIFY_CHANNEL, ""))).one()[0]
-    elif dialect == "sqlite":
+    if dialect == "sqlite":
         last = connection.execute(allocate.returning(seq.last_id)).scalar_one()
     else:  # MySQL/MariaDB: no UPDATE ... RETURNING; the row is locked by the UPDATE
         connection.execute(allocate)
@@ -92,6 +89,33 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     for number, row in enumerate(rows, start=last - len(rows) + 1):
         row["id"] = number
     return insert_ignore_many(connection, asset_event, rows)
+
+
+def _insert_events_postgresql(connection: Connection, rows: list[dict[str, Any]]) -> int:
+    """PostgreSQL: the ids, the notification and the rows in ONE statement.
+
+    The ``UPDATE`` of the sequence row (a data-modifying CTE, always run in full) takes
+    its lock, hands out the ids and queues the notification, delivered at the commit;
+    the insert numbers the JSON rows in array order (``WITH ORDINALITY``) from there.
+    Two statements cost one more round trip per batch (measured: 18% of the writer's
+    time with 500-event batches on a local server). The answer is the first id and how
+    many rows were new; ``row["id"]`` is set as the other dialects set it.
+    """
+    names = [name for name in rows[0] if name != "id"]  # a retried row may hold one
+    target, quoted, payload = json_rows(connection, asset_event, rows, names)
+    sequence = connection.dialect.identifier_preparer.format_table(event_sequence)
+    stmt = text(
+        f"WITH seq AS (UPDATE {sequence} SET last_id = last_id + :n WHERE id = 1 "
+        f"RETURNING last_id - :n AS base, pg_notify('{NOTIFY_CHANNEL}', '')), "
+        f"ins AS (INSERT INTO {target} (id, {', '.join(quoted)}) "
+        f"SELECT seq.base + r.ordinality, {', '.join('r.' + c for c in quoted)} "
+        f"FROM seq, json_populate_recordset(NULL::{target}, CAST(:rows AS json)) "
+        "WITH ORDINALITY AS r ON CONFLICT DO NOTHING RETURNING 1) "
+        "SELECT (SELECT base FROM seq), (SELECT count(*) FROM ins)")
+    base, written = connection.execute(stmt, {"n": len(rows), "rows": payload}).one()
+    for number, row in enumerate(rows, start=base + 1):
+        row["id"] = number
+    return int(written)
 
 
 def event_query() -> Select[Any]:

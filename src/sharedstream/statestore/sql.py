@@ -206,18 +206,28 @@ def _insert_ignore_json(
     and datetimes then travel as ISO-8601 text. The statement's row count is what it
     really inserted (the server's command tag).
     """
-    dialect = connection.dialect
-    names = list(rows[0])
-    # Dates to text here, once per distinct value (a batch's events share one created_at),
-    # rather than in a json.dumps default called for every row.
-    rows = _bound(connection, table, rows, names, then=_iso)
-    quote = dialect.identifier_preparer.quote
-    target = dialect.identifier_preparer.format_table(table)
-    columns = ", ".join(quote(name) for name in names)
+    target, quoted, payload = json_rows(connection, table, rows, list(rows[0]))
+    columns = ", ".join(quoted)
     stmt = text(
         f"INSERT INTO {target} ({columns}) SELECT {columns} "
         f"FROM json_populate_recordset(NULL::{target}, CAST(:rows AS json)) "
         "ON CONFLICT DO NOTHING"
     ).execution_options(preserve_rowcount=True)  # SQLAlchemy keeps an INSERT's only if asked
-    payload = json.dumps(rows, default=_json_default, separators=(",", ":"))
     return connection.execute(stmt, {"rows": payload}).rowcount
+
+
+def json_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]],
+              names: Sequence[str]) -> tuple[str, list[str], str]:
+    """Columns ``names`` of ``rows`` as PostgreSQL's ``json_populate_recordset`` takes
+    them: the quoted table name, the quoted column names, and the JSON array text
+    (bind-processed, dates as ISO text; see :func:`_insert_ignore_json`)."""
+    dialect = connection.dialect
+    # Dates to text here, once per distinct value (a batch's events share one created_at),
+    # rather than in a json.dumps default called for every row.
+    bound = _bound(connection, table, rows, names, then=_iso)
+    if len(names) < len(rows[0]):
+        bound = [{name: row[name] for name in names} for row in bound]
+    quote = dialect.identifier_preparer.quote
+    target = dialect.identifier_preparer.format_table(table)
+    return (target, [quote(name) for name in names],
+            json.dumps(bound, default=_json_default, separators=(",", ":")))

@@ -68,6 +68,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from sqlalchemy.engine import Connection
+
 from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.core.window import Window
@@ -85,6 +87,7 @@ from sharedstream.triggerer.eventrows import (
     kafka_coordinates,
 )
 from sharedstream.triggerer.windowrows import window_event_rows
+from sharedstream.triggerer.writerconn import WriterConnection
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +134,7 @@ class DatabaseWorkSink:
         # One writer thread: batches commit in order (a later batch's state writes land
         # after an earlier one's), and never queue behind state reads on the store's pool.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="uow-writer")
+        self._connection = WriterConnection(store.engine)  # used on the writer thread only
         self._queue: deque[_Queued] = deque()
         self._wake = asyncio.Event()  # queue became non-empty or full, or shutdown
         self._idle = asyncio.Event()  # nothing queued, nothing being committed
@@ -314,11 +318,14 @@ class DatabaseWorkSink:
                 units.append(window.staged.staged)
         uow = self._store.unit_of_work()
         uow.staged = fold_staged(units)
+
+        def work(connection: Connection) -> int:
+            uow.apply(connection)
+            # Last: it locks the event sequence until the commit (commit-ordered ids).
+            return insert_events(connection, rows)
+
         try:
-            with self._store.engine.begin() as connection:
-                uow.apply(connection)
-                # Last: it locks the event sequence until the commit (commit-ordered ids).
-                written = insert_events(connection, rows)
+            written = self._connection.run(work, one_statement=not uow.staged)
         except BaseException:
             uow.discard()
             raise
@@ -362,4 +369,5 @@ class DatabaseWorkSink:
                 self._wake.set()
                 await self._task
         finally:
+            self._writer.submit(self._connection.close)  # after an attempt still running
             self._writer.shutdown(wait=False)
