@@ -36,6 +36,7 @@ from bench import kafka_throughput as kt
 
 MODES = ("off", "1.0", "0.01")
 ROOT = Path(__file__).resolve().parents[1]
+RUN_TIMEOUT = 300.0  # one run takes seconds; far more means it hangs
 
 
 def _run(mode: str, bootstrap: str, topic: str, messages: int, endpoint: str,
@@ -66,6 +67,27 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _timed_run(mode: str, bootstrap: str, topic: str, messages: int, endpoint: str,
+               service: str) -> dict[str, Any]:
+    """One run in its own process; a run that fails or hangs (RUN_TIMEOUT) stops the
+    bench with that process's own output."""
+    argv = [sys.executable, "-m", "bench.tracing_cost", "--run", mode, "--bootstrap",
+            bootstrap, "--topic", topic, "--messages", str(messages), "--endpoint", endpoint,
+            "--service", service]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT,
+                             timeout=RUN_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired as hung:
+        # Always bytes here, text=True or not.
+        err = hung.stderr.decode(errors="replace") if isinstance(hung.stderr, bytes) else ""
+        raise RuntimeError(f"tracing {mode}: no result after {RUN_TIMEOUT:.0f}s; its "
+                           f"output:\n{err[-4000:]}") from None
+    if out.returncode != 0:
+        raise RuntimeError(f"tracing {mode}: exit {out.returncode}:\n{out.stderr[-4000:]}")
+    found: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
+    return found
+
+
 def measure(bootstrap: str, messages: int, runs: int) -> dict[str, Any]:
     """Every mode ``runs`` times, alternating, against one collector and one topic."""
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -83,12 +105,8 @@ def measure(bootstrap: str, messages: int, runs: int) -> dict[str, Any]:
                 for mode in MODES:
                     service = f"bench-tracing-{uuid.uuid4().hex[:8]}"
                     cpu = _cpu_seconds(pid)
-                    out = subprocess.run(
-                        [sys.executable, "-m", "bench.tracing_cost", "--run", mode,
-                         "--bootstrap", bootstrap, "--topic", topic, "--messages",
-                         str(messages), "--endpoint", collector.endpoint, "--service",
-                         service], check=True, capture_output=True, text=True, cwd=ROOT)
-                    found = json.loads(out.stdout.splitlines()[-1])
+                    found = _timed_run(mode, bootstrap, topic, messages, collector.endpoint,
+                                       service)
                     spans = [s for s in collector.spans() if s.resource["service.name"] == service]
                     rows.append({"mode": mode, "round": round_, **found,
                                  "spans": len(spans),
