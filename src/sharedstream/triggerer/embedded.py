@@ -16,6 +16,12 @@ what they persisted, within ``[triggerer] shutdown_timeout``. What was not persi
 is read again by the next start: a cancelled service loses nothing, and since
 events are keyed by their message, duplicates nothing.
 
+A triggerer that stops by itself (a fatal error) cancels the host's block, as
+``asyncio.TaskGroup`` cancels its body when a child fails, and leaving the block then
+raises :class:`TriggererFailed` instead of the cancellation: a host busy with its own
+work learns at once, not whenever it leaves the block. A host awaiting ``wait()`` is
+not cancelled (it gets the exit code); a cancellation of its own is kept.
+
 The Kafka runtime (connections, rejection recorder) is process-wide, so run one
 triggerer per process at a time; it installs no signal handlers (the host owns
 them).
@@ -85,10 +91,22 @@ class Triggerer:
         self._runtime: process.Triggerer | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[int] | None = None
+        self._host: asyncio.Task[object] | None = None  # the task inside the block
+        self._host_waits = False  # the host awaits wait(): it gets the exit code instead
+        self._host_cancelled = False  # cancelled by a fatal error: undone when it leaves
 
     @property
     def config(self) -> Config:
         return self.plan.config
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that stopped the triggerer by itself; None while it runs (or
+        after a requested stop). A health check of the host can read it."""
+        task = self._task
+        if task is not None and task.done() and not task.cancelled() and task.exception():
+            return task.exception()
+        return self._runtime.fatal if self._runtime is not None else None
 
     def start_up(self) -> None:
         """Everything before the first message, blocking: topics checked, replay topics
@@ -134,7 +152,18 @@ class Triggerer:
         await asyncio.to_thread(self.start_up)
         self._task = asyncio.get_running_loop().create_task(self.run(self._stop),
                                                             name="sharedstream-triggerer")
+        self._host = asyncio.current_task()
+        self._task.add_done_callback(self._ended)
         return self
+
+    def _ended(self, task: asyncio.Task[int]) -> None:
+        """The runtime task finished: if by a fatal error while the host is still busy
+        in its block (not leaving it, not awaiting wait()), cancel the host."""
+        host = self._host
+        if host is None or host.done() or self._host_waits or self.failure is None:
+            return
+        self._host_cancelled = True
+        host.cancel(f"sharedstream triggerer failed: {self.failure!r}")
 
     def stop(self) -> None:
         """Ask the triggerer to stop; leaving the ``async with`` block waits for it."""
@@ -145,16 +174,24 @@ class Triggerer:
         return its exit code; cancelling this wait leaves the triggerer running."""
         if self._task is None:
             raise RuntimeError("Triggerer.wait() outside its `async with` block")
-        return await asyncio.shield(self._task)
+        host = asyncio.current_task() is self._host
+        self._host_waits = self._host_waits or host
+        try:
+            return await asyncio.shield(self._task)
+        finally:
+            if host:
+                self._host_waits = False
 
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         """Stop and wait for the clean shutdown, even when the host task is being
         cancelled: the runtime runs in its own task, which the host's cancellation
         never reaches, and a further cancel during the (bounded) shutdown is taken
-        after it, so what was persisted is always committed first."""
+        after it, so what was persisted is always committed first. A cancellation
+        that only a fatal error made becomes :class:`TriggererFailed`."""
         if self._task is None:
             return
+        self._host = None  # leaving: a fatal error from now on is raised below, not a cancel
         self._stop.set()
         cancelled = False
         while not self._task.done():
@@ -165,13 +202,23 @@ class Triggerer:
                     break
                 cancelled = True
         self.close()
+        ours = False
+        if self._host_cancelled:
+            self._host_cancelled = False
+            current = asyncio.current_task()
+            # Only our cancel pending, none of the host's own: take it back.
+            ours = current is not None and current.uncancel() == 0 \
+                and exc_type is asyncio.CancelledError
         if cancelled:
             raise asyncio.CancelledError
-        if exc_type is None and not self._task.cancelled() and self._task.result() != 0:
-            fatal = self._runtime.fatal if self._runtime is not None else None
-            raise TriggererFailed(f"the triggerer stopped with exit code {self.exit_code}"
-                                  + (f": {fatal!r}" if fatal is not None else
-                                     " (shutdown overran [triggerer] shutdown_timeout)"))
+        if (exc_type is not None and not ours) or self._task.cancelled():
+            return  # the block's own exception (or cancellation) goes on
+        failure = self.failure
+        if failure is not None:
+            raise TriggererFailed(f"the triggerer stopped by itself: {failure!r}") from failure
+        if self._task.result() != 0:
+            raise TriggererFailed(f"the triggerer stopped with exit code {self.exit_code} "
+                                  "(shutdown overran [triggerer] shutdown_timeout)")
 
 
 def run_triggerer(config: Config, target: str | Sequence[str],
