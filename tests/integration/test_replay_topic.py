@@ -11,17 +11,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from readme_example import produce_avro_orders, registry_id, watcher_source
 from sqlalchemy import select
 from test_dlq_commands import (
     as_json,
@@ -39,6 +37,7 @@ from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
+from sharedstream.serde.registries import configure_schema_registries
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
@@ -50,7 +49,6 @@ from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
 __all__ = ["env", "pg_url"]  # fixtures, used by name
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 NO_AMOUNT = (2, 3, 5, 8, 11, 13, 17)  # order ids; 7 of 20
 REJECTS = "if order.amount is None:"
 
@@ -59,16 +57,12 @@ def readme_watcher(*, fixed: bool) -> tuple[type[KafkaSharedStreamTrigger], Any]
     """``PaidOrders`` and the value deserialiser it is declared with, from the README's
     "A watcher" section, run as written; ``fixed`` deploys the fix (orders without an
     amount are no longer rejected)."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## A watcher"):]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None, "no python block under '## A watcher'"
-    source = match.group(1)
+    source = watcher_source()
     assert source.count(REJECTS) == 1, "the README's watcher no longer rejects this way"
     if fixed:
         source = source.replace(REJECTS, "if False:")
     namespace: dict[str, Any] = {}
-    exec(compile(source, str(README), "exec"), namespace)
+    exec(compile(source, "README.md", "exec"), namespace)
     cls: type[KafkaSharedStreamTrigger] = namespace["PaidOrders"]
     return cls, namespace["order_values"]
 
@@ -117,14 +111,19 @@ def replay_topics(kafka_admin: AdminClient) -> Iterator[list[str]]:
         kafka_admin.delete_topics(made, operation_timeout=10)
 
 
-def produce_orders(bootstrap: str, topic: str, ids: range) -> None:
-    p = Producer({"bootstrap.servers": bootstrap})
-    for i in ids:
-        order: dict[str, Any] = {"id": i, "status": "paid"}
-        if i not in NO_AMOUNT:
-            order["amount"] = 10.0 + i
-        p.produce(topic, json.dumps(order).encode(), partition=0)
-    assert p.flush(30) == 0
+@pytest.fixture
+def readme_registry(schema_registry: str) -> Iterator[None]:
+    """The README's ``[schema_registries.<id>]``, pointed at the test registry."""
+    configure_schema_registries({registry_id(): {"url": schema_registry}})
+    yield
+    configure_schema_registries({})
+
+
+def produce_orders(bootstrap: str, registry_url: str, topic: str, ids: range) -> None:
+    """The README's orders, framed Avro: the ids in ``NO_AMOUNT`` have no amount."""
+    produce_avro_orders(bootstrap, registry_url, topic, [
+        {"id": i, "status": "paid", **({} if i in NO_AMOUNT else {"amount": 10.0 + i})}
+        for i in ids])
 
 
 def produce_values(bootstrap: str, topic: str, *values: bytes) -> None:
@@ -138,14 +137,14 @@ def produce_values(bootstrap: str, topic: str, *values: bytes) -> None:
 
 async def test_the_readme_watcher_creates_the_events_of_a_replay_after_its_fix(
     kafka_bootstrap: str, create_topic: Callable[..., str], pg_url: str, env: dict[str, str],
-    replay_topics: list[str],
+    replay_topics: list[str], schema_registry: str, readme_registry: None,
 ) -> None:
     """The issue's scenario: 7 orders rejected for a missing amount while later orders move
     the watermark past them; the watcher is fixed; ``dlq replay --reason`` through the
     CLI; the 7 events are created, at the original coordinates, each once."""
     source, dlq = create_topic("orders"), create_topic("orders-dlq")
     replay_topics.append(f"{dlq}.replay")
-    produce_orders(kafka_bootstrap, source, range(1, 21))
+    produce_orders(kafka_bootstrap, schema_registry, source, range(1, 21))
     store = StateStore.from_url(pg_url)
     store.upgrade()
     group_id = f"replay-{uuid.uuid4().hex[:8]}"
