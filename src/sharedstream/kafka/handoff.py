@@ -8,8 +8,11 @@ under one lock, touched once per batch or commit tick, never per message:
   fetch requests (pause at a bound, or seek and resume), the group's pause, a request
   to look at the topic ids now;
 * **outbox**, thread -> loop: what was read and what happened to the partitions, in
-  order (one ``call_soon_threadsafe`` per event), and how many batches the loop has
-  not taken yet;
+  order, and how many batches the loop has not taken yet. The thread wakes the loop
+  (``call_soon_threadsafe``: a self-pipe write, after which the thread waits for the
+  GIL while the woken loop runs) only when the loop waits on an empty outbox; a loop
+  still busy with earlier batches takes the next ones itself, under the lock, when it
+  asks for its next event. So on a backlog the thread appends and goes on reading.
 * **what health, ``/status`` and ``/metrics`` read** from a third thread: the consumer
   state, readiness, the last error, the failure, the counters, the broker's partition
   figures and why each paused partition is paused.
@@ -35,6 +38,7 @@ import concurrent.futures
 import enum
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -88,7 +92,6 @@ class HandOff(Generic[PayloadT]):
         self._state = S.STARTING
         self._before_revoke = S.RUNNING
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._events: asyncio.Queue[StreamEvent[PayloadT] | None] = asyncio.Queue()
         # inbox
         self._published: dict[Key, Target] = {}
         self._fetches: dict[Key, FetchRequest] = {}
@@ -99,7 +102,9 @@ class HandOff(Generic[PayloadT]):
         # Set when the loop took a batch or the group resumed: a holding thread waits on
         # it instead of pausing the partitions.
         self.room = threading.Event()
-        # outbox
+        # outbox: events the loop has not taken; the future it waits on while it is empty
+        self._outbox: deque[StreamEvent[PayloadT] | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self._queued = 0
         # read from any thread
         self._ready = False
@@ -257,17 +262,32 @@ class HandOff(Generic[PayloadT]):
         self._post(batch)
 
     def _post(self, event: StreamEvent[PayloadT] | None) -> None:
+        with self._lock:
+            self._outbox.append(event)
+            waiter, self._waiter = self._waiter, None
         loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._events.put_nowait, event)
+        if waiter is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(_wake, waiter)
 
     async def next_event(self) -> StreamEvent[PayloadT] | None:
-        """Loop: the next event; None once the consumer failed."""
-        event = await self._events.get()
-        if isinstance(event, Records):
+        """Loop: the next event; None once the consumer failed.
+
+        Events are taken one at a time (a batch counts as queued until the loop takes
+        it: the backpressure bound stays in batches). Only an empty outbox makes the loop
+        wait, and only then does the thread's next post wake it.
+        """
+        while True:
             with self._lock:
-                self._queued -= 1
-                self._counters.messages_consumed += len(event.items)
+                if self._outbox:
+                    event = self._outbox.popleft()
+                    batch = event if isinstance(event, Records) else None
+                    if batch is not None:
+                        self._queued -= 1
+                        self._counters.messages_consumed += len(batch.items)
+                    break
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        if batch is not None:
             self.room.set()
         return event
 
@@ -365,3 +385,9 @@ class HandOff(Generic[PayloadT]):
     def paused_partitions(self) -> tuple[Mapping[Key, PauseReason], bool]:
         with self._lock:
             return self._paused, self._holding
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    """Loop: the thread posted to an empty outbox (a cancelled wait needs nothing)."""
+    if not waiter.done():
+        waiter.set_result(None)
