@@ -7,6 +7,12 @@ watermark never runs ahead of (or behind) the events persisted with it.
 ``$E2E_WATCHERS`` (comma-separated) selects the declared watchers, so one module
 serves every test (and a different selection is a different cohort):
 
+Watchers of both kinds run in one group, so every test that selects more than one proves
+both: ``everything``, ``sibling``, ``quitter``, ``slow``, ``stuck``, ``text`` and ``json``
+are per-message filters (``filter_shared_stream``); ``evens``, ``picky``, ``flaky`` and
+``mirror`` are batch filters (``filter_shared_batch``) doing the same job: the same
+events, rejections and watermark writes, judged message by message inside the call.
+
 * ``everything`` keeps every message; ``evens`` keeps even ids (half);
 * ``picky`` rejects ids ending in 07 (1 %) to the DLQ and keeps the rest;
 * ``flaky`` keeps every message but raises on every 50th id while the file
@@ -44,6 +50,7 @@ from sharedstream import (
     AssetWatcher,
     KafkaMessage,
     KafkaSharedStreamTrigger,
+    MessageBatch,
     TriggerEvent,
     reject_shared_stream_event,
 )
@@ -95,12 +102,30 @@ class Keep(KafkaSharedStreamTrigger):
             yield TriggerEvent({"id": n})
 
 
-class Evens(Keep):
+class KeepBatch(Keep):
+    """:class:`Keep`'s judgement as a batch filter: every message of the call is written
+    down as handed out first (a kill mid-call has handed out all of them), then judged;
+    a ``before`` that raises fails the call, which the runner splits down to that id."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        for message in batch:
+            record_handout(self.name, message)
+        for message in batch:
+            n = message.json["id"]
+            await self.before(n)
+            if self.rejects(n):
+                batch.reject(message, f"id {n} ends in 07")
+            elif self.keeps(n):
+                await self.asset_state_store.aadvance("watermark", n)
+                batch.emit(message, TriggerEvent({"id": n}))
+
+
+class Evens(KeepBatch):
     def keeps(self, n: int) -> bool:
         return n % 2 == 0
 
 
-class Picky(Keep):
+class Picky(KeepBatch):
     def rejects(self, n: int) -> bool:
         return n % 100 == 7
 
@@ -111,7 +136,7 @@ def flag_raised(variable: str) -> bool:
     return bool(flag) and Path(str(flag)).exists()
 
 
-class Flaky(Keep):
+class Flaky(KeepBatch):
     async def before(self, n: int) -> None:
         if n % 50 == 0 and flag_raised("E2E_FLAKY_FLAG"):
             raise RuntimeError(f"flaky watcher fails on id {n}")
@@ -154,7 +179,7 @@ class Json(KafkaSharedStreamTrigger):
 
 
 CATALOGUE: dict[str, type[KafkaSharedStreamTrigger]] = {
-    "everything": Keep, "evens": Evens, "picky": Picky, "flaky": Flaky, "mirror": Keep,
+    "everything": Keep, "evens": Evens, "picky": Picky, "flaky": Flaky, "mirror": KeepBatch,
     "quitter": Quitter, "sibling": Keep, "slow": Slow, "stuck": Stuck,
     "text": KafkaSharedStreamTrigger, "json": Json}
 SELECTED = os.environ.get("E2E_WATCHERS", "everything,evens,picky").split(",")
