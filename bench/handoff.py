@@ -6,7 +6,9 @@ one watcher keeps nothing of a backlog through the batch API (the least work per
 message on the loop, so the hand-off's share is largest), in this process; the loop
 counts the calls made from other threads. Printed per run: deliveries/s (first delivery
 to the last, ``kafka_throughput``'s timing), wakes per 1,000 messages, and the CPU
-seconds of the consumer thread and of the loop's thread per wall second.
+seconds of the consumer thread and of the loop's thread per wall second. First, the
+consumer thread's wrapping alone: µs per record of ``build_payload`` over 60,000
+records read from the broker (best of seven passes).
 
     PYTHONPATH=src python -m bench.handoff --bootstrap HOST:PORT [--messages 200000]
         [--runs 3]
@@ -25,11 +27,13 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVarTuple
+from typing import Any, TypeVarTuple
 
 from bench import kafka_throughput as kt
+from confluent_kafka import Consumer
 
 from sharedstream.core.batch import MessageBatch
+from sharedstream.kafka.payload import build_payload
 
 Ts = TypeVarTuple("Ts")
 
@@ -89,12 +93,32 @@ async def one_run(bootstrap: str, topic: str, messages: int) -> dict[str, float]
             "loop_cpu_per_wall": (time.thread_time() - loop_cpu) / wall}
 
 
+def wrap_us(bootstrap: str, count: int = 60_000) -> float:
+    """µs per record of the consumer thread's wrapping (``build_payload``), best of 7."""
+    topic = kt.fill(bootstrap, count)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wrap-{topic}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    records: list[Any] = []
+    while len(records) < count:
+        records += consumer.consume(kt.BATCH, 1.0)
+    consumer.close()
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        for r in records:
+            build_payload(r, r.topic(), r.partition(), r.offset(), "id", 0)
+        best = min(best, (time.perf_counter() - start) / len(records) * 1e6)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    print(json.dumps({"wrap_us_per_record": round(wrap_us(args.bootstrap), 3)}), flush=True)
     topic = kt.fill(args.bootstrap, args.messages)
     runs = []
     for _ in range(args.runs):
