@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -31,11 +31,13 @@ from sharedstream import (
     AssetWatcher,
     KafkaMessage,
     KafkaSharedStreamTrigger,
+    MessageBatch,
     TriggerEvent,
     reject_shared_stream_event,
 )
 from sharedstream.core import tracing
 from sharedstream.core.message import Coordinates
+from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.delivery.kafka_topic import KafkaTopicSender
 from sharedstream.delivery.settings import KafkaDestination, WebhookDestination
 from sharedstream.delivery.webhook import WebhookSender
@@ -172,10 +174,14 @@ async def test_a_record_is_traced_from_its_traceparent_through_commit_dead_lette
         [commit] = [s for s in spans.get_finished_spans() if s.name == "sharedstream.uow.commit"
                     and hex_ids(s)[2] == span_id]
         assert commit.attributes is not None and commit.attributes["db.system.name"] == "sqlite"
-    # The rejected record: a dead-letter span under its producer's span, named in the dead
-    # letter's header, beside the producer's own traceparent.
+    # The rejected record: its watch span under its producer's span, and the dead-letter
+    # span under that, named in the dead letter's header beside the producer's own
+    # traceparent.
+    rejected = by_offset[2]
+    assert hex_ids(rejected)[::2] == (other_trace, "b7ad6b7169203331")
     [dead_span] = [s for s in spans.get_finished_spans() if s.name == "sharedstream.dead_letter"]
-    assert hex_ids(dead_span)[0] == other_trace and hex_ids(dead_span)[2] == "b7ad6b7169203331"
+    assert hex_ids(dead_span)[0] == other_trace
+    assert hex_ids(dead_span)[2] == hex_ids(rejected)[1]
     headers = dict(dead.headers())
     assert headers["traceparent"] == records[2][1].encode()
     assert headers[dlq_headers.TRACEPARENT] == traceparent_of(dead_span).encode()
@@ -184,6 +190,120 @@ async def test_a_record_is_traced_from_its_traceparent_through_commit_dead_lette
     assert [format(link.context.span_id, "016x") for link in replayed.links] == [
         hex_ids(dead_span)[1]]
     assert contexts[2] == traceparent_of(replayed)
+
+
+def outcome_of(message: KafkaMessage) -> str:
+    """What the watchers of the outcome test do with a record, by its value."""
+    if message.value == b"flaky" and message.delivery == 1:
+        raise RuntimeError("flaky on its first delivery")
+    return {b"skip": "filter", b"bad": "reject"}.get(message.value or b"", "keep")
+
+
+class EachOutcome(KafkaSharedStreamTrigger):
+    """A per-message watcher: keeps, filters out, rejects or fails a record (outcome_of)."""
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            verdict = outcome_of(message)
+            if verdict == "reject":
+                reject_shared_stream_event("bad record")
+            elif verdict == "keep":
+                yield TriggerEvent(message.offset)
+
+
+class BatchedOutcome(KafkaSharedStreamTrigger):
+    """The same verdicts from a batch watcher."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        message: KafkaMessage
+        for message in batch:
+            verdict = outcome_of(message)
+            if verdict == "reject":
+                batch.reject(message, "bad record")
+            elif verdict == "keep":
+                batch.emit(message, TriggerEvent(message.offset))
+
+
+async def test_every_outcome_of_a_sampled_record_has_a_watch_span_per_watcher(
+        spans: InMemorySpanExporter, tmp_path: Path, kafka_bootstrap: str,
+        create_topic: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Record i's producer span is 000000000000000i (flag 01, sampled), but for the last
+    # two: a filtered record without a traceparent, and one its producer did not sample.
+    topic, dlq = create_topic("outcomes"), create_topic("outcomes-dlq")
+    values = [b"keep", b"skip", b"bad", b"flaky", b"skip", b"skip"]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for offset, value in enumerate(values):
+        flags = {4: None, 5: "00"}.get(offset, "01")
+        headers: list[tuple[str, str | bytes | None]] = [] if flags is None else [
+            ("traceparent", f"00-{TRACE}-{offset + 1:016x}-{flags}".encode())]
+        producer.produce(topic, value, headers=headers)
+    assert producer.flush(30) == 0
+    parsed: list[object] = []  # each parse of a record's trace context headers
+    carrier = tracing.header_carrier
+
+    def counted(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
+        parsed.append(headers)
+        return carrier(headers)
+
+    monkeypatch.setattr(tracing, "header_carrier", counted)
+    url = f"sqlite:///{tmp_path / 'events.db'}"
+    connection = {"bootstrap.servers": kafka_bootstrap, "group.id": f"tracing-{topic}"}
+    config = Config(database=DatabaseSettings(url=url),
+                    process=ProcessSettings(health_port=-1, shutdown_timeout=30.0),
+                    manager=ManagerSettings(retry_backoff_initial=0.05, retry_backoff_max=0.2),
+                    connections={"k": connection})
+    assets = [Asset("outcomes", watchers=[
+        AssetWatcher(name, trigger(topics=[topic], kafka_config_id="k", dlq_topic=dlq))
+        for name, trigger in (("each", EachOutcome), ("batched", BatchedOutcome))])]
+    async with Triggerer(config, assets=assets):
+        await wait_for(lambda: sorted(stored_events(url)) == [
+            ("batched", 0), ("batched", 3), ("each", 0), ("each", 3)], "four events")
+        [dead] = await asyncio.to_thread(read_records, kafka_bootstrap, dlq, 1)
+
+    outcomes: dict[tuple[str, int], list[str]] = {}
+    watch_spans: dict[tuple[str, int, str], ReadableSpan] = {}
+    for span in spans.get_finished_spans():
+        if span.name != "sharedstream.watch":
+            continue
+        assert span.attributes is not None
+        watcher = str(span.attributes["sharedstream.watcher"])
+        offset = int(str(span.attributes["messaging.kafka.offset"]))
+        outcome = str(span.attributes["sharedstream.outcome"])
+        outcomes.setdefault((watcher, offset), []).append(outcome)
+        watch_spans[watcher, offset, outcome] = span
+        # The child of its record's producer span, as the messaging conventions ask.
+        assert hex_ids(span)[::2] == (TRACE, f"{offset + 1:016x}")
+        assert span.attributes["messaging.destination.name"] == topic
+    # Offsets 4 and 5 are filtered out too, but their producer sampled neither: no span.
+    for watcher in ("each", "batched"):
+        assert {offset: found for (w, offset), found in outcomes.items() if w == watcher} == {
+            0: ["event"], 1: ["filtered"], 2: ["rejected"], 3: ["failed", "event"]}, watcher
+        failed = watch_spans[watcher, 3, "failed"]
+        assert failed.status.description is not None
+        assert "flaky on its first delivery" in failed.status.description
+        assert watch_spans[watcher, 2, "rejected"].status.description == "bad record"
+    # One dead letter for both rejections: the child of the first rejecting watcher's watch
+    # span, linked to the other's, and named in the dead letter's header.
+    [dead_span] = [s for s in spans.get_finished_spans() if s.name == "sharedstream.dead_letter"]
+    assert hex_ids(dead_span)[2] == hex_ids(watch_spans["batched", 2, "rejected"])[1]
+    assert [format(link.context.span_id, "016x") for link in dead_span.links] == [
+        hex_ids(watch_spans["each", 2, "rejected"])[1]]
+    assert dict(dead.headers())[dlq_headers.TRACEPARENT] == traceparent_of(dead_span).encode()
+    # The trace context headers are read once per record, whatever the watchers and rounds.
+    assert len(parsed) == len(values) - 1
+
+
+def stored_events(url: str) -> list[tuple[str, int]]:
+    """(watcher, offset) of every stored event."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            e = asset_event.c
+            return [tuple(row) for row in connection.execute(sa.select(e.watcher, e.offset))]
+    finally:
+        engine.dispose()
 
 
 def test_the_trace_context_column_round_trips(db_url: str) -> None:

@@ -50,6 +50,7 @@ import logging
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sharedstream.core import tracing
 from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import (
     PartitionRewound,
@@ -375,12 +376,18 @@ class Group:
     def ack(self, entry: Entry, watcher: str) -> None:
         if entry.state is not PENDING:
             return
+        if tracing.tracer is not None:  # each outcome has its watch span (core.tracing)
+            tracing.acked(entry.payload, watcher)
         entry.pending -= 1
         if not entry.pending:
             self._resolved(entry)
 
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
         """``ack`` for every entry of a batch (one call per watcher per batch)."""
+        if tracing.tracer is not None:
+            for entry in entries:
+                if entry.state is PENDING:
+                    tracing.acked(entry.payload, watcher)
         for entry in entries:
             if entry.state is PENDING:
                 entry.pending -= 1
@@ -390,6 +397,8 @@ class Group:
     def reject(self, entry: Entry, watcher: str, reason: str) -> None:
         if entry.state is not PENDING:
             return
+        if tracing.tracer is not None:  # before the dead letter, its span's parent
+            tracing.rejected(entry.payload, watcher, reason)
         if entry.rejected is None:
             entry.rejected = {}
         entry.rejected[watcher] = reason
@@ -408,6 +417,8 @@ class Group:
             if attempts >= self.settings.max_attempts:
                 self.reject(entry, watcher, f"max attempts: {why}")
                 return
+        if tracing.tracer is not None:
+            tracing.failed(entry.payload, watcher, why)
         if entry.failed is None:
             entry.failed = {}
         entry.failed[watcher] = why

@@ -9,8 +9,11 @@ declares its own topic/partition/offset record.
 from __future__ import annotations
 
 import json as _json
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+_T = TypeVar("_T")
 
 
 class ReadPosition(NamedTuple):
@@ -127,6 +130,18 @@ class KafkaMessage(_Fields):
         if found.__class__ is _Failed:
             raise found.error
         return found
+
+    def derived(self, key: Hashable, make: Callable[[KafkaMessage], _T]) -> _T:
+        """``make(self)``, computed on the first ask for ``key`` and kept on the message
+        as a decode is: for what every watcher of the group derives from the record alike
+        (core.tracing keeps the record's parsed trace context here, so its headers are
+        read once per message, not once per watcher). ``key`` shares the decoders'
+        namespace: use an object of your own (a class, say), never a decoder."""
+        cache: dict[Any, Any] = self.__dict__
+        found = cache.get(key, _MISSING)
+        if found is _MISSING:
+            found = cache[key] = make(self)
+        return found  # type: ignore[no-any-return]
 
     def _replace(self, /, **changes: Any) -> KafkaMessage:
         """A copy with ``changes``; a redelivery (same value) keeps the decodes made."""

@@ -8,14 +8,25 @@ variables apply: the OTLP/HTTP endpoint and headers, the sampler
 (``OTEL_TRACES_SAMPLER``, ``OTEL_TRACES_SAMPLER_ARG``), the batch processor's queue,
 ``OTEL_SERVICE_NAME`` (``sharedstream`` when no service name is set).
 
-Spans (docs/tracing.md has the table): ``sharedstream.watch`` for one watcher's
-message that has something to persist, a child of the record's W3C ``traceparent``
-header when it has a valid one (a malformed header is ignored, never a rejection);
-its child ``sharedstream.uow.commit`` for the transaction that stored it;
-``sharedstream.dead_letter`` for each dead-letter record; ``sharedstream.deliver``
-for each event a destination is sent, a child of the watch span's context persisted
-with the event (``asset_event.trace_context``), since delivery runs later and often
-in another process.
+Spans (docs/tracing.md has the table): ``sharedstream.watch`` for each outcome of one
+watcher on one message (``sharedstream.outcome``: ``event``, ``filtered``, ``rejected``,
+``failed``), a child of the record's W3C ``traceparent`` header when it has a valid one
+(a malformed header is ignored, never a rejection); its child
+``sharedstream.uow.commit`` for the transaction that stored the watcher's window;
+``sharedstream.dead_letter`` for each dead-letter record, a child of the rejecting
+watcher's watch span; ``sharedstream.deliver`` for each event a destination is sent, a
+child of the watch span's context persisted with the event
+(``asset_event.trace_context``), since delivery runs later and often in another process.
+
+Which outcomes have a span: a window the unit of work takes (events or state), a
+rejection and a failure always (the sampler decides, as for any span); a message
+filtered out only when its producer sampled the record (``traceparent`` flag 01) or it
+is a replayed dead letter. Filtering out is what most watchers do with most messages:
+a span each, for records nobody asked to follow, would cost a sampler decision per
+message per watcher, and without a producer's trace to join, each would be a trace of
+its own. The group reports each outcome (:func:`acked`, :func:`rejected`,
+:func:`failed`); the record's headers are read once per message, on its first outcome,
+and kept on the message for its other watchers (:class:`_Trace`).
 
 Failure windows: spans are exported by the SDK's batch processor on its own thread.
 A collector that is down or slow costs spans (dropped when the queue is full, or
@@ -35,9 +46,11 @@ from contextlib import contextmanager
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
+from sharedstream.core.message import KafkaMessage
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Link, Span, SpanContext, Tracer
 
 log = logging.getLogger(__name__)
 
@@ -231,30 +244,53 @@ def trace_id_of(carrier: Mapping[str, str]) -> str | None:
 # -- spans --------------------------------------------------------------------------------------
 
 
-def start_watch(watcher: str, payload: Any) -> Span:
-    """Start the ``sharedstream.watch`` span of ``watcher``'s window on a message.
+class _Trace:
+    """What tracing derives from one record, once for all its watchers (kept on the
+    message with :meth:`KafkaMessage.derived`), and its watchers' spans in flight.
 
-    ``payload`` is the adapter's view of the record (``KafkaPayload``): its headers'
-    ``traceparent`` makes the span a child of the producer's span; a replayed dead
-    letter's ``sharedstream.traceparent`` adds a link to the span that dead-lettered it.
-    The attributes are set only on a span the sampler records (most are not, at a low
-    ratio), so the sampler decides without them.
+    ``parent``: the context of the record's valid ``traceparent``, else None. ``follow``:
+    its producer sampled it (flag 01), or it is a replayed dead letter: its filtered-out
+    outcomes get spans too. ``links``: a replay's link to the span that dead-lettered it.
+    ``open``: watcher -> its watch span waiting in the unit of work. ``rejected``:
+    watcher -> its rejected watch span, for the dead letter to be the child of.
     """
-    api = _api or _loaded()
+
+    __slots__ = ("follow", "links", "open", "parent", "rejected")
+
+    def __init__(self, message: KafkaMessage) -> None:
+        api = _api or _loaded()
+        headers = message.headers
+        self.parent: Any = _context_of(header_carrier(headers)) if headers else None
+        self.follow = message.replay_count > 0 or (
+            self.parent is not None
+            and api.trace.get_current_span(self.parent).get_span_context().trace_flags.sampled)
+        self.links: list[Link] = []
+        if message.replay_count:
+            for name, value in headers:
+                if name == DEAD_LETTER_TRACEPARENT and value is not None:
+                    linked = api.trace.get_current_span(_context_of(
+                        {TRACEPARENT: value.decode("utf-8", "replace")})).get_span_context()
+                    if linked.is_valid:
+                        self.links.append(api.trace.Link(linked, {"sharedstream.link":
+                                                                  "dead_letter"}))
+        self.open: dict[str, Span] | None = None
+        self.rejected: dict[str, SpanContext] | None = None
+
+
+def _trace_of(payload: Any) -> _Trace | None:
+    """The trace of a Kafka adapter's payload (its record's); None for any other payload."""
+    message = getattr(payload, "message", None)
+    # The class is its own key in the message's cache.
+    return message.derived(_Trace, _Trace) if isinstance(message, KafkaMessage) else None
+
+
+def _start(trace: _Trace, watcher: str, message: KafkaMessage) -> Span:
+    """A ``sharedstream.watch`` span of ``watcher`` on ``message``. Its attributes are set
+    only on a span the sampler records (most are not, at a low ratio), so the sampler
+    decides without them."""
     assert tracer is not None
-    message = payload.message
-    headers = message.headers
-    parent = _context_of(header_carrier(headers)) if headers else None
-    links = []
-    if message.replay_count:
-        for name, value in headers:
-            if name == DEAD_LETTER_TRACEPARENT and value is not None:
-                linked = api.trace.get_current_span(_context_of(
-                    {TRACEPARENT: value.decode("utf-8", "replace")})).get_span_context()
-                if linked.is_valid:
-                    links.append(api.trace.Link(linked, {"sharedstream.link": "dead_letter"}))
-    span = tracer.start_span("sharedstream.watch", parent, api.trace.SpanKind.CONSUMER,
-                             links=links)
+    span = tracer.start_span("sharedstream.watch", trace.parent,
+                             (_api or _loaded()).trace.SpanKind.CONSUMER, links=trace.links)
     if span.is_recording():
         span.set_attributes({
             "messaging.system": "kafka",
@@ -266,6 +302,80 @@ def start_watch(watcher: str, payload: Any) -> Span:
             "sharedstream.replay_count": message.replay_count,
         })
     return span
+
+
+def _end(span: Span, outcome: str, reason: str | None = None) -> None:
+    """End a watch span with its outcome (and ``reason`` as an error status). A span
+    already ended (by whichever of the group and the unit of work saw the outcome first)
+    is left as it is."""
+    if span.is_recording():
+        span.set_attribute("sharedstream.outcome", outcome)
+        if reason is not None:
+            api = _api or _loaded()
+            span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reason[:1000]))
+        span.end()
+
+
+def start_watch(watcher: str, payload: Any) -> Span:
+    """Start the ``sharedstream.watch`` span of ``watcher``'s window on a message, which
+    the unit of work ends at its commit.
+
+    ``payload`` is the adapter's view of the record (``KafkaPayload``): its headers'
+    ``traceparent`` makes the span a child of the producer's span; a replayed dead
+    letter's ``sharedstream.traceparent`` adds a link to the span that dead-lettered it.
+    Both are read once per message (:class:`_Trace`).
+    """
+    message = payload.message
+    trace: _Trace = message.derived(_Trace, _Trace)
+    span = _start(trace, watcher, message)
+    if trace.open is None:
+        trace.open = {}
+    trace.open[watcher] = span
+    return span
+
+
+# -- the group's outcomes: one call each, only while tracing is on ------------------------------
+
+
+def acked(payload: Any, watcher: str) -> None:
+    """``watcher`` acked the message. After its unit of work's commit, the unit of work
+    ends the span (after its commit span); otherwise the watcher filtered the message
+    out, which has a span when its record is followed (``_Trace.follow``)."""
+    trace = _trace_of(payload)
+    if trace is None:
+        return
+    opened = trace.open
+    if opened is not None and opened.pop(watcher, None) is not None:
+        return
+    if trace.follow:
+        _end(_start(trace, watcher, payload.message), "filtered")
+
+
+def rejected(payload: Any, watcher: str, reason: str) -> None:
+    """``watcher`` rejected the message: its watch span ends rejected (the one in the unit
+    of work, when the sink refused its window) and is kept for the dead letter."""
+    trace = _trace_of(payload)
+    if trace is None:
+        return
+    opened = trace.open
+    span = opened.pop(watcher, None) if opened is not None else None
+    if span is None:
+        span = _start(trace, watcher, payload.message)
+    _end(span, "rejected", reason)
+    if trace.rejected is None:
+        trace.rejected = {}
+    trace.rejected[watcher] = span.get_span_context()
+
+
+def failed(payload: Any, watcher: str, why: str) -> None:
+    """``watcher`` failed on the message (it raised, timed out, its unit of work failed,
+    or it left): a watch span that ends failed; the message is held and handed out again."""
+    trace = _trace_of(payload)
+    if trace is None:
+        return
+    opened = trace.open
+    span = opened.pop(watcher, None) if opened is not None else None
+    _end(span if span is not None else _start(trace, watcher, payload.message), "failed", why)
 
 
 # A window's watch spans: one per message whose events it holds, with how many.
@@ -303,14 +413,9 @@ def stored_contexts(watches: Watches, events: int) -> list[str | None]:
 
 
 def end_watches(watches: Watches, outcome: str, reason: str | None = None) -> None:
-    """End watch spans: ``committed``, or ``rejected`` with the reason (an error)."""
-    api = _api or _loaded()
+    """End a window's watch spans not ended yet: ``rejected``, with the reason (an error)."""
     for span, _ in watches:
-        if span.is_recording():
-            span.set_attribute("sharedstream.outcome", outcome)
-            if reason is not None:
-                span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reason))
-        span.end()
+        _end(span, outcome, reason)
 
 
 def committed(windows: Sequence[Watches], started_ns: int, *, events: int,
@@ -325,35 +430,47 @@ def committed(windows: Sequence[Watches], started_ns: int, *, events: int,
         "db.system.name": dialect, "sharedstream.uow.windows": len(windows),
         "sharedstream.uow.events": events}
     for watches in windows:
-        for span, _ in watches:
+        for span, count in watches:
             if span.is_recording():
                 tracer.start_span("sharedstream.uow.commit", set_span_in_context(span),
                                   attributes=attributes, start_time=started_ns).end(ended_ns)
-        end_watches(watches, "committed")
+            _end(span, "event" if count else "filtered")  # state only: no event of it
 
 
 def dead_letter(original_headers: Sequence[tuple[str, bytes | None]], *, source_topic: str,
-                consumer_group: str, rejections: Mapping[str, str]) -> str | None:
+                consumer_group: str, rejections: Mapping[str, str],
+                message: KafkaMessage | None = None) -> str | None:
     """Record a ``sharedstream.dead_letter`` span for a record of ``source_topic`` that
     ``consumer_group``'s watchers rejected; the ``traceparent`` naming it (for the dead
     letter's ``sharedstream.traceparent`` header), or None when it is not recorded.
 
-    A child of the record's own ``traceparent`` when it has one. It marks the moment the
-    record is handed to the producer; the broker's acknowledgement is not part of it.
+    A child of the first rejecting watcher's watch span (by name), linked to the other
+    rejecting watchers' ones; without them (``message`` not given, or a rejection no
+    watcher made: a replay for a watcher that is gone), of the record's own
+    ``traceparent``. It marks the moment the record is handed to the producer; the
+    broker's acknowledgement is not part of it.
     """
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
+    api = _api or _loaded()
     assert tracer is not None
-    parent = _context_of(header_carrier(original_headers)) if original_headers else None
+    trace = None if message is None else message.derived(_Trace, _Trace)
+    watched = [] if trace is None or trace.rejected is None else [
+        trace.rejected[w] for w in sorted(rejections) if w in trace.rejected]
+    if watched:
+        parent = api.trace.set_span_in_context(api.trace.NonRecordingSpan(watched[0]))
+    elif trace is not None:
+        parent = trace.parent
+    else:
+        parent = _context_of(header_carrier(original_headers)) if original_headers else None
     reasons = "; ".join(f"{w}: {r}" for w, r in sorted(rejections.items()))
-    span = tracer.start_span("sharedstream.dead_letter", parent, SpanKind.PRODUCER,
+    span = tracer.start_span("sharedstream.dead_letter", parent, api.trace.SpanKind.PRODUCER,
                              attributes={"messaging.system": "kafka",
                                          "messaging.operation.type": "send",
                                          "messaging.consumer.group.name": consumer_group,
                                          "sharedstream.source_topic": source_topic,
-                                         "sharedstream.watchers": sorted(rejections)})
+                                         "sharedstream.watchers": sorted(rejections)},
+                             links=[api.trace.Link(c) for c in watched[1:]])
     named = carrier_of(span)[TRACEPARENT] if span.is_recording() else None
-    span.set_status(Status(StatusCode.ERROR, reasons[:1000]))
+    span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reasons[:1000]))
     span.end()
     return named
 

@@ -128,6 +128,7 @@ class DeadLetterSender:
             consumer_group=self._group,
             rejections=rejections,
             replay_count=payload.replay_count,
+            message=msg,
         )
         kwargs: dict[str, Any] = {"headers": headers, "on_delivery": lambda err, _m: done(err)}
         if msg.timestamp > 0:

@@ -2,8 +2,9 @@
 
 A dead-letter record is the original record (key, value, timestamp, headers)
 plus the headers below, all named ``sharedstream.*``. While tracing is on, it also
-has :data:`TRACEPARENT`, naming the ``sharedstream.dead_letter`` span (the producer's
-own ``traceparent``, if any, stays among the original headers); a replay keeps both,
+has :data:`TRACEPARENT`, naming the ``sharedstream.dead_letter`` span, the child of the
+rejecting watcher's watch span (the producer's own ``traceparent``, if any, stays among
+the original headers); a replay keeps both,
 and the replayed message's watch span links back to the dead-letter span. Tools (``dlq inspect``,
 ``dlq replay``) and the producer share this module so names never drift.
 
@@ -24,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sharedstream.core import tracing
-from sharedstream.core.message import Coordinates
+from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.core.text import storable_text
 
 PREFIX = "sharedstream."
@@ -87,8 +88,12 @@ def build_dlq_headers(
     consumer_group: str,
     rejections: Mapping[str, str],
     replay_count: int,
+    message: KafkaMessage | None = None,
 ) -> list[tuple[str, bytes | None]]:
     """Headers of a dead-letter record: the user's headers first, then ours.
+
+    ``message``, the rejected record, lets the dead-letter span (tracing on) be the child
+    of the rejecting watchers' watch spans.
 
     Reasons go through :func:`~sharedstream.core.text.storable_text`: a lone surrogate
     cannot be encoded (the record could never be sent) and a huge reason would make every
@@ -111,7 +116,8 @@ def build_dlq_headers(
     if tracing.tracer is not None:
         original_headers = list(original_headers)
         traced = tracing.dead_letter(original_headers, source_topic=origin.topic,
-                                     consumer_group=consumer_group, rejections=rejections)
+                                     consumer_group=consumer_group, rejections=rejections,
+                                     message=message)
         if traced is not None:
             ours[TRACEPARENT] = traced
     out = user_headers(original_headers)
