@@ -250,10 +250,12 @@ def test_a_registry_that_does_not_answer_never_blocks_the_event_loop(
     """Before: a schema lookup on a cache miss was an HTTP request on the event loop, so a
     registry that accepts connections but does not answer (here: its process stopped)
     held the whole loop, every watcher and the health server with it, for the request's
-    timeout, on every redelivery of the message."""
+    timeout, on every redelivery of the message. ``avro_batch`` is a batch filter calling
+    ``msg.decoded`` itself: before, its first lookup ran on the loop too (issue 27)."""
     registry = stoppable_schema_registry
     run = registry_run(registry.url, triggerer={"loop_block_timeout": 0.5},
-                       env={"SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__TIMEOUT": "2"})
+                       env={"SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__TIMEOUT": "2",
+                            "REGISTRY_AVRO_BATCH": "1"})
     topic = run.topics["avro"]
     client = SchemaRegistryClient({"url": registry.url})
     context = SerializationContext(topic, MessageField.VALUE)
@@ -269,7 +271,8 @@ def test_a_registry_that_does_not_answer_never_blocks_the_event_loop(
     finally:
         os.kill(registry.process.pid, signal.SIGCONT)
     wait_committed(kafka_bootstrap, run.group("avro"), topic, 1)
-    assert run.events("avro_v1") == {"avro_v1": [(0, {"id": 1, "amount": 2.5})]}
+    assert run.events("avro_v1", "avro_batch") == {
+        "avro_v1": [(0, {"id": 1, "amount": 2.5})], "avro_batch": [(0, {"id": 1, "amount": 2.5})]}
     assert "event loop blocked" not in run.process.log(), run.process.log()
 
 

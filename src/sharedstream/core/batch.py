@@ -24,6 +24,14 @@ batch settles as its half said. What a raising call staged or emitted is discard
 An :class:`~sharedstream.core.streamconfig.InfrastructureError` is not split: the rest of
 the batch is held without counting an attempt and the runner backs off.
 
+A trigger whose ``value_deserializer`` has a ``prepare`` step (the registry formats) has
+it awaited for every message of a batch before the call, as the per-message stock trigger
+does per message: a schema id's first lookup runs in a worker thread, so the filter's
+``msg.decoded(...)`` is a cache hit and never holds the event loop on a request. That
+wait is not the filter's time (the ack timeout starts after it). A value the step finds
+undecodable is kept on the message and raised to the filter when it asks; a registry
+that does not answer holds the batch like any ``InfrastructureError``.
+
 A message handed out again (``delivery > 1``: a watcher failed it, or the database
 refused its batch's unit of work) goes in a batch of its own, so a poison message is
 found by its own failure, and a batch refused by the database as a whole (one event
@@ -47,10 +55,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import suppress
 from typing import Any
 
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.ledger import Entry, State
+from sharedstream.core.message import ValueDecodeError
 from sharedstream.core.stream import SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
@@ -62,12 +72,19 @@ BATCH_LIMIT = 512
 """The most messages one call of ``filter_shared_batch`` gets (also at most the queue size)."""
 
 BatchFilter = Callable[["MessageBatch"], Awaitable[None]]
+Preparer = Callable[[Any], Awaitable[None] | None]
 
 
 def batch_filter(trigger: Any) -> BatchFilter | None:
     """The trigger's ``filter_shared_batch`` when it defines one (a batch watcher)."""
     call = getattr(trigger, "filter_shared_batch", None)
     return call if callable(call) else None
+
+
+def value_preparer(trigger: Any) -> Preparer | None:
+    """The ``prepare`` step of the trigger's ``value_deserializer``, when it has one."""
+    prepare = getattr(getattr(trigger, "value_deserializer", None), "prepare", None)
+    return prepare if callable(prepare) else None
 
 
 class MessageBatch:
@@ -151,11 +168,13 @@ class BatchRunner:
     """Runs one batch watcher's filter over its stream, for as long as the watcher runs
     (across restarts of its task: units of work in the sink outlive a task)."""
 
-    def __init__(self, stream: SharedStream, group: StreamOwner, call: BatchFilter) -> None:
+    def __init__(self, stream: SharedStream, group: StreamOwner, call: BatchFilter,
+                 prepare: Preparer | None = None) -> None:
         self.name = stream.name
         self._stream = stream
         self._group = group
         self._call = call
+        self._prepare = prepare
         self._limit = min(BATCH_LIMIT, group.settings.subscriber_queue_size)
         self._taken: list[Entry] = []  # the batch being handled
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
@@ -187,27 +206,46 @@ class BatchRunner:
 
     async def _handle(self, part: list[Entry], token: int) -> None:
         batch = MessageBatch([entry.raw for entry in part])
-        self._window = None
-        self._calling = True
-        self._waits = 0
-        self._deadline = self._group.clock.now() + self._group.settings.ack_timeout
-        if self._timer is None:
-            self._arm()
         failure: Exception | None = None
-        try:
-            await self._call(batch)
-        except Exception as exc:
-            failure = exc
-        self._calling = False
+        if self._prepare is not None:
+            try:
+                await self._prepared(batch)
+            except Exception as exc:
+                failure = exc
+            if token != self._token:
+                return  # given up while it waited (the stream stopped)
         if failure is None:
-            if token == self._token:
-                self._settle(batch, part)
-            return
-        window, self._window = self._window, None
-        if window is not None:
-            window.abandon()
+            self._window = None
+            self._calling = True
+            self._waits = 0
+            self._deadline = self._group.clock.now() + self._group.settings.ack_timeout
+            if self._timer is None:
+                self._arm()
+            try:
+                await self._call(batch)
+            except Exception as exc:
+                failure = exc
+            self._calling = False
+            if failure is None:
+                if token == self._token:
+                    self._settle(batch, part)
+                return
+            window, self._window = self._window, None
+            if window is not None:
+                window.abandon()
         if token == self._token:  # else given up meanwhile
             await self._split(part, token, failure)  # outside the handler: no chained errors
+
+    async def _prepared(self, batch: MessageBatch) -> None:
+        """Await the deserialiser's ``prepare`` for each message that needs it (a message
+        decoded already, or a schema id looked up before, needs nothing)."""
+        prepare = self._prepare
+        assert prepare is not None
+        for message in batch.messages:
+            lookup = prepare(message)
+            if lookup is not None:
+                with suppress(ValueDecodeError):  # kept on the message: msg.decoded raises it
+                    await lookup
 
     async def _split(self, part: list[Entry], token: int, exc: Exception) -> None:
         group, name = self._group, self.name
@@ -379,4 +417,5 @@ class BatchRunner:
                 self._group.fail(entry, self.name, ABSENT, counts=False)
 
 
-__all__ = ["BATCH_LIMIT", "BatchRunner", "BatchWindow", "MessageBatch", "batch_filter"]
+__all__ = ["BATCH_LIMIT", "BatchRunner", "BatchWindow", "MessageBatch", "batch_filter",
+           "value_preparer"]

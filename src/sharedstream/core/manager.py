@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.core.backoff import jittered
-from sharedstream.core.batch import BatchRunner, batch_filter
+from sharedstream.core.batch import BatchRunner, batch_filter, value_preparer
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
@@ -216,7 +216,8 @@ class SharedStreamManager:
         stream = self.subscribe(watcher, trigger)
         group = self._membership[watcher]
         call = batch_filter(trigger)
-        runner = None if call is None else BatchRunner(stream, group, call)
+        runner = (None if call is None
+                  else BatchRunner(stream, group, call, value_preparer(trigger)))
         try:
             await self._drive(stream, trigger, runner)
         finally:
