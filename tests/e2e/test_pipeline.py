@@ -1,7 +1,9 @@
 """The triggerer end to end: a real broker, a real database, ``sharedstream run`` as a subprocess.
 
 Three watchers of one shared-stream group (``everything``, ``evens``, ``picky``:
-see ``watchers/orders.py``) read one 6-partition topic. Each test ends by
+see ``watchers/orders.py``; ``everything`` is a per-message filter, ``evens`` and
+``picky`` batch filters, as are ``mirror`` and ``flaky``) read one 6-partition topic, so
+every guarantee here is checked for both kinds at once. Each test ends by
 reading only the broker and the database: every expected event exactly once,
 every rejected message on the DLQ, each watcher's watermark equal to the
 highest id among its events, committed offsets at the end of the topic.

@@ -2,7 +2,8 @@
 a random fraction of batches, the DLQ topic disappears.
 
 Each uses the e2e watcher module (``everything`` keeps all, ``mirror`` too,
-``picky`` rejects ids ending in 07) and reads its verdict from the broker and
+``picky`` rejects ids ending in 07; ``mirror`` and ``picky`` are batch filters, so each
+fault hits both kinds of watcher) and reads its verdict from the broker and
 PostgreSQL only. Invariants that must hold *during* the fault (commits never
 past what is persisted, never past a rejected message whose dead letter is not
 delivered) are sampled on a thread while it lasts.
