@@ -1,8 +1,8 @@
 """The README's watcher example, run as written on a real registry, broker and PostgreSQL.
 
-The README's Python block (``PaidOrders``, the ``orders`` asset with its two watchers on
-one ``AvroValue``) is loaded from the README itself, its topics renamed to this test's,
-and run by the embedded triggerer with the README's ``[schema_registries.<id>]`` pointed
+The README's Python block (``PaidOrders``, the batch filter ``LargeOrders``, the ``orders``
+asset with its three watchers on one ``AvroValue``) is loaded from the README itself,
+its topics renamed to this test's, and run by the embedded triggerer with the README's ``[schema_registries.<id>]`` pointed
 at the test registry (Apicurio). Avro orders written by confluent-kafka's serialiser
 become events; an order without an amount, a value that is not framed and one whose
 schema id the registry does not know are rejected to the dead-letter topic with their
@@ -57,7 +57,7 @@ async def test_the_readme_watcher_reads_registry_avro_orders(
     source = watcher_source()
     for written, ours in (('topics=["orders"]', f"topics=[{topic!r}]"),
                           ('dlq_topic="orders.dlq"', f"dlq_topic={dlq!r}")):
-        assert source.count(written) == 2, f"the README's watchers no longer use {written}"
+        assert source.count(written) == 3, f"the README's watchers no longer use {written}"
         source = source.replace(written, ours)
     readme = load_module(source, tmp_path / "readme_watchers.py")
     produce_avro_orders(kafka_bootstrap, schema_registry, topic, [
@@ -81,10 +81,12 @@ async def test_the_readme_watcher_reads_registry_avro_orders(
     assert found["paid_orders"] == [{"id": 1, "amount": 10.5}, {"id": 4, "amount": 7.25}]
     assert [e["id"] for e in found["orders_audit"]] == [1, 2, 3, 4]
     assert found["orders_audit"][2] == {"id": 3, "status": "paid", "amount": None}
+    assert found["large_orders"] == [{"id": 1, "amount": 10.5}]   # the batch filter
     dead = {json.loads(dict(m.headers())[h.ORIGINAL_OFFSET]):
             json.loads(dict(m.headers())[h.REJECTIONS]) for m in read_all(kafka_bootstrap, dlq)}
     assert dead[2] == {"paid_orders": "missing amount"}
-    assert set(dead[4]) == set(dead[5]) == {"paid_orders", "orders_audit"}
+    assert set(dead[4]) == set(dead[5]) == {"paid_orders", "orders_audit", "large_orders"}
     assert "expected 0x00 (magic byte)" in dead[4]["paid_orders"]
     assert f"schema id {UNKNOWN_ID}" in dead[5]["orders_audit"]
+    assert f"schema id {UNKNOWN_ID}" in dead[5]["large_orders"]
     assert sorted(dead) == [2, 4, 5]

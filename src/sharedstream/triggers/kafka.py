@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
+from sharedstream.core.batch import MessageBatch
 from sharedstream.core.message import TEXT, KafkaMessage, ValueDecodeError, ValueDecoder
 from sharedstream.kafka.connections import resolve_callable, resolve_connection
 from sharedstream.kafka.dlq_headers import replay_topic_name
@@ -139,6 +140,26 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
                 value = message.decoded(decoder)
             except ValueDecodeError as exc:
                 reject_shared_stream_event(exc.reason)
+                continue
+            yield message, value
+
+    def decoded_batch(self, batch: MessageBatch) -> Iterator[tuple[KafkaMessage, Any]]:
+        """``(message, value)`` for each message of a batch filter's ``batch``, as
+        :meth:`decoded` gives them to a per-message filter: the value read by
+        :attr:`value_deserializer` (text without one), decoded once for the group; a value
+        that does not decode is rejected with its reason (``batch.reject``) and skipped; a
+        tombstone comes with the value None.
+
+        Plain iteration, no await: the batch runner has already looked up the registry
+        schemas of the batch (``prepare``) before the call, so a read here is a cache hit.
+        """
+        decoder = self.value_deserializer or TEXT
+        message: KafkaMessage
+        for message in batch:
+            try:
+                value = message.decoded(decoder)
+            except ValueDecodeError as exc:
+                batch.reject(message, exc.reason)
                 continue
             yield message, value
 
