@@ -1,12 +1,13 @@
 """The README's watcher example, run as written on a real registry, broker and PostgreSQL.
 
-The README's Python block (``PaidOrders``, the batch filter ``LargeOrders``, the ``orders``
-asset with its three watchers on one ``AvroValue``) is loaded from the README itself,
-its topics renamed to this test's, and run by the embedded triggerer with the README's ``[schema_registries.<id>]`` pointed
-at the test registry (Apicurio). Avro orders written by confluent-kafka's serialiser
-become events; an order without an amount, a value that is not framed and one whose
-schema id the registry does not know are rejected to the dead-letter topic with their
-reasons. A README edit that breaks the example fails here.
+The README's Python block (``PaidOrders``, the batch filter ``LargeOrders``, the
+``orders`` asset with its three watchers on one ``AvroValue``) is loaded from the README
+itself, its topics renamed to this test's, and run by the embedded triggerer with the
+README's ``[schema_registries.<id>]`` pointed at the test registry (Apicurio). Avro
+orders written by confluent-kafka's serialiser become events; an order without an
+amount, a value that is not framed and one whose schema id the registry does not know
+are rejected to the dead-letter topic with their reasons. A README edit that breaks the
+example fails here.
 """
 
 from __future__ import annotations
