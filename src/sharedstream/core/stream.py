@@ -195,19 +195,7 @@ class SharedStream:
                     if group.paused and (len(queue) == group.low_queue or not queue):
                         group.maybe_resume()
                     return entry.raw
-            state = self._state
-            if state is FAILED:
-                raise GroupFailedError(
-                    f"shared-stream group {self._group.key!r} failed: {self._failure!r}"
-                ) from self._failure
-            if state is CLOSED:
-                raise StopAsyncIteration
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-            self._run = 0
+            await self._wait_for_more()
 
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, for a batch filter (at least one).
@@ -241,19 +229,24 @@ class SharedStream:
                 if group.paused and len(queue) <= group.low_queue:
                     group.maybe_resume()
                 return out
-            state = self._state
-            if state is FAILED:
-                raise GroupFailedError(
-                    f"shared-stream group {self._group.key!r} failed: {self._failure!r}"
-                ) from self._failure
-            if state is CLOSED:
-                raise StopAsyncIteration
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-            self._run = 0
+            await self._wait_for_more()
+
+    async def _wait_for_more(self) -> None:
+        """Suspend until the queue may hold something (the slow path of ``__anext__`` and
+        :meth:`take`); end iteration as the stream's state says instead, when it ended."""
+        state = self._state
+        if state is FAILED:
+            raise GroupFailedError(
+                f"shared-stream group {self._group.key!r} failed: {self._failure!r}"
+            ) from self._failure
+        if state is CLOSED:
+            raise StopAsyncIteration
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+        self._run = 0
 
     @property
     def queued(self) -> int:
