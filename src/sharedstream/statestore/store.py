@@ -18,7 +18,7 @@ from sharedstream.statestore.backend import StateBackend
 from sharedstream.statestore.database import DatabaseBackend
 from sharedstream.statestore.engine import make_engine
 from sharedstream.statestore.loading import load_class
-from sharedstream.statestore.models import asset
+from sharedstream.statestore.models import asset, asset_event
 from sharedstream.statestore.payload import FilesystemPayloadBackend, PayloadBackend
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.settings import StateStoreSettings
@@ -160,8 +160,15 @@ class StateStore:
         return result.rowcount > 0
 
     def delete_asset(self, name: str) -> bool:
-        """Delete an asset row; its state and events go with it (ON DELETE CASCADE)."""
+        """Delete an asset row, its events and its state, in one transaction.
+
+        The state goes by ON DELETE CASCADE; events have no foreign key (migration 0006),
+        so they are deleted here. A triggerer still writing events for the asset after
+        this commits writes rows no read shows (every read joins ``asset``), until
+        ``events clean`` ages them out."""
+        ids = select(asset.c.id).where(asset.c.name == name).scalar_subquery()
         with self.engine.begin() as connection:
+            connection.execute(asset_event.delete().where(asset_event.c.asset_id == ids))
             result = connection.execute(asset.delete().where(asset.c.name == name))
         return result.rowcount > 0
 

@@ -1,0 +1,61 @@
+"""Migration 0006 (issue 28): asset_event loses its foreign key to asset, and gets it back.
+
+On SQLite, PostgreSQL and MariaDB: at head an event may name an asset that is gone (the
+key's per-row check is what 0006 removes); downgrade deletes such events, then the key
+refuses them again; upgrading once more removes it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from db_schemas import mariadb_database_url, postgres_schema_url
+
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.models import asset_event
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'm.db'}"
+    elif request.param == "postgresql":
+        yield from postgres_schema_url(request.getfixturevalue("database_url"))
+    else:
+        yield from mariadb_database_url(request.getfixturevalue("mariadb_url"))
+
+
+def _event(asset_id: int, offset: int) -> dict[str, object]:
+    return {"id": offset, "asset_id": asset_id, "watcher": "w", "payload": "{}", "topic": "t",
+            "topic_id": "tid", "partition": 0, "offset": offset, "event_index": 0,
+            "created_at": datetime(2030, 1, 1, tzinfo=UTC)}
+
+
+def _offsets(store: StateStore) -> list[int]:
+    with store.engine.connect() as connection:
+        return list(connection.execute(
+            sa.select(asset_event.c.offset).order_by(asset_event.c.offset)).scalars())
+
+
+def test_0006_drops_and_restores_the_event_asset_key(fresh_url: str) -> None:
+    store = StateStore.from_url(fresh_url)
+    try:
+        store.upgrade()
+        kept = store.register_asset("kept")
+        with store.engine.begin() as connection:
+            connection.execute(asset_event.insert(), [_event(kept, 1), _event(kept + 999, 2)])
+        store.downgrade("0005")
+        assert _offsets(store) == [1]  # the event of no asset is gone, the other kept
+        with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as connection:
+            connection.execute(asset_event.insert(), [_event(kept + 999, 3)])
+        store.upgrade()
+        with store.engine.begin() as connection:
+            connection.execute(asset_event.insert(), [_event(kept + 999, 3)])
+        assert _offsets(store) == [1, 3]
+    finally:
+        store.downgrade()
+        store.close()
