@@ -116,7 +116,11 @@ class Deliverer:
         infrastructure: the destination shows as failing with the database's reason,
         and after a backoff the lease is claimed again and delivery resumes from the
         stored cursor, the first batch as "maybe sent" (its send may have happened
-        before the cursor could be stored). Nothing here ends the loop but ``stop``.
+        before the cursor could be stored). An error nothing classifies (a sender's
+        bug, a client refusing the configured URL) is handled the same way, logged as an
+        ``ERROR`` with its traceback and counted as ``unexpected``: the destination is
+        retried and shown failing, never left dead behind a ready process. Nothing here
+        ends the loop but ``stop``.
         """
         dest = self.destination
         backoff = Backoff(dest.common.retry_initial, dest.common.retry_max, self._rng)
@@ -125,14 +129,23 @@ class Deliverer:
                 try:
                     await self._claim_and_deliver(stop)
                     backoff.reset()
-                except SQLAlchemyError as exc:
+                except Exception as exc:
                     self.state.holder = False
-                    self._database_failing = True
-                    reason = f"database: {describe_error(exc)}"
-                    self._failed(TransientDeliveryError(reason, "database"))
+                    if isinstance(exc, SQLAlchemyError):
+                        self._database_failing = True
+                        failure = TransientDeliveryError(f"database: {describe_error(exc)}",
+                                                         "database")
+                    else:
+                        failure = TransientDeliveryError(f"unexpected error: {exc!r}",
+                                                         "unexpected")
+                    self._failed(failure)
                     delay = backoff.next()
-                    self._log.warning("destination %s: %s; retrying in %.2fs", dest.id,
-                                      reason, delay)
+                    if isinstance(exc, SQLAlchemyError):
+                        self._log.warning("destination %s: %s; retrying in %.2fs", dest.id,
+                                          failure, delay)
+                    else:
+                        self._log.error("destination %s: %s; restarting it in %.2fs",
+                                        dest.id, failure, delay, exc_info=exc)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), delay)
         finally:

@@ -46,6 +46,7 @@ class Heartbeat:
                     "version": version, "watchers": json.dumps(list(watchers)),
                     "groups": json.dumps(sorted(groups)), "status_url": status_url}
         self.registered = False
+        self.failures = 0  # beats not written (sharedstream_heartbeat_failures_total)
 
     def register(self) -> None:
         now = utcnow()

@@ -115,6 +115,9 @@ UOW_FAILURES = MetricSpec("uow_commit_failures", "counter",
                           "Unit-of-work commits that failed (retried).")
 UOW_PERMANENT = MetricSpec("uow_permanent_failures", "counter",
                            "Unit-of-work batches split because the database refused their data.")
+HEARTBEAT_FAILURES = MetricSpec("heartbeat_failures", "counter",
+                                "Heartbeat writes that failed (tried again every 5 s; the "
+                                "process's row goes stale meanwhile).")
 
 DESTINATION = ("destination",)
 DELIVERY_HOLDER = MetricSpec("delivery_holder", "gauge",
@@ -151,8 +154,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY,
     UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
-    DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS, EVENTS_DELIVERED,
-    EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, LOOP_LAG, LOOP_BLOCKS, LOOP_BLOCKED_SECONDS,
+    HEARTBEAT_FAILURES, DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS,
+    EVENTS_DELIVERED, EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, LOOP_LAG, LOOP_BLOCKS,
+    LOOP_BLOCKED_SECONDS,
 )
 
 
@@ -206,6 +210,10 @@ class TriggererCollector(Collector):
                 add(KAFKA_COUNTERS[counter], [name], float(value))
         yield from families.values()
         yield from _sink_metrics(triggerer.sink)
+        if triggerer.heartbeat is not None:
+            beats = HEARTBEAT_FAILURES.family()
+            beats.add_metric([], float(triggerer.heartbeat.failures))
+            yield beats
         yield from delivery_metrics(triggerer.delivery.states() if triggerer.delivery else [])
         yield from loop_metrics(triggerer.watchdog)
 

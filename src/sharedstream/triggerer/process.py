@@ -54,7 +54,7 @@ from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
 from sharedstream.serde import configure_schema_registries, registry_problems
 from sharedstream.statestore import StateStore
-from sharedstream.statestore.engine import DatabaseURLError, describe_error
+from sharedstream.statestore.engine import DatabaseURLError, describe_error, is_transient_error
 from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, ProcessSettings, load_config
 from sharedstream.triggerer.extras import missing_module
@@ -267,14 +267,14 @@ class Triggerer:
         self.sink.start()
         if self.delivery is not None:
             self.sink.on_commit.append(self.delivery.wakeup.notify)
-            self._spawn(self.delivery.run(self._delivery_stop))
+            self._spawn(self.delivery.run(self._delivery_stop), name="delivery")
         process = self.config.process
         loop = asyncio.get_running_loop()
         self._started = loop.time()
         self.progress = ProgressLog({g.key: g.consumer_group for g in self.plan.groups},
                                     self._started, self.sink.events_written)
         if process.progress_interval > 0 and self.plan.groups:
-            self._spawn(self._report_progress(process.progress_interval))
+            self._spawn(self._report_progress(process.progress_interval), name="progress")
         self.watchdog = LoopWatchdog(loop, process.loop_block_timeout)
         self.watchdog.start()
         status_url = None
@@ -293,10 +293,11 @@ class Triggerer:
                                    watchers=self.plan.source.split(", "),
                                    groups=[g.consumer_group for g in self.plan.groups],
                                    status_url=status_url)
-        self._spawn(self._beat(self.heartbeat))
+        self._spawn(self._beat(self.heartbeat), name="heartbeat")
         for group in self.plan.groups:
             for member in group.members:
-                self._spawn(self._supervise_shared(member))
+                self._spawn(self._supervise_shared(member),
+                            name=f"supervisor of watcher {member.name!r}")
         for loaded in self.plan.standalone:
             self._spawn(run_standalone(loaded, self.store, self.asset_ids[loaded.asset.name],
                                        self.config.manager), name=watcher_task_name(loaded.name))
@@ -330,7 +331,14 @@ class Triggerer:
                 log.info("%s", line)
 
     async def _beat(self, heartbeat: Heartbeat) -> None:
-        """Keep this process's row alive; a database outage only delays a beat."""
+        """Keep this process's row alive; a failed beat is tried again next interval.
+
+        A database outage only delays a beat (``/readyz`` names the outage already), so
+        it is a debug line. Any other failure (a damaged table, a bug) would leave the
+        row stale for good, the process missing from ``sharedstream web`` and ``held
+        retry`` refused: an ``ERROR`` line with its traceback when the reason first
+        appears. Every failure counts in ``sharedstream_heartbeat_failures_total``."""
+        shown: str | None = None  # the reason last logged as an error
         while True:
             try:
                 if heartbeat.registered:
@@ -338,7 +346,18 @@ class Triggerer:
                 else:
                     await self.store.run_async(heartbeat.register)
             except Exception as exc:
-                log.debug("heartbeat not written: %s", describe_error(exc))
+                heartbeat.failures += 1
+                reason = describe_error(exc)
+                if is_transient_error(exc):
+                    log.debug("heartbeat not written: %s", reason)
+                elif reason != shown:
+                    log.error("heartbeat not written: %s (tried again every %.0fs)", reason,
+                              HEARTBEAT_INTERVAL_S, exc_info=exc)
+                    shown = reason
+            else:
+                if shown is not None:
+                    log.info("heartbeat written again")
+                    shown = None
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
     def _retry_held(self, requests: Sequence[RetryRequest]) -> None:
@@ -352,11 +371,35 @@ class Triggerer:
                      r.offset, "handed out again at an operator's request" if done
                      else "not held any more: nothing to retry")
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``coro`` for the life of the process, watched by :meth:`_task_ended`."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task.add_done_callback(self._task_ended)
+        self._tasks.append(task)
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """A task of :meth:`_spawn` ended: before shutdown that is a fatal error.
+
+        Each task handles the failures it expects (the heartbeat and the deliverers
+        retry, a watcher's group is rebuilt, a standalone trigger restarted), so one
+        that ends anyway has met something none of them foresaw: restarting it blind
+        could loop on the same error, and leaving it dead would stop its work behind a
+        ready process. The process stops instead (exit 1; ``TriggererFailed`` for the
+        embedded API), and the next start reads again what was not committed."""
+        if self.stopping:
+            return
+        if task.cancelled():
+            error: BaseException = RuntimeError(f"{task.get_name()} was cancelled")
+        else:
+            error = task.exception() or RuntimeError(f"{task.get_name()} returned")
+        log.error("%s ended unexpectedly (%r): stopping", task.get_name(), error,
+                  exc_info=None if task.cancelled() else task.exception())
+        self._fatal = self._fatal or error
+        self._stop.set()
 
     async def _supervise_shared(self, loaded: LoadedWatcher) -> None:
-        """Keep one watcher subscribed: a failed group is rebuilt after a backoff."""
+        """Keep one watcher subscribed: a failed group is rebuilt after a backoff; any
+        other error (a group that cannot be built) is fatal, by :meth:`_task_ended`."""
         failures = 0
         while not self.stopping:
             try:
@@ -368,10 +411,6 @@ class Triggerer:
             except GroupFailedError as exc:
                 failures += 1
                 log.error("watcher %r: its group failed (%s); rejoining", loaded.name, exc)
-            except Exception as exc:
-                self._fatal = self._fatal or exc
-                self._stop.set()
-                return
             await asyncio.sleep(jittered(self.config.manager.backoff(max(failures, 1))))
 
     async def _shutdown(self) -> None:
