@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from db_schemas import mariadb_database_url, postgres_schema_url
 
 from sharedstream.statestore import StateStore
-from sharedstream.statestore.models import asset_event
+from sharedstream.statestore.models import asset_event, undelivered_event
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
@@ -56,6 +56,33 @@ def test_0006_drops_and_restores_the_event_asset_key(fresh_url: str) -> None:
         with store.engine.begin() as connection:
             connection.execute(asset_event.insert(), [_event(kept + 999, 3)])
         assert _offsets(store) == [1, 3]
+    finally:
+        store.downgrade()
+        store.close()
+
+
+def _undelivered(store: StateStore) -> int:
+    with store.engine.connect() as connection:
+        return int(connection.execute(
+            sa.select(sa.func.count()).select_from(undelivered_event)).scalar_one())
+
+
+def test_0006_keeps_undelivered_events(fresh_url: str) -> None:
+    """SQLite rebuilds asset_event to drop the key, and dropping the old table deletes its
+    rows first, cascading to undelivered_event (foreign keys are on): none may go."""
+    store = StateStore.from_url(fresh_url)
+    try:
+        store.upgrade("0005")
+        kept = store.register_asset("kept")
+        with store.engine.begin() as connection:
+            connection.execute(asset_event.insert(), [_event(kept, 1)])
+            connection.execute(undelivered_event.insert(), [{
+                "destination": "d", "event_id": 1, "reason": "refused", "attempts": 1,
+                "created_at": datetime(2030, 1, 1, tzinfo=UTC)}])
+        store.upgrade()
+        assert (_offsets(store), _undelivered(store)) == ([1], 1)
+        store.downgrade("0005")
+        assert (_offsets(store), _undelivered(store)) == ([1], 1)
     finally:
         store.downgrade()
         store.close()

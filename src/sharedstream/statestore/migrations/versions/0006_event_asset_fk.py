@@ -16,6 +16,9 @@ before it adds the key back.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from alembic import op
 
 revision = "0006"
@@ -27,12 +30,26 @@ FK = "fk_asset_event_asset_id_asset"
 
 
 def upgrade() -> None:
-    # SQLite: batch mode copies the table without the key (no ALTER TABLE for it there).
-    with op.batch_alter_table("asset_event") as batch:
+    with _undelivered_kept(), op.batch_alter_table("asset_event") as batch:
         batch.drop_constraint(FK, type_="foreignkey")
 
 
 def downgrade() -> None:
     op.execute("DELETE FROM asset_event WHERE asset_id NOT IN (SELECT id FROM asset)")
-    with op.batch_alter_table("asset_event") as batch:
+    with _undelivered_kept(), op.batch_alter_table("asset_event") as batch:
         batch.create_foreign_key(FK, "asset", ["asset_id"], ["id"], ondelete="CASCADE")
+
+
+@contextmanager
+def _undelivered_kept() -> Iterator[None]:
+    """SQLite has no ALTER TABLE for a key: batch mode copies asset_event and drops the
+    old table, and with foreign keys on, that drop first deletes its rows, cascading to
+    ``undelivered_event``. So there its rows are set aside and put back (same event ids).
+    Elsewhere the key is altered in place and nothing is copied."""
+    if op.get_bind().dialect.name != "sqlite":
+        yield
+        return
+    op.execute("CREATE TEMPORARY TABLE undelivered_kept AS SELECT * FROM undelivered_event")
+    yield
+    op.execute("INSERT INTO undelivered_event SELECT * FROM undelivered_kept")
+    op.execute("DROP TABLE undelivered_kept")
