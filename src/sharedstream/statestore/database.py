@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
+    LargeBinary,
     and_,
     bindparam,
+    cast,
     delete,
     func,
     or_,
@@ -18,6 +20,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from sharedstream.statestore.backend import StateBackend, StateEntry
 from sharedstream.statestore.comparison import is_forward
@@ -40,6 +43,19 @@ from sharedstream.statestore.values import decode_value
 MAX_CAS_ATTEMPTS = 1000
 
 AfterCommit = Callable[[], None]
+
+# Bounds of what a backend remembers between units of work (see DatabaseBackend): past
+# them it forgets everything and checks again, which costs one query or locked read.
+MAX_LIVE_ASSET_IDS = 10_000
+MAX_WATERMARKS = 100_000
+
+
+class Watermark(NamedTuple):
+    """An ``asset_state_store`` row as a committed unit of work left it."""
+
+    version: int
+    text: str
+    value: Any
 
 
 def task_scope_filter(scope: TaskScope, all_map_indices: bool = False) -> ColumnElement[bool]:
@@ -68,6 +84,12 @@ class DatabaseBackend(StateBackend):
     ) -> None:
         super().__init__(engine=engine, settings=settings, clock=clock)
         self.payload = payload
+        # Units of work name the triggerer's assets by id and advance the same keys batch
+        # after batch; these spare them the id check and the locked read (see
+        # _asset_ids and _swap_remembered). Plain dict/set operations: several writer
+        # threads may share a backend, and a stale entry only costs a slower path.
+        self._live_asset_ids: set[int] = set()
+        self._watermarks: dict[tuple[int, str], Watermark] = {}
 
     # -- assets -----------------------------------------------------------------------------
 
@@ -369,6 +391,20 @@ class DatabaseBackend(StateBackend):
                          for key, op in task.ops.items() if isinstance(op, StagedSet)}
             refs = [ref for ref in refs if ref not in rewritten]
         asset_ids = self._asset_ids(connection, list(staged.assets))
+        try:
+            marks = self._apply_assets(connection, staged, asset_ids)
+        except IntegrityError as exc:
+            gone = self._forget_missing(asset_ids.values())
+            if gone:
+                raise LookupError(f"no asset id={gone[0]}; it was deleted while in use, "
+                                  "only name= creates an asset") from exc
+            raise
+        after: list[AfterCommit] = [lambda: self._remember(marks)] if marks else []
+        return after + ([lambda: self.delete_payloads(refs)] if refs else [])
+
+    def _apply_assets(self, connection: Connection, staged: StagedWrites,
+                      asset_ids: dict[AssetScope, int]) -> dict[tuple[int, str], Watermark]:
+        """The asset part of :meth:`apply_staged`; the watermarks to remember after commit."""
         advances: list[tuple[int, str, StagedAdvance]] = []
         s = asset_state_store.c
         for asset_scope, asset_staging in staged.assets.items():
@@ -385,21 +421,51 @@ class DatabaseBackend(StateBackend):
             self._upsert_asset_rows(connection, rows)
             advances += [(asset_id, k, op) for k, op in ops.items()
                          if isinstance(op, StagedAdvance)]
-        self._apply_advances(connection, advances)
-        return [lambda: self.delete_payloads(refs)] if refs else []
+        return self._apply_advances(connection, advances)
+
+    def _forget_missing(self, asset_ids: Collection[int]) -> list[int]:
+        """Which of ``asset_ids`` no longer exist (read on a connection of its own: the
+        failed transaction may not run another statement); forget them, and return them.
+
+        An id is remembered once seen, so a unit of work writing state for an asset deleted
+        since fails on ``asset_state_store``'s foreign key, a constraint error, which the
+        writer would dead-letter; this turns it back into the "no asset" lookup error a
+        fresh check raises, which the writer holds and retries."""
+        with self.engine.connect() as connection:
+            found = set(connection.execute(
+                select(asset.c.id).where(asset.c.id.in_(sorted(set(asset_ids))))).scalars())
+        gone = sorted(set(asset_ids) - found)
+        for asset_id in gone:
+            self._live_asset_ids.discard(asset_id)
+        if gone:
+            self._watermarks.clear()
+        return gone
+
+    def _remember(self, marks: dict[tuple[int, str], Watermark]) -> None:
+        """After a commit: the rows its advances left, for the next unit's guarded swap."""
+        if len(self._watermarks) + len(marks) > MAX_WATERMARKS:
+            self._watermarks.clear()
+        self._watermarks.update(marks)
 
     def _asset_ids(self, connection: Connection,
                    scopes: Sequence[AssetScope]) -> dict[AssetScope, int]:
-        """Resolve every scope of a unit; scopes given by id (the triggerer's) in one query.
+        """Resolve every scope of a unit; scopes given by id (the triggerer's) in one query,
+        or none once every id has been seen to exist (remembered for the backend's life).
 
         An id that does not exist, and every scope by name or uri, goes through
-        :meth:`asset_id`, which creates a named asset or raises for an unknown id.
+        :meth:`asset_id`, which creates a named asset or raises for an unknown id. A
+        remembered id whose asset was deleted since is caught by the state rows' foreign
+        key instead (see :meth:`_forget_missing`).
         """
-        by_id = [scope.asset_id for scope in scopes if scope.asset_id is not None]
-        known: set[int] = set()
-        if by_id:
-            known = set(connection.execute(
-                select(asset.c.id).where(asset.c.id.in_(sorted(set(by_id))))).scalars())
+        by_id = {scope.asset_id for scope in scopes if scope.asset_id is not None}
+        unchecked = by_id - self._live_asset_ids
+        if unchecked:
+            exist = set(connection.execute(
+                select(asset.c.id).where(asset.c.id.in_(sorted(unchecked)))).scalars())
+            if len(self._live_asset_ids) + len(exist) > MAX_LIVE_ASSET_IDS:
+                self._live_asset_ids.clear()
+            self._live_asset_ids |= exist
+        known = by_id & self._live_asset_ids
         resolved: dict[AssetScope, int] = {}
         for scope in scopes:
             found = scope.asset_id if scope.asset_id in known else None
@@ -410,8 +476,11 @@ class DatabaseBackend(StateBackend):
         return resolved
 
     def _apply_advances(self, connection: Connection,
-                        advances: Sequence[tuple[int, str, StagedAdvance]]) -> None:
-        """Every staged advance of a unit, in three statements instead of two per key.
+                        advances: Sequence[tuple[int, str, StagedAdvance]]
+                        ) -> dict[tuple[int, str], Watermark]:
+        """Every staged advance of a unit: one guarded UPDATE when every key is remembered
+        (:meth:`_swap_remembered`), else three statements instead of two per key. Returns
+        the rows the advances leave, to remember once the transaction commits.
 
         One ``SELECT ... FOR UPDATE`` reads and locks all existing rows (in key order, so
         two units locking overlapping keys cannot deadlock); the comparisons run in Python;
@@ -429,9 +498,12 @@ class DatabaseBackend(StateBackend):
         (checked without locks), the whole unit takes the per-key path in key order.
         """
         if not advances:
-            return
-        s = asset_state_store.c
+            return {}
         wanted = {(asset_id, key): op for asset_id, key, op in advances}
+        swapped_remembered = self._swap_remembered(connection, wanted)
+        if swapped_remembered is not None:
+            return swapped_remembered
+        s = asset_state_store.c
         present = connection.execute(
             select(func.count()).select_from(asset_state_store)
             .where(tuple_(s.asset_id, s.key).in_(list(wanted)))).scalar_one()
@@ -439,7 +511,7 @@ class DatabaseBackend(StateBackend):
             for (asset_id, key), op in sorted(wanted.items()):
                 self._advance_in(connection, asset_id, key, op.value, op.text, op.writer,
                                  lock=True)
-            return
+            return {}  # versions unknown here: the next unit takes this path once more
         existing = connection.execute(
             select(s.asset_id, s.key, s.value, s.version)
             .where(tuple_(s.asset_id, s.key).in_(sorted(wanted)))
@@ -449,31 +521,87 @@ class DatabaseBackend(StateBackend):
         now = self.clock()
         forwards: list[tuple[tuple[int, str], StagedAdvance]] = []
         swaps: list[dict[str, Any]] = []
+        marks: dict[tuple[int, str], Watermark] = {}
         for row in existing:
             ident = (row.asset_id, row.key)
             op = wanted.pop(ident)
-            if is_forward(op.value, decode_value(row.value)):
+            current = decode_value(row.value)
+            if is_forward(op.value, current):
                 forwards.append((ident, op))
-                swaps.append({"b_asset_id": row.asset_id, "b_key": row.key, "b_seen": row.version,
-                              "b_value": op.text, "b_version": row.version + 1,
-                              "b_updated_at": now, "b_writer_kind": op.writer.kind,
-                              "b_writer_id": op.writer.identity})
+                swaps.append(self._swap_params(ident, row.version, op, now))
+                marks[ident] = Watermark(row.version + 1, op.text, op.value)
+            else:
+                marks[ident] = Watermark(row.version, row.value, current)
         redo = list(wanted.items())  # absent when read
         if swaps:
-            swapped = connection.execute(
-                update(asset_state_store)
-                .where(s.asset_id == bindparam("b_asset_id"), s.key == bindparam("b_key"),
-                       s.version == bindparam("b_seen"))
+            swapped = connection.execute(self._guarded_swap(connection, by_value=False),
+                                         swaps).rowcount
+            if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
+                redo += forwards
+        for ident, _ in redo:
+            marks.pop(ident, None)
+        for (asset_id, key), op in sorted(redo, key=lambda item: item[0]):
+            self._advance_in(connection, asset_id, key, op.value, op.text, op.writer, lock=True)
+        return marks
+
+    def _swap_remembered(self, connection: Connection,
+                         wanted: dict[tuple[int, str], StagedAdvance]
+                         ) -> dict[tuple[int, str], Watermark] | None:
+        """The steady state of a watermark in one statement: when every key of the unit
+        is remembered from an earlier commit and every advance moves forwards of the
+        remembered value, one executemany UPDATE swaps them, each guarded by the
+        remembered version AND value (a key deleted and written again starts at version 1
+        again; on MySQL/MariaDB the value compares as bytes, not by the column's
+        case-insensitive collation). If another writer changed any row since, its guard
+        matches nothing and this returns None: the caller's locked path then runs for the
+        whole unit, where the keys swapped here compare equal to themselves and stay.
+
+        The UPDATE locks rows in key order, as the locked path does. A backward or equal
+        advance against the remembered value also goes to the locked path, since a
+        ``set`` elsewhere may have moved the key back since. ``wanted`` is not changed.
+        """
+        marks: dict[tuple[int, str], Watermark] = {}
+        swaps: list[dict[str, Any]] = []
+        now = self.clock()
+        for ident, op in sorted(wanted.items()):
+            mark = self._watermarks.get(ident)
+            if mark is None or not is_forward(op.value, mark.value):
+                return None
+            params = self._swap_params(ident, mark.version, op, now)
+            params["b_seen_value"] = mark.text
+            swaps.append(params)
+            marks[ident] = Watermark(mark.version + 1, op.text, op.value)
+        swapped = connection.execute(self._guarded_swap(connection, by_value=True),
+                                     swaps).rowcount
+        if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
+            return None
+        return marks
+
+    @staticmethod
+    def _swap_params(ident: tuple[int, str], seen: int, op: StagedAdvance,
+                     now: datetime) -> dict[str, Any]:
+        return {"b_asset_id": ident[0], "b_key": ident[1], "b_seen": seen,
+                "b_value": op.text, "b_version": seen + 1, "b_updated_at": now,
+                "b_writer_kind": op.writer.kind, "b_writer_id": op.writer.identity}
+
+    @staticmethod
+    def _guarded_swap(connection: Connection, *, by_value: bool) -> Any:
+        """The UPDATE of one advanced key, guarded by the version it was seen at (and,
+        ``by_value``, by the value too), for an executemany of :meth:`_swap_params`."""
+        s = asset_state_store.c
+        guard = [s.asset_id == bindparam("b_asset_id"), s.key == bindparam("b_key"),
+                 s.version == bindparam("b_seen")]
+        if by_value:
+            seen: Any = bindparam("b_seen_value")
+            if connection.dialect.name in ("mysql", "mariadb"):
+                guard.append(cast(s.value, LargeBinary) == cast(seen, LargeBinary))
+            else:
+                guard.append(s.value == seen)
+        return (update(asset_state_store).where(*guard)
                 .values(value=bindparam("b_value"), version=bindparam("b_version"),
                         updated_at=bindparam("b_updated_at"),
                         writer_kind=bindparam("b_writer_kind"),
-                        writer_id=bindparam("b_writer_id")),
-                swaps,
-            ).rowcount
-            if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
-                redo += forwards
-        for (asset_id, key), op in sorted(redo, key=lambda item: item[0]):
-            self._advance_in(connection, asset_id, key, op.value, op.text, op.writer, lock=True)
+                        writer_id=bindparam("b_writer_id")))
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
                     ops: dict[str, StagedSet | StagedDelete]) -> list[str]:
