@@ -6,8 +6,8 @@ next one is asked for, so a crash loses at most the event being written. The
 events are keyed by a per-process run id and a sequence number, which keeps
 them unique; they are not deduplicated across restarts (the trigger itself
 decides what it re-emits, typically from a cursor in its asset state).
-A trigger that raises is restarted with the manager's backoff; its siblings
-keep running.
+A trigger that raises (``CancelledError`` too, unless the triggerer is cancelling
+it) is restarted with the manager's backoff; its siblings keep running.
 """
 
 from __future__ import annotations
@@ -53,9 +53,12 @@ async def run_standalone(loaded: LoadedWatcher, store: StateStore, asset_id: int
                 where = dataclasses.replace(where, offset=where.offset + 1)
                 crashes = 0
             log.warning("watcher %r: run() ended; starting it again", loaded.name)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            task = asyncio.current_task()
+            if isinstance(exc, asyncio.CancelledError) and (task is None or task.cancelling()):
+                raise  # the triggerer stops this watcher
+            # A CancelledError nobody asked for is the trigger's own (a library's call
+            # ended cancelled): a failure like any other, or the watcher would end unseen.
             crashes += 1
             log.warning("watcher %r: run() raised %r; restarting (crash %d)", loaded.name,
                         exc, crashes, exc_info=exc)
