@@ -7,12 +7,16 @@ objects: the assets of ``orders_watchers.py`` beside this file.
 
 SIGTERM or Ctrl-C cancels the service's main task; leaving the ``async with`` block
 then stops fetching, commits what the watchers persisted and returns, so a restart
-reads only what was not committed.
+reads only what was not committed. A triggerer that cannot start (a topic missing, the
+database not answering) or that stops by itself (``TriggererFailed``) ends the service
+with one ``error:`` line and exit code 1, for its supervisor to restart it.
 
 Run (a Kafka broker with the topics ``orders``, ``orders.dlq`` and
 ``orders.dlq.replay``)::
 
     KAFKA_BOOTSTRAP=127.0.0.1:9092 python examples/embedded_service.py
+
+``PORT`` moves the endpoint off 8080 (0: a free port, logged).
 """
 
 from __future__ import annotations
@@ -21,13 +25,23 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 
 import sqlalchemy as sa
 from orders_watchers import orders_audit, paid_orders, valid_orders
 
-from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
+from sharedstream.triggerer import (
+    Config,
+    DatabaseSettings,
+    ProcessSettings,
+    StartupError,
+    Triggerer,
+    TriggererFailed,
+    UnavailableError,
+)
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "sqlite:///embedded.db")
+PORT = int(os.environ.get("PORT", "8080"))
 
 
 def settings() -> Config:
@@ -59,17 +73,19 @@ async def answer(engine: sa.Engine, reader: asyncio.StreamReader,
 
 async def service() -> None:
     engine = sa.create_engine(DATABASE_URL)
-    server = await asyncio.start_server(lambda r, w: answer(engine, r, w), "127.0.0.1", 8080)
+    server = await asyncio.start_server(lambda r, w: answer(engine, r, w), "127.0.0.1", PORT)
+    port = server.sockets[0].getsockname()[1]
     try:
         async with server, Triggerer(settings(),
                                      assets=[valid_orders, paid_orders, orders_audit]):
-            logging.info("serving on http://127.0.0.1:8080/ with the triggerer embedded")
+            logging.info("serving on http://127.0.0.1:%d/ with the triggerer embedded", port)
             await server.serve_forever()
     finally:
         engine.dispose()
 
 
-async def main() -> None:
+async def main() -> int:
+    """Run the service until a signal (exit 0) or a triggerer failure (exit 1)."""
     task = asyncio.create_task(service())
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -78,9 +94,13 @@ async def main() -> None:
         await task
     except asyncio.CancelledError:
         logging.info("stopped")
+    except (StartupError, UnavailableError, TriggererFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # what was persisted is committed already
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                                                    "%(message)s")
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))
