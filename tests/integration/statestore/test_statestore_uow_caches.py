@@ -9,9 +9,12 @@ tests change the rows behind the memory's back, on SQLite, PostgreSQL and MariaD
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import sqlalchemy as sa
 
+from conftest import MakeStore
 from sharedstream.statestore import AssetScope, StateStore, Writer
 
 WATCHER = Writer.watcher("w")
@@ -95,3 +98,56 @@ def test_remembered_keys_take_one_statement(store: StateStore) -> None:
     assert [s for s in statements if s.split()[0] in ("SELECT", "UPDATE", "INSERT")] == [
         "UPDATE asset_state_store"]
     assert (store.asset(scope).get("a"), store.asset(scope).get("b")) == (3, 3)
+
+
+def test_remembered_watermarks_raced_by_another_store(make_store: MakeStore) -> None:
+    """Two stores (two processes' backends, each with its own memory) advance the same
+    keys with rising values, mostly on the one-UPDATE path, while a third writes some
+    keys directly: no key ever reads lower than a value its writer committed or than it
+    read before, and every key ends at the largest value tried."""
+    stores = [make_store() for _ in range(3)]
+    scope = AssetScope(asset_id=stores[0].register_asset("orders"))
+    keys = [f"wm/{i}" for i in range(4)]
+    problems: list[str] = []
+
+    def units(store: StateStore, start: int) -> None:
+        for value in range(start, start + 120, 2):
+            uow = store.unit_of_work()
+            staged = store.asset(scope, writer=WATCHER).bound(uow)
+            for key in keys:
+                staged.advance(key, value)
+            uow.commit()
+            now = [store.asset(scope).get(key) for key in keys]
+            if min(now) < value:
+                problems.append(f"after committing {value}: {now}")
+
+    def direct(store: StateStore) -> None:
+        state = store.asset(scope, writer=Writer.api())
+        for value in range(0, 121, 3):
+            state.advance(keys[value % len(keys)], value)
+
+    def reader(store: StateStore) -> None:
+        state = store.asset(scope)
+        last = {key: -1 for key in keys}
+        while not done.is_set():
+            for key in keys:
+                now = state.get(key, -1)
+                if now < last[key]:
+                    problems.append(f"{key} went back from {last[key]} to {now}")
+                last[key] = now
+
+    done = threading.Event()
+    threads = [threading.Thread(target=units, args=(stores[0], 0)),
+               threading.Thread(target=units, args=(stores[1], 1)),
+               threading.Thread(target=direct, args=(stores[2],))]
+    watching = threading.Thread(target=reader, args=(make_store(),))
+    watching.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    watching.join()
+    assert problems == []
+    assert {key: stores[0].asset(scope).get(key) for key in keys} == {
+        key: 120 if key == keys[0] else 119 for key in keys}
