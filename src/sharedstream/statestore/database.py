@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -19,6 +20,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -533,11 +535,8 @@ class DatabaseBackend(StateBackend):
             else:
                 marks[ident] = Watermark(row.version, row.value, current)
         redo = list(wanted.items())  # absent when read
-        if swaps:
-            swapped = connection.execute(self._guarded_swap(connection, by_value=False),
-                                         swaps).rowcount
-            if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
-                redo += forwards
+        if swaps and self._swap(connection, swaps, by_value=False) != len(swaps):
+            redo += forwards
         for ident, _ in redo:
             marks.pop(ident, None)
         for (asset_id, key), op in sorted(redo, key=lambda item: item[0]):
@@ -571,11 +570,7 @@ class DatabaseBackend(StateBackend):
             params["b_seen_value"] = mark.text
             swaps.append(params)
             marks[ident] = Watermark(mark.version + 1, op.text, op.value)
-        swapped = connection.execute(self._guarded_swap(connection, by_value=True),
-                                     swaps).rowcount
-        if swapped != len(swaps) or not connection.dialect.supports_sane_multi_rowcount:
-            return None
-        return marks
+        return marks if self._swap(connection, swaps, by_value=True) == len(swaps) else None
 
     @staticmethod
     def _swap_params(ident: tuple[int, str], seen: int, op: StagedAdvance,
@@ -585,10 +580,35 @@ class DatabaseBackend(StateBackend):
                 "b_writer_kind": op.writer.kind, "b_writer_id": op.writer.identity}
 
     @staticmethod
-    def _guarded_swap(connection: Connection, *, by_value: bool) -> Any:
-        """The UPDATE of one advanced key, guarded by the version it was seen at (and,
-        ``by_value``, by the value too), for an executemany of :meth:`_swap_params`."""
+    def _swap(connection: Connection, swaps: list[dict[str, Any]], *,
+              by_value: bool) -> int | None:
+        """Swap each advanced key of ``swaps`` (:meth:`_swap_params`) if its row is still at
+        the version it was seen at (and, ``by_value``, at the value too); how many rows
+        were swapped, or None where the driver cannot count an executemany's rows.
+
+        PostgreSQL: ONE statement, ``UPDATE ... FROM json_to_recordset(:rows)``, as the
+        events are sent (an executemany is a statement per key). Its join visits the rows
+        in the array's order, which is key order; the locked path's ``FOR UPDATE`` orders
+        explicitly. MySQL/MariaDB compare the value as bytes (their text collation is
+        case-insensitive); the others compare text exactly."""
         s = asset_state_store.c
+        if connection.dialect.name == "postgresql":
+            target = connection.dialect.identifier_preparer.format_table(asset_state_store)
+            rows = [dict(row, b_updated_at=row["b_updated_at"].isoformat()) for row in swaps]
+            stmt = sql_text(
+                f"UPDATE {target} AS s SET value = r.b_value, version = r.b_version, "
+                "updated_at = r.b_updated_at, writer_kind = r.b_writer_kind, "
+                "writer_id = r.b_writer_id "
+                "FROM json_to_recordset(CAST(:rows AS json)) AS r(b_asset_id integer, "
+                "b_key text, b_seen bigint, b_seen_value text, b_value text, "
+                "b_version bigint, b_updated_at timestamptz, b_writer_kind text, "
+                "b_writer_id text) "
+                "WHERE s.asset_id = r.b_asset_id AND s.key = r.b_key "
+                "AND s.version = r.b_seen"
+                + (" AND s.value = r.b_seen_value" if by_value else "")
+            ).execution_options(preserve_rowcount=True)
+            return int(connection.execute(
+                stmt, {"rows": json.dumps(rows, separators=(",", ":"))}).rowcount)
         guard = [s.asset_id == bindparam("b_asset_id"), s.key == bindparam("b_key"),
                  s.version == bindparam("b_seen")]
         if by_value:
@@ -597,11 +617,14 @@ class DatabaseBackend(StateBackend):
                 guard.append(cast(s.value, LargeBinary) == cast(seen, LargeBinary))
             else:
                 guard.append(s.value == seen)
-        return (update(asset_state_store).where(*guard)
-                .values(value=bindparam("b_value"), version=bindparam("b_version"),
-                        updated_at=bindparam("b_updated_at"),
-                        writer_kind=bindparam("b_writer_kind"),
-                        writer_id=bindparam("b_writer_id")))
+        swapped = connection.execute(
+            update(asset_state_store).where(*guard)
+            .values(value=bindparam("b_value"), version=bindparam("b_version"),
+                    updated_at=bindparam("b_updated_at"),
+                    writer_kind=bindparam("b_writer_kind"),
+                    writer_id=bindparam("b_writer_id")),
+            swaps).rowcount
+        return int(swapped) if connection.dialect.supports_sane_multi_rowcount else None
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
                     ops: dict[str, StagedSet | StagedDelete]) -> list[str]:
