@@ -57,6 +57,7 @@ from schema_registry import (  # noqa: E402, F401  (the fixtures, for every test
     schema_registry,
     stoppable_schema_registry,
 )
+from session_services import external_or_local  # noqa: E402
 
 DIRECTORY_MARKERS = {
     "unit": "unit",
@@ -167,11 +168,8 @@ def kafka_broker() -> Iterator[BrokerControl]:
 @pytest.fixture(scope="session")
 def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
     """``bootstrap.servers`` of a real Apache Kafka broker (never the mock cluster)."""
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        return external
-    broker: BrokerControl = request.getfixturevalue("kafka_broker")
-    return broker.bootstrap
+    return external_or_local(request, "KAFKA_BOOTSTRAP_SERVERS", "kafka_broker",
+                             lambda broker: broker.bootstrap)
 
 
 @pytest.fixture(scope="session")

@@ -12,22 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from localservices import ServiceError
 from localservices.otelcol import OtlpCollector
+
+from session_services import start_or_fail
 
 
 @pytest.fixture(scope="session")
 def otlp_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OtlpCollector]:
     collector = OtlpCollector(tmp_path_factory.mktemp("otelcol"))
-    try:
-        collector.start()
-    except ServiceError as error:
-        failure = str(error)
-    else:
-        failure = ""
-    if failure:
-        collector.stop()
-        pytest.fail(f"the OTLP collector (tools/otelcol) could not be started: {failure}",
-                    pytrace=False)
+    start_or_fail(collector.start, collector.stop, "the OTLP collector (tools/otelcol)")
     yield collector
     collector.stop()

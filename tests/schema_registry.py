@@ -17,24 +17,17 @@ build's or the registry's own output; it never skips.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
-from localservices import ServiceError
 from localservices.registry import SchemaRegistry
+
+from session_services import external_or_local, start_or_fail
 
 
 def _start(registry: SchemaRegistry) -> None:
-    try:
-        registry.start()
-    except ServiceError as error:
-        failure = str(error)
-    else:
-        return
-    registry.process.stop()
-    pytest.fail(f"the schema registry (localservices.registry) could not be started: "
-                f"{failure}", pytrace=False)
+    start_or_fail(registry.start, registry.process.stop,
+                  "the schema registry (localservices.registry)")
 
 
 @pytest.fixture(scope="session")
@@ -48,11 +41,8 @@ def _local_schema_registry() -> Iterator[SchemaRegistry]:
 @pytest.fixture(scope="session")
 def schema_registry(request: pytest.FixtureRequest) -> str:
     """The base URL of a real registry's Confluent API (``SchemaRegistryClient``'s url)."""
-    external = os.environ.get("SHAREDSTREAM_TEST_SCHEMA_REGISTRY_URL")
-    if external:
-        return external
-    local: SchemaRegistry = request.getfixturevalue("_local_schema_registry")
-    return local.url
+    return external_or_local(request, "SHAREDSTREAM_TEST_SCHEMA_REGISTRY_URL",
+                             "_local_schema_registry", lambda local: local.url)
 
 
 @pytest.fixture

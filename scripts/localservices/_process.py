@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import pwd
 import shutil
@@ -20,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -84,6 +86,39 @@ def chown_tree(path: Path, user: pwd.struct_passwd | None) -> None:
         for entry in [root, *(os.path.join(root, d) for d in dirs),
                       *(os.path.join(root, f) for f in files)]:
             os.chown(entry, user.pw_uid, user.pw_gid)
+
+
+def cached_build(home: Path, scratch_prefix: str, build: Callable[[Path], str]) -> None:
+    """Run ``build(scratch)`` once per cache: ``home/.complete`` marks it done.
+
+    Concurrent callers (two test sessions) serialise on ``home/.lock``, and the second
+    finds the stamp. ``build`` works in a scratch directory under ``home`` (removed
+    afterwards, built or not), moves what it made into place and returns the stamp's
+    text, written last: a build interrupted mid-way never leaves a cache that looks
+    whole, and the next call builds again.
+    """
+    stamp = home / ".complete"
+    if stamp.exists():
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            return
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=home))
+        try:
+            stamp.write_text(build(scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def maven(purpose: str) -> str:
+    """The ``mvn`` on PATH; a ServiceError saying how to install it, naming ``purpose``."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ServiceError(f"Maven (mvn) is needed to {purpose}; "
+                           "install it (apt-get install -y maven)")
+    return mvn
 
 
 def run_checked(argv: Sequence[str], *, user: pwd.struct_passwd | None = None,

@@ -22,7 +22,6 @@ Several listeners may carry different certificates (a good one, an expired one).
 from __future__ import annotations
 
 import base64
-import fcntl
 import functools
 import json
 import os
@@ -40,7 +39,15 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from ._process import ManagedProcess, ServiceError, free_port, run_checked, wait_until
+from ._process import (
+    ManagedProcess,
+    ServiceError,
+    cached_build,
+    free_port,
+    maven,
+    run_checked,
+    wait_until,
+)
 
 KAFKA_VERSION = "4.3.0"
 SCALA_VERSION = "2.13"
@@ -103,38 +110,27 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
     """
     home = cache_root() / f"kafka-{version}"
     libs = home / "libs"
-    stamp = home / ".complete"
-    if stamp.exists():
-        return libs
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists():
-            return libs
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ServiceError("Maven (mvn) is needed to fetch the Kafka jars; "
-                               "install it (apt-get install -y maven)")
-        scratch = Path(tempfile.mkdtemp(prefix="fetch-", dir=home))
-        try:
-            (scratch / "pom.xml").write_text(
-                _POM.format(kafka=version, scala=SCALA_VERSION, log4j=LOG4J_VERSION))
-            run_checked(
-                [mvn, "-B", "-q", "-f", str(scratch / "pom.xml"),
-                 "dependency:copy-dependencies", "-DincludeScope=runtime",
-                 f"-DoutputDirectory={scratch / 'libs'}"],
-                timeout=900,
-            )
-            if not any((scratch / "libs").glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
-                raise ServiceError(f"Maven finished but kafka_{SCALA_VERSION}-{version}.jar "
-                                   f"is missing from {scratch / 'libs'}")
-            if libs.exists():
-                shutil.rmtree(libs)
-            (scratch / "libs").rename(libs)
-            (home / "pom.xml").write_text((scratch / "pom.xml").read_text())
-            stamp.write_text("\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+
+    def fetch(scratch: Path) -> str:
+        mvn = maven("fetch the Kafka jars")
+        (scratch / "pom.xml").write_text(
+            _POM.format(kafka=version, scala=SCALA_VERSION, log4j=LOG4J_VERSION))
+        run_checked(
+            [mvn, "-B", "-q", "-f", str(scratch / "pom.xml"),
+             "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={scratch / 'libs'}"],
+            timeout=900,
+        )
+        if not any((scratch / "libs").glob(f"kafka_{SCALA_VERSION}-{version}.jar")):
+            raise ServiceError(f"Maven finished but kafka_{SCALA_VERSION}-{version}.jar "
+                               f"is missing from {scratch / 'libs'}")
+        if libs.exists():
+            shutil.rmtree(libs)
+        (scratch / "libs").rename(libs)
+        (home / "pom.xml").write_text((scratch / "pom.xml").read_text())
+        return "\n".join(sorted(p.name for p in libs.glob("*.jar"))) + "\n"
+
+    cached_build(home, "fetch-", fetch)
     return libs
 
 

@@ -25,7 +25,6 @@ Confluent API (``/apis/ccompat/v6``), the one ``SchemaRegistryClient`` takes.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -36,7 +35,15 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from ._process import ManagedProcess, ServiceError, free_port, run_checked, wait_until
+from ._process import (
+    ManagedProcess,
+    ServiceError,
+    cached_build,
+    free_port,
+    maven,
+    run_checked,
+    wait_until,
+)
 from .kafka import cache_root, find_java
 
 APICURIO_VERSION = "2.0.2.Final"
@@ -121,44 +128,33 @@ def registry_runner(version: str = APICURIO_VERSION) -> Path:
     """
     home = cache_root() / f"apicurio-registry-{version}"
     jar = home / "runner" / f"apicurio-registry-runner-{version}-runner.jar"
-    stamp = home / ".complete"
-    if stamp.exists():
-        return jar
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if stamp.exists():
-            return jar
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise ServiceError("Maven (mvn) is needed to build the schema registry; "
-                               "install it (apt-get install -y maven)")
-        scratch = Path(tempfile.mkdtemp(prefix="build-", dir=home))
-        try:
-            (scratch / "pom.xml").write_text(_POM.format(
-                apicurio=version, quarkus=QUARKUS_VERSION, everit=EVERIT_VERSION))
-            run_checked([mvn, "-B", "-q", "-f", str(scratch / "pom.xml"), "dependency:copy",
-                         f"-Dartifact=io.apicurio:apicurio-registry-app:{version}",
-                         f"-DoutputDirectory={scratch / 'app'}"], timeout=1200)
-            resources = scratch / "src" / "main" / "resources"
-            resources.mkdir(parents=True)
-            (resources / "application.properties").write_text(
-                _app_properties(scratch / "app" / f"apicurio-registry-app-{version}.jar")
-                + "\n" + _BUILD_PROPERTIES)
-            run_checked([mvn, "-B", "-q", "-f", str(scratch / "pom.xml"), "package",
-                         "-DskipTests"], timeout=1200)
-            built = scratch / "target"
-            if not (built / jar.name).exists():
-                raise ServiceError(f"Maven finished but {jar.name} is missing from {built}")
-            runner = home / "runner"
-            if runner.exists():
-                shutil.rmtree(runner)
-            runner.mkdir()
-            (built / jar.name).rename(jar)
-            (built / "lib").rename(runner / "lib")
-            stamp.write_text(f"{jar.name}\n")
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+
+    def build(scratch: Path) -> str:
+        mvn = maven("build the schema registry")
+        (scratch / "pom.xml").write_text(_POM.format(
+            apicurio=version, quarkus=QUARKUS_VERSION, everit=EVERIT_VERSION))
+        run_checked([mvn, "-B", "-q", "-f", str(scratch / "pom.xml"), "dependency:copy",
+                     f"-Dartifact=io.apicurio:apicurio-registry-app:{version}",
+                     f"-DoutputDirectory={scratch / 'app'}"], timeout=1200)
+        resources = scratch / "src" / "main" / "resources"
+        resources.mkdir(parents=True)
+        (resources / "application.properties").write_text(
+            _app_properties(scratch / "app" / f"apicurio-registry-app-{version}.jar")
+            + "\n" + _BUILD_PROPERTIES)
+        run_checked([mvn, "-B", "-q", "-f", str(scratch / "pom.xml"), "package",
+                     "-DskipTests"], timeout=1200)
+        built = scratch / "target"
+        if not (built / jar.name).exists():
+            raise ServiceError(f"Maven finished but {jar.name} is missing from {built}")
+        runner = home / "runner"
+        if runner.exists():
+            shutil.rmtree(runner)
+        runner.mkdir()
+        (built / jar.name).rename(jar)
+        (built / "lib").rename(runner / "lib")
+        return f"{jar.name}\n"
+
+    cached_build(home, "build-", build)
     return jar
 
 
