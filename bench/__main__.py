@@ -72,6 +72,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from sharedstream.core.batch import BatchWindow, MessageBatch
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.window import Window
 from sharedstream.kafka.connections import resolve_connection
@@ -172,6 +173,17 @@ class KeepTenth(KeepTrigger):
     keep_every = 10
 
 
+class KeepBatch(kt.BenchTrigger):
+    """``KeepTrigger``'s events through the batch API: one ``filter_shared_batch`` call
+    (one BatchWindow, one unit of work) per batch of up to 512 messages."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        emit = batch.emit
+        for message in batch:
+            emit(message, TriggerEvent({"offset": message.offset, "ts": message.timestamp}))
+
+
+
 class TimedWorkSink(DatabaseWorkSink):
     """The triggerer's sink, noting its first submit (the start of a timed run) and, for
     every committed window, the time from the message's produce timestamp to the commit."""
@@ -190,7 +202,12 @@ class TimedWorkSink(DatabaseWorkSink):
     def _write(self, batch: list[_Queued]) -> int:
         written = super()._write(batch)  # returns after the commit
         now_ms = time.time() * 1000
-        self.latencies_ms += [now_ms - q.window.payload.timestamp for q in batch]
+        for q in batch:
+            window = q.window
+            if isinstance(window, BatchWindow):
+                self.latencies_ms += [now_ms - payload.timestamp for payload, _ in window.parts]
+            else:
+                self.latencies_ms.append(now_ms - window.payload.timestamp)
         self.committed.set()
         return written
 
@@ -204,7 +221,7 @@ def persisting_sink(url: str, watchers: int,
 
 
 async def persisted(bootstrap: str, topic: str, messages: int, url: str, watchers: int,
-                    trigger: type[KeepTrigger]) -> dict[str, Any]:
+                    trigger: type[kt.BenchTrigger]) -> dict[str, Any]:
     store, sink = persisting_sink(url, watchers)
     try:
         rate = await kt.shared(bootstrap, topic, messages, watchers, sink=sink, trigger=trigger)
@@ -217,8 +234,10 @@ async def persisted(bootstrap: str, topic: str, messages: int, url: str, watcher
 
 
 async def latency(bootstrap: str, url: str, rate: int, seconds: float,
-                  settings: ProcessSettings | None = None) -> dict[str, Any]:
-    """One watcher keeping everything, persisting to ``url``, fed at ``rate`` msg/s."""
+                  settings: ProcessSettings | None = None,
+                  trigger: type[kt.BenchTrigger] = KeepTrigger) -> dict[str, Any]:
+    """One watcher (``trigger``) keeping everything, persisting to ``url``, fed at
+    ``rate`` msg/s."""
     topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, kt.PARTITIONS, 1)])[topic].result(30)
@@ -246,7 +265,7 @@ async def latency(bootstrap: str, url: str, rate: int, seconds: float,
 
     feeder = asyncio.create_task(start_offering())
     try:
-        await kt.shared(bootstrap, topic, total + 1, 1, sink=sink, trigger=KeepTrigger)
+        await kt.shared(bootstrap, topic, total + 1, 1, sink=sink, trigger=trigger)
         await feeder
         await sink.aclose()
     finally:
@@ -425,6 +444,9 @@ class PersistenceSizes:
     cursors: int = 20_000  # units of work, one cursor advance each
 
 
+# The two watcher APIs each throughput run measures: (key infix, trigger).
+APIS: tuple[tuple[str, type[kt.BenchTrigger]], ...] = (("", KeepTrigger), ("_batch", KeepBatch))
+
 QUICK_PERSISTENCE = PersistenceSizes(messages=5_000, runs=1, rates=(20, 1_000), seconds=1.0,
                                      cursors=1_000)
 
@@ -432,9 +454,10 @@ QUICK_PERSISTENCE = PersistenceSizes(messages=5_000, runs=1, rates=(20, 1_000), 
 def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
     """Issue 28's figures in one run, on a PostgreSQL with fsync and synchronous_commit on:
     1 watcher keeping every message as an event against the hand-written references
-    (alternating, medians of ``runs``), latency at several offered loads (with the
-    default group commit, and with the old fixed 50 ms batch delay beside it), and
-    asset cursor writes per second in units of work."""
+    (alternating, medians of ``runs``), once per message (``KeepTrigger``) and once per
+    batch call (``KeepBatch``, the batch API); latency at several offered loads (the
+    default group commit with either API, and the old fixed 50 ms batch delay beside
+    them); and asset cursor writes per second in units of work."""
     bootstrap = services.bootstrap
     server = persistence_reference.DurablePostgres()
     server.start()
@@ -444,29 +467,33 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
         log(f"bench PostgreSQL: {durability}")
         topic = kt.fill(bootstrap, sizes.messages)
         runs: dict[str, list[float]] = {k: [] for k in (
-            "reference_postgresql", "sharedstream_postgresql", "reference_sqlite",
-            "sharedstream_sqlite")}
+            "reference_postgresql", "sharedstream_postgresql", "sharedstream_batch_postgresql",
+            "reference_sqlite", "sharedstream_sqlite", "sharedstream_batch_sqlite")}
         for _ in range(sizes.runs):
             runs["reference_postgresql"].append(persistence_reference.postgres(
                 bootstrap, topic, sizes.messages, server.create_database("ref")))
-            result = asyncio.run(persisted(bootstrap, topic, sizes.messages,
-                                           server.create_database("ss"), 1, KeepTrigger))
-            runs["sharedstream_postgresql"].append(result["events_per_s"])
+            for api, trigger in APIS:
+                result = asyncio.run(persisted(bootstrap, topic, sizes.messages,
+                                               server.create_database("ss"), 1, trigger))
+                runs[f"sharedstream{api}_postgresql"].append(result["events_per_s"])
             with tempfile.TemporaryDirectory() as tmp:
                 runs["reference_sqlite"].append(persistence_reference.sqlite(
                     bootstrap, topic, sizes.messages, Path(tmp) / "ref.db"))
-            with sqlite_url() as lite:
-                result = asyncio.run(persisted(bootstrap, topic, sizes.messages, lite, 1,
-                                               KeepTrigger))
-            runs["sharedstream_sqlite"].append(result["events_per_s"])
+            for api, trigger in APIS:
+                with sqlite_url() as lite:
+                    result = asyncio.run(persisted(bootstrap, topic, sizes.messages, lite, 1,
+                                                   trigger))
+                runs[f"sharedstream{api}_sqlite"].append(result["events_per_s"])
             log(f"events/s: { {k: round(v[-1]) for k, v in runs.items()} }")
         medians = {k: round(sorted(v)[len(v) // 2]) for k, v in runs.items()}
         latencies = []
         for rate in sizes.rates:
-            for label, settings in (("group commit", ProcessSettings()),
-                                    ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05))):
+            for label, settings, trigger in (
+                    ("group commit", ProcessSettings(), KeepTrigger),
+                    ("group commit, batch API", ProcessSettings(), KeepBatch),
+                    ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05), KeepTrigger)):
                 lat = asyncio.run(latency(bootstrap, server.create_database("lat"), rate,
-                                          sizes.seconds, settings))
+                                          sizes.seconds, settings, trigger))
                 lat.pop("samples_ms")
                 latencies.append({"writer": label, **lat})
                 log(f"latency {label} at {rate}/s: p50 {lat['p50_ms']} ms, "
@@ -483,6 +510,8 @@ def persistence_markdown(result: dict[str, Any]) -> str:
     m, med = result["machine"], result["medians"]
     pg_ratio = med["sharedstream_postgresql"] / med["reference_postgresql"]
     lite_ratio = med["sharedstream_sqlite"] / med["reference_sqlite"]
+    pg_batch = med["sharedstream_batch_postgresql"] / med["reference_postgresql"]
+    lite_batch = med["sharedstream_batch_sqlite"] / med["reference_sqlite"]
     lines = [f"Machine: {m['nproc']} CPUs, load average at start "
              f"{m['load_average_at_start'][0]:.1f} (shared). PostgreSQL: "
              f"fsync={result['postgresql']['fsync']}, synchronous_commit="
@@ -497,12 +526,17 @@ def persistence_markdown(result: dict[str, Any]) -> str:
     lat = {(r["writer"], r["offered_per_s"]): r for r in result["latency"]}
     idle = lat[("group commit", min(r["offered_per_s"] for r in result["latency"]))]
     at5k = lat.get(("group commit", 5_000))
+    at5k_batch = lat.get(("group commit, batch API", 5_000))
     cursors = result["cursor_writes_uow"]["events_per_second"]
     targets = [
         ("PostgreSQL events/s >= 0.8x reference", f"{pg_ratio:.2f}x", pg_ratio >= 0.8),
+        ("the same, batch API", f"{pg_batch:.2f}x", pg_batch >= 0.8),
         ("SQLite events/s >= 0.8x reference", f"{lite_ratio:.2f}x", lite_ratio >= 0.8),
+        ("the same, batch API", f"{lite_batch:.2f}x", lite_batch >= 0.8),
         ("p99 <= 20 ms at 5,000 msg/s", f"{at5k['p99_ms']} ms" if at5k else "not run",
          bool(at5k and at5k["p99_ms"] <= 20)),
+        ("the same, batch API", f"{at5k_batch['p99_ms']} ms" if at5k_batch else "not run",
+         bool(at5k_batch and at5k_batch["p99_ms"] <= 20)),
         (f"one message into an idle system <= 10 ms (p50 at {idle['offered_per_s']} msg/s)",
          f"{idle['p50_ms']} ms", idle["p50_ms"] <= 10),
         ("asset cursor writes in units of work >= 20,000/s", f"{cursors:,}/s",
