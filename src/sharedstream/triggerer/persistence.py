@@ -4,9 +4,11 @@ Flow: ``submit`` (event loop, never blocks) encodes each event payload once and 
 the window; a flusher task takes what is queued (at most ``batch_size`` windows) as soon
 as the writer is free, and commits it on one dedicated writer thread in ONE
 transaction: every event of the batch as ``asset_event`` rows (one multi-row insert
-that skips rows already there) plus the windows' staged state writes, folded in window
-order. Only after the commit returns are the windows confirmed, on the loop, in one hop
-per batch; the manager then acks them and the producer may commit past them.
+that skips rows already there; on PostgreSQL a large batch by ``COPY``, run again with
+that insert if it meets a stored event: ``eventcopy``) plus the windows' staged state
+writes, folded in window order. Only after the commit returns are the windows
+confirmed, on the loop, in one hop per batch; the manager then acks them and the
+producer may commit past them.
 
 Group commit: an idle writer takes a window into a transaction in the same loop turn
 it was submitted in; the windows submitted while a transaction is in flight wait for
@@ -79,6 +81,12 @@ from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.batchmerge import fold_staged
 from sharedstream.triggerer.config import ProcessSettings
+from sharedstream.triggerer.eventcopy import (
+    COPY_MIN_ROWS,
+    can_copy,
+    copy_events,
+    is_duplicate_key,
+)
 from sharedstream.triggerer.eventrows import (
     MAX_EVENT_BYTES,
     CoordinatesOf,
@@ -135,6 +143,8 @@ class DatabaseWorkSink:
         # after an earlier one's), and never queue behind state reads on the store's pool.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="uow-writer")
         self._connection = WriterConnection(store.engine)  # used on the writer thread only
+        self._copy = can_copy(store.engine)  # large batches' events by COPY (eventcopy)
+        self._duplicates = False  # the last batch met stored events: no COPY until one does not
         self._queue: deque[_Queued] = deque()
         self._wake = asyncio.Event()  # queue became non-empty or full, or shutdown
         self._idle = asyncio.Event()  # nothing queued, nothing being committed
@@ -318,17 +328,29 @@ class DatabaseWorkSink:
                 units.append(window.staged.staged)
         uow = self._store.unit_of_work()
         uow.staged = fold_staged(units)
+        copy = self._copy and not self._duplicates and len(rows) >= COPY_MIN_ROWS
 
         def work(connection: Connection) -> int:
             uow.apply(connection)
             # Last: it locks the event sequence until the commit (commit-ordered ids).
-            return insert_events(connection, rows)
+            return (copy_events if copy else insert_events)(connection, rows)
 
         try:
-            written = self._connection.run(work, one_statement=not uow.staged)
+            try:
+                written = self._connection.run(work, one_statement=not (uow.staged or copy))
+            except Exception as exc:
+                if not (copy and is_duplicate_key(exc)):
+                    raise
+                # Redelivered events already stored: this batch, and the ones after it
+                # until a batch holds none, skip them with the one statement.
+                self._duplicates = True
+                copy = False
+                written = self._connection.run(work, one_statement=not uow.staged)
         except BaseException:
             uow.discard()
             raise
+        if not copy and written == len(rows):
+            self._duplicates = False
         uow.committed()
         return written
 
