@@ -95,7 +95,8 @@ def cached_build(home: Path, scratch_prefix: str, build: Callable[[Path], str]) 
     finds the stamp. ``build`` works in a scratch directory under ``home`` (removed
     afterwards, built or not), moves what it made into place and returns the stamp's
     text, written last: a build interrupted mid-way never leaves a cache that looks
-    whole, and the next call builds again.
+    whole, and the next call builds again. A killed build cannot remove its scratch
+    directory; under the lock no other build runs, so the next one removes it.
     """
     stamp = home / ".complete"
     if stamp.exists():
@@ -105,6 +106,8 @@ def cached_build(home: Path, scratch_prefix: str, build: Callable[[Path], str]) 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists():
             return
+        for stale in home.glob(f"{scratch_prefix}*"):
+            shutil.rmtree(stale, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix, dir=home))
         try:
             stamp.write_text(build(scratch))
