@@ -376,8 +376,11 @@ class DatabaseBackend(StateBackend):
     def apply_staged(self, connection: Connection, staged: StagedWrites) -> list[AfterCommit]:
         """Write ``staged`` inside the caller's transaction with few statements: per scope
         one clear, one multi-key delete, one multi-row upsert; advances are re-checked
-        under a row lock. Payload objects of deleted task keys are removed only after the
-        caller commits (the returned callables), so a rollback never loses a payload."""
+        under a row lock, or guarded by the row remembered from the last commit (see
+        :meth:`_apply_advances`). Payload objects of deleted task keys are removed, and
+        the rows left by this unit's advances remembered, only after the caller commits
+        (the returned callables), so a rollback never loses a payload nor leaves a row
+        remembered that was never committed."""
         refs: list[str] = []
         for group in sorted(staged.cleared_task_groups):
             refs += self.delete_task_rows(
