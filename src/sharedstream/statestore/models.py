@@ -41,6 +41,9 @@ class Base(DeclarativeBase):
 
 class AssetRow(Base):
     __tablename__ = "asset"
+    # SQLite would otherwise give a deleted highest id to the next asset, which would then
+    # show the events left under it (asset_event has no key to asset: migration 0006).
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
