@@ -225,10 +225,9 @@ async def shared(bootstrap: str, topic: str, messages: int, watchers: int, *,
     up, idle at the end of the log, ``idle.seconds`` after the last message (from
     ``idle.start``)."""
     conn_id = f"bench{uuid.uuid4().hex[:6]}"
-    group_id = uuid.uuid4().hex
-    configure_kafka_runtime({conn_id: {"bootstrap.servers": bootstrap, "group.id": group_id,
-                                       **(config or {})}},
-                            InMemoryRejectionRecorder())
+    settings = {"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, **(config or {})}
+    group_id = settings["group.id"]  # ``config`` may name it (bench/peers.py watches it)
+    configure_kafka_runtime({conn_id: settings}, InMemoryRejectionRecorder())
     sink = sink if sink is not None else ConfirmingSink()
     manager = SharedStreamManager(sink, ManagerSettings(cohort_grace_period=0))
     triggers = {f"w{i}": trigger(topics=[topic], kafka_config_id=conn_id)

@@ -1,11 +1,12 @@
 """Issue 27's plain reference: a hand-written confluent-kafka consumer process.
 
-    python bench/plain_consumer.py BOOTSTRAP TOPIC MESSAGES CONSUMERS KEEP CONFIG_JSON
+    python bench/plain_consumer.py BOOTSTRAP TOPIC MESSAGES CONSUMERS KEEP CONFIG_JSON [GROUP]
 
 Imports nothing of sharedstream or of the bench package, so its start-up is a plain
-consumer's own. CONSUMERS threads, each its own consumer group, consume TOPIC to its end
-(MESSAGES records over 3 partitions, the JSON of ``bench/decode_once.py``), parse every
-value and look up its status, keep the paid 1% when KEEP is 1, commit each batch
+consumer's own. CONSUMERS threads, each its own consumer group (``GROUP.<i>`` when GROUP
+is given, else a new one), consume TOPIC to its end (MESSAGES records over 3 partitions,
+the JSON of ``bench/decode_once.py``), parse every value and look up its status, keep
+the paid 1% when KEEP is 1, commit each batch
 asynchronously and the end synchronously, then check the committed offsets. Prints the
 wall-clock times of the first delivered message and of the last commit's answer, and the
 process's CPU seconds at that point, as JSON.
@@ -26,8 +27,8 @@ PARTITIONS = 3
 
 
 def consume(bootstrap: str, topic: str, messages: int, keep: bool, config: dict[str, Any],
-            first: list[float]) -> float:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+            first: list[float], group: str) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
                          **config})
     consumer.subscribe([topic])
@@ -59,13 +60,13 @@ def consume(bootstrap: str, topic: str, messages: int, keep: bool, config: dict[
 
 
 def main(bootstrap: str, topic: str, messages: str, consumers: str, keep: str,
-         config: str) -> None:
+         config: str, group: str = "") -> None:
     firsts: list[list[float]] = [[] for _ in range(int(consumers))]
     ends = [0.0] * len(firsts)
 
     def run(i: int) -> None:
         ends[i] = consume(bootstrap, topic, int(messages), keep == "1", json.loads(config),
-                          firsts[i])
+                          firsts[i], f"{group}.{i}" if group else uuid.uuid4().hex)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(firsts))]
     for thread in threads:
