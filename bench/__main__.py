@@ -31,7 +31,11 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
    runs only these);
 10. issue 30 (``bench/avro_decode.py``): 1, 10 and 100 watchers sharing one Avro
     deserialiser against as many independent consumers each decoding Avro, on a real
-    schema registry (``python -m bench --avro`` runs only these).
+    schema registry (``python -m bench --avro`` runs only these);
+11. the peers (``bench/peers.py``): quixstreams, sentry-arroyo and faust-streaming beside
+    plain confluent-kafka and sharedstream's two APIs, whole processes timed until their
+    commits reach the log end (``python -m bench --peers`` runs only these; a peer not
+    installed in ``--peer-python``'s environment is skipped, with a line saying so).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -62,6 +66,7 @@ import sqlalchemy as sa
 from bench import (
     avro_decode,
     issue27,
+    peers,
     persistence_reference,
     statestore_cleanup,
     tracing_cost,
@@ -565,7 +570,8 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
+def measure(services: Services, sizes: Sizes, peer_python: str = sys.executable
+            ) -> dict[str, Any]:
     bootstrap = services.bootstrap
     topic = kt.fill(bootstrap, sizes.messages)
     fanout = kt.fill(bootstrap, sizes.fanout)
@@ -632,7 +638,8 @@ def measure(services: Services, sizes: Sizes) -> dict[str, Any]:
             f"{store[f'cleanup_{database}']}")
     return {"throughput": rows, "units_of_work": uow, "latency": lat, "footprint": foot,
             "statestore": store, "issue27": run_issue27(bootstrap, sizes),
-            "tracing": run_tracing(bootstrap, sizes), "avro": run_avro(bootstrap, sizes)}
+            "tracing": run_tracing(bootstrap, sizes), "avro": run_avro(bootstrap, sizes),
+            "peers": run_peers(bootstrap, sizes, peer_python)}
 
 
 def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
@@ -648,6 +655,11 @@ def run_tracing(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
 
 def run_avro(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
     return avro_decode.measure(bootstrap, sizes.fanout, runs=1 if sizes == QUICK else 3)
+
+
+def run_peers(bootstrap: str, sizes: Sizes, peer_python: str) -> dict[str, Any]:
+    return peers.measure(bootstrap, sizes.messages, runs=1 if sizes == QUICK else 3,
+                         peer_python=peer_python)
 
 
 def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -741,7 +753,8 @@ def markdown(result: dict[str, Any]) -> str:
               for t in result["targets"]]
     return ("\n".join(lines) + "\n\n" + issue27.markdown(result["issue27"]) + "\n"
             + tracing_cost.markdown(result["tracing"]) + "\n"
-            + avro_decode.markdown(result["avro"]))
+            + avro_decode.markdown(result["avro"]) + "\n"
+            + peers.markdown(result["peers"]))
 
 
 def latency_chart(samples: list[float], path: Path, title: str) -> None:
@@ -777,6 +790,12 @@ def main() -> None:
     parser.add_argument("--avro", action="store_true",
                         help="only issue 30's figures: 1/10/100 watchers sharing one Avro "
                              "deserialiser against as many independent consumers")
+    parser.add_argument("--peers", action="store_true",
+                        help="only the peers: quixstreams, sentry-arroyo and faust-streaming "
+                             "beside plain confluent-kafka and sharedstream, whole processes")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="the Python whose environment holds the peers (the "
+                             "bench-peers extra); default: this one")
     parser.add_argument("--probe", choices=("shared", "independent"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
@@ -829,11 +848,21 @@ def main() -> None:
         (args.out / "avro.md").write_text(table)
         print(table)
         return
+    if args.peers:
+        with contextlib.ExitStack() as stack:
+            found = {"machine": machine(), "sizes": asdict(sizes),
+                     **run_peers(Services(stack).bootstrap, sizes, args.peer_python)}
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "peers.json").write_text(json.dumps(found, indent=1))
+        table = peers.markdown(found)
+        (args.out / "peers.md").write_text(table)
+        print(table)
+        return
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
                               "partitions": kt.PARTITIONS, "message_bytes": kt.SIZE}
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        result.update(measure(Services(stack), sizes))
+        result.update(measure(Services(stack), sizes, args.peer_python))
     result["targets"] = targets(result)
     result["seconds"] = round(time.perf_counter() - started, 1)
     args.out.mkdir(parents=True, exist_ok=True)
