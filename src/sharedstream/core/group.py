@@ -2,9 +2,10 @@
 
 Flow: the pump task pulls what the adapter reads (``open_stream``); records are
 admitted into the group's :class:`~sharedstream.core.ledger.Ledger`, whose entry is
-the only per-message state, and each entry is appended to every target watcher's
-queue. Watchers resolve it (ack / reject / fail) through their streams; the last
-outcome of a delivery round settles it at once:
+the only per-message state, and the batch's entries go to every watcher's queue as
+one chunk (one call per watcher per batch; a targeted message goes alone). Watchers
+resolve each entry (ack / reject / fail) through their streams; the last outcome of a
+delivery round settles it at once:
 
 * all acked -> terminal;
 * someone failed -> held: the entry is its partition's floor and a timer hands it
@@ -251,23 +252,32 @@ class Group:
         n_present = len(present)
         self.counters.received += len(entries)
         self.in_flight += len(entries)
-        for entry in entries:
+        run = 0  # where the run of entries addressed to everyone, not yet offered, starts
+        for i, entry in enumerate(entries):
             targets = entry.payload.targets
             if targets is None:
                 entry.targets = entry.round_targets = cohort
-                for stream in present:
-                    stream.offer(entry)
                 entry.pending = n_present
                 if absent is not None:
                     entry.failed = dict(absent)
                 if not n_present:
                     self._resolved(entry)
-            else:
+            else:  # a replayed dead letter: what precedes it goes first, in order
+                if run < i:
+                    self._offer(present, entries[run:i])
+                run = i + 1
                 entry.targets = targets
                 self._deliver(entry, targets)
+        if n_present and run < len(entries):
+            self._offer(present, entries if not run else entries[run:])
         for stream in present:
             stream.wake()
         self._check_pause()
+
+    @staticmethod
+    def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
+        for stream in present:
+            stream.offer(chunk)
 
     def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
         """The streams that take this batch, and the watchers failed for it (queue full).
@@ -300,7 +310,7 @@ class Group:
         for name in targets:
             stream = self.streams.get(name)
             if stream is not None:
-                stream.offer(entry)
+                stream.offer([entry])
                 pending += 1
             elif name in self.cohort:
                 if entry.failed is None:
@@ -336,6 +346,8 @@ class Group:
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
         self.in_flight -= self.ledger.end(keys)
+        for stream in self._present:
+            stream.dropped()
         self.maybe_resume()
 
     # -- flow control ------------------------------------------------------------------
@@ -383,16 +395,48 @@ class Group:
             self._resolved(entry)
 
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
-        """``ack`` for every entry of a batch (one call per watcher per batch)."""
+        """``ack`` for every entry of a batch (one call per watcher per batch).
+
+        The entries it resolves cleanly (every watcher of the cohort acked in their
+        first round) settle in bulk: counters, ``in_flight`` and the ledger's
+        partitions once per batch, not once per message. The others go through
+        ``_resolved`` one by one, in order.
+        """
         if tracing.tracer is not None:
             for entry in entries:
                 if entry.state is PENDING:
                     tracing.acked(entry.payload, watcher)
+        cohort = self.cohort
+        clean: list[Entry] = []
         for entry in entries:
             if entry.state is PENDING:
                 entry.pending -= 1
-                if not entry.pending:
+                if entry.pending:
+                    continue
+                if entry.failed is None and entry.rejected is None and (
+                        entry.acked_before is None and entry.round_targets is cohort):
+                    clean.append(entry)
+                else:
                     self._resolved(entry)
+        if clean:
+            self._settled_clean(clean)
+
+    def _settled_clean(self, entries: list[Entry]) -> None:
+        """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
+        state = self.state
+        if state is CLOSING or state is FAILED:
+            return  # as in _resolved: left uncommitted, read again by the next consumer
+        n = len(entries)
+        counters = self.counters
+        counters.clean += n
+        counters.settled += n
+        self.in_flight -= n
+        self.ledger.finish_many(entries)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        half = self.settings.max_in_flight // 2
+        if self.paused and self.in_flight <= half < self.in_flight + n:
+            self.maybe_resume()  # only where in flight crosses the resume mark
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None:
         if entry.state is not PENDING:

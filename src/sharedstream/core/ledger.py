@@ -49,7 +49,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -108,6 +108,9 @@ class State(enum.Enum):
     DROPPED = "dropped"
 
 
+PENDING, TERMINAL, OPEN = State.PENDING, State.TERMINAL, Fetch.OPEN
+
+
 class Entry:
     """One offset the consumer read: the only per-message state (a plain slots class).
 
@@ -124,12 +127,13 @@ class Entry:
                  "pending", "raw", "rejected", "round_targets", "rounds", "size", "state",
                  "targets")
 
-    def __init__(self, ledger: PartitionLedger, offset: int, state: State) -> None:
+    def __init__(self, ledger: PartitionLedger, offset: int, state: State, raw: Any = None,
+                 payload: Any = None) -> None:
         self.ledger = ledger
         self.offset = offset
         self.state = state
-        self.raw: Any = None
-        self.payload: Any = None
+        self.raw = raw
+        self.payload = payload
         self.targets: frozenset[str] = frozenset()
         self.round_targets: frozenset[str] = frozenset()
         self.pending = 0
@@ -194,7 +198,7 @@ class PartitionLedger:
             self.entries[offset] = Entry(self, offset, State.TERMINAL)
             self.terminal += 1
             return None
-        entry = Entry(self, offset, State.PENDING)
+        entry = Entry(self, offset, PENDING)
         self.entries[offset] = entry
         return entry
 
@@ -239,16 +243,20 @@ class PartitionLedger:
         if self.base is None:
             return
         entries = self.entries
-        passed = 0
-        while entries:
-            offset, entry = entries.popitem(last=False)
-            if entry.state is not State.TERMINAL:
-                entries[offset] = entry
-                entries.move_to_end(offset, last=False)
-                break
-            passed += 1
-            self.base = offset + 1
-        if passed:
+        if self.terminal == len(entries) and entries:  # all terminal (a clean backlog)
+            self.base = next(reversed(entries)) + 1
+            entries.clear()
+            self.terminal = 0
+            return
+        if self.terminal:
+            passed = 0
+            for entry in entries.values():  # find the prefix first: popping is the dear part
+                if entry.state is not TERMINAL:
+                    break
+                passed += 1
+            popitem = entries.popitem
+            for _ in range(passed):
+                popitem(False)
             self.terminal -= passed
         if entries:
             self.base = next(iter(entries))
@@ -362,7 +370,7 @@ class Ledger:
 
     # -- records in ---------------------------------------------------------------------
 
-    def admit(self, items: Sequence[tuple[Any, Any]], size: Callable[[Any], int]) -> list[Entry]:
+    def admit(self, items: Iterable[tuple[Any, Any]], size: Callable[[Any], int]) -> list[Entry]:
         """Record a consumed batch of ``(raw, record)``; the entries to hand out.
 
         Skipped: records of a ledger of another generation (raced a revocation), of a
@@ -376,28 +384,36 @@ class Ledger:
         bound = self.bound
         bytes_bound = self.bytes_bound
         ledger: PartitionLedger | None = None
-        for item in items:
-            record = item[1]
+        entries: OrderedDict[int, Entry] = OrderedDict()
+        for raw, record in items:
             if ledger is None or ledger.partition != record.partition or (
                     ledger.topic != record.topic):
                 ledger = partitions.get(record.partition_key)
                 if ledger is None:
                     continue
-            if ledger.generation != record.generation or ledger.fetch is not Fetch.OPEN:
+                entries = ledger.entries
+            if ledger.generation != record.generation or ledger.fetch is not OPEN:
                 continue
             offset = record.offset
-            entry = ledger.admit(offset)
-            if entry is None:
-                if ledger.base is not None and offset < ledger.base:
-                    self._skipped(ledger, offset)
-                continue
-            entry.raw = item[0]
-            entry.payload = record
+            base = ledger.base
+            # PartitionLedger.admit inlined for the usual record (new, above the base,
+            # not remembered); anything else goes through it.
+            if base is None or offset < base or offset in entries or ledger.remembered:
+                entry = ledger.admit(offset)
+                if entry is None:
+                    if ledger.base is not None and offset < ledger.base:
+                        self._skipped(ledger, offset)
+                    continue
+                entry.raw = raw
+                entry.payload = record
+            else:
+                entry = entries[offset] = Entry(ledger, offset, PENDING, raw, record)
             out.append(entry)
             if bound is None:
                 continue
-            ledger.weigh(entry, size(item[0]))
-            if len(ledger.entries) >= bound or ledger.open_bytes >= bytes_bound:
+            entry.size = weight = size(raw)  # PartitionLedger.weigh, inlined
+            ledger.open_bytes += weight
+            if len(entries) >= bound or ledger.open_bytes >= bytes_bound:
                 ledger.trim()  # what resolved since the last publish is no distance
                 if len(ledger.entries) >= bound or ledger.open_bytes >= bytes_bound:
                     self._stop_at_bound(ledger, offset + 1)
@@ -450,6 +466,29 @@ class Ledger:
         """
         ledger = entry.ledger
         ledger.finish(entry)
+        self.dirty.add(ledger.key)
+        if ledger.fetch is Fetch.BOUNDED:
+            self._release(ledger)
+
+    def finish_many(self, entries: Iterable[Entry]) -> None:
+        """:meth:`finish` for ``PENDING`` entries every watcher acked (a batch's clean
+        acknowledgement): the per-partition work (dirty mark, bound check) runs once per
+        run of one partition's entries, not once per entry."""
+        terminal = TERMINAL
+        ledger: PartitionLedger | None = None
+        for entry in entries:
+            if entry.ledger is not ledger:
+                if ledger is not None:
+                    self._finished(ledger)
+                ledger = entry.ledger
+            entry.state = terminal
+            entry.raw = entry.payload = None
+            ledger.terminal += 1
+            ledger.open_bytes -= entry.size
+        if ledger is not None:
+            self._finished(ledger)
+
+    def _finished(self, ledger: PartitionLedger) -> None:
         self.dirty.add(ledger.key)
         if ledger.fetch is Fetch.BOUNDED:
             self._release(ledger)

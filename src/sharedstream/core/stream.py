@@ -6,6 +6,12 @@ or the hand-off to the unit of work), then returns the next queued message
 without suspending when one is there. It suspends (one Future) only when the
 queue is empty, so a busy watcher costs no Task, Future or timer per message.
 
+The queue holds chunks, not messages: the group hands each stream one list per
+consumed batch (the same list to every watcher, never changed after), so fan-out
+costs one call per watcher per batch. ``take`` returns a chunk, or a slice of one,
+without looking at its messages unless the group dropped entries (a revoked
+partition) while some of the queue was waiting; ``__anext__`` walks the head chunk.
+
 Fairness: a filter that always finds a message queued would never suspend, so
 its task would hold the loop for as long as its queue lasts: the group's window
 flush, the commit targets and the other watchers would all wait (with 100 watchers and
@@ -119,23 +125,28 @@ class StreamOwner(Protocol):
 class SharedStream:
     """Async iterator of one watcher's messages (``raw`` as the producer yielded it).
 
-    Its group's side of it: :attr:`offer` queues an entry, :attr:`queued` counts the
-    queue, :meth:`wake` wakes a filter waiting for one, :meth:`detach` and
+    Its group's side of it: :meth:`offer` queues a chunk of entries, :attr:`queued`
+    counts the messages queued, :meth:`wake` wakes a filter waiting for one, :meth:`detach` and
     :meth:`group_failed` end it. The runner's side: :attr:`handed` (progress),
     :attr:`on_stuck` (told of an ack timeout) and :attr:`closed`.
     """
 
-    __slots__ = ("_failure", "_group", "_in_sink", "_now", "_open", "_queue", "_received",
-                 "_run", "_seq", "_state", "_timer", "_wait_since", "_waiter", "_waiting",
-                 "_waits", "_window", "name", "offer", "on_release", "on_stuck")
+    __slots__ = ("_failure", "_group", "_in_sink", "_now", "_open", "_pos", "_queue",
+                 "_queued", "_received", "_run", "_seq", "_stale", "_state", "_timer",
+                 "_wait_since", "_waiter", "_waiting", "_waits", "_window", "name", "on_release",
+                 "on_stuck")
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
         self._group = group
         self._now = now
-        self._queue: deque[Entry] = deque()
-        self.offer: Callable[[Entry], None] = self._queue.append
-        """Queue an entry for this watcher (the deque's own append: the fan-out's hot path)."""
+        # Chunks of entries; the head chunk is handed out from ``_pos``; ``_queued``
+        # counts the messages not handed out yet; ``_stale``: some queued entry may
+        # have been dropped (see :meth:`dropped`).
+        self._queue: deque[list[Entry]] = deque()
+        self._pos = 0
+        self._queued = 0
+        self._stale = False
         self._open: Entry | None = None
         self._window: Window | None = None
         self._received = 0.0
@@ -161,6 +172,32 @@ class SharedStream:
     def __aiter__(self) -> SharedStream:
         return self
 
+    def offer(self, entries: list[Entry]) -> None:
+        """Queue entries for this watcher: one call per consumed batch (the fan-out).
+        ``entries`` is shared with the sibling watchers and must not change."""
+        self._queue.append(entries)
+        self._queued += len(entries)
+
+    def dropped(self) -> None:
+        """The group dropped entries (partitions ended): some queued ones may be among
+        them, so :meth:`take` checks each entry until the queue has emptied once."""
+        if self._queue:
+            self._stale = True
+
+    def _next_queued(self) -> Entry:
+        """Pop the next queued entry (the queue is not empty)."""
+        queue = self._queue
+        chunk = queue[0]
+        pos = self._pos
+        entry = chunk[pos]
+        pos += 1
+        if pos == len(chunk):
+            queue.popleft()
+            pos = 0
+        self._pos = pos
+        self._queued -= 1
+        return entry
+
     async def __anext__(self) -> Any:
         entry = self._open
         if entry is not None:
@@ -177,7 +214,7 @@ class SharedStream:
             await asyncio.sleep(0)
         while True:
             while queue:
-                entry = queue.popleft()
+                entry = self._next_queued()
                 if entry.state is PENDING:
                     self._open = entry
                     self._received = self._now()
@@ -192,7 +229,7 @@ class SharedStream:
                     group = self._group
                     # Only where this queue crosses the resume mark (or empties):
                     # checking every stream on every message costs O(watchers).
-                    if group.paused and (len(queue) == group.low_queue or not queue):
+                    if group.paused and (self._queued == group.low_queue or not queue):
                         group.maybe_resume()
                     return entry.raw
             await self._wait_for_more()
@@ -200,36 +237,61 @@ class SharedStream:
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, for a batch filter (at least one).
 
-        Waits while the queue is empty; ends like iteration (StopAsyncIteration when
-        detached, GroupFailedError when the group failed). A message handed out again
-        (a later delivery round) comes alone, so a batch never mixes a retry in. Yields
-        the loop first after ``HANDOUT_RUN`` messages without suspending, as
-        ``__anext__`` does.
+        The list returned may be the chunk the group queued, shared with the sibling
+        watchers: the caller must not change it. Waits while the queue is empty; ends
+        like iteration (StopAsyncIteration when detached, GroupFailedError when the group
+        failed). A message handed out again (a later delivery round, queued as a chunk
+        of its own) comes alone, so a batch never mixes a retry in. Yields the loop
+        first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
         """
         queue = self._queue
         if self._run >= HANDOUT_RUN and queue:
             self._run = 0
             await asyncio.sleep(0)
         while True:
-            out: list[Entry] = []
-            while queue and len(out) < limit:
-                entry = queue[0]
-                if entry.state is not PENDING:
-                    queue.popleft()
-                    continue
-                if entry.rounds > 1:
-                    if not out:
-                        out.append(queue.popleft())
-                    break
-                out.append(queue.popleft())
+            out = self._take_queued(limit)
             if out:
                 self._seq += len(out)
                 self._run += len(out)
                 group = self._group
-                if group.paused and len(queue) <= group.low_queue:
+                if group.paused and self._queued <= group.low_queue:
                     group.maybe_resume()
                 return out
-            await self._wait_for_more()
+            if not queue:  # else only dropped entries were at its head: look again
+                await self._wait_for_more()
+
+    def _take_queued(self, limit: int) -> list[Entry]:
+        """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
+        what was popped had been dropped)."""
+        queue = self._queue
+        out: list[Entry] = []
+        while queue:
+            chunk = queue[0]
+            pos = self._pos
+            if chunk[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
+                if out:
+                    break
+                queue.popleft()
+                self._pos = 0
+                self._queued -= 1
+                return [chunk[0]] if chunk[0].state is PENDING else []
+            room = limit - len(out)
+            if pos + room >= len(chunk):
+                part = chunk[pos:] if pos else chunk
+                queue.popleft()
+                self._pos = 0
+            else:
+                part = chunk[pos:pos + room]
+                self._pos = pos + room
+            self._queued -= len(part)
+            if self._stale:  # the group dropped entries since some were queued
+                part = [entry for entry in part if entry.state is PENDING]
+            out = out + part if out else part  # never extend: ``part`` may be shared
+            if len(out) >= limit:
+                break
+        if not queue:
+            self._stale = False
+        return out
 
     async def _wait_for_more(self) -> None:
         """Suspend until the queue may hold something (the slow path of ``__anext__`` and
@@ -251,7 +313,7 @@ class SharedStream:
     @property
     def queued(self) -> int:
         """Messages waiting for this watcher (not yet handed to its filter)."""
-        return len(self._queue)
+        return self._queued
 
     @property
     def handed(self) -> int:
@@ -434,7 +496,8 @@ class SharedStream:
             self._timer = None
         group = self._group
         if fail_pending:
-            owed = list(self._queue)
+            owed = [entry for i, chunk in enumerate(self._queue)
+                    for entry in (chunk[self._pos:] if i == 0 else chunk)]
             if self._open is not None:
                 window = self._window
                 if window is None or window.is_open:
@@ -446,6 +509,8 @@ class SharedStream:
             window.abandon()
         self._in_sink.clear()
         self._queue.clear()
+        self._pos = self._queued = 0
+        self._stale = False
         self._open = None
         self._window = None
         if self.on_release is not None:
