@@ -184,20 +184,6 @@ class SharedStream:
         if self._queue:
             self._stale = True
 
-    def _next_queued(self) -> Entry:
-        """Pop the next queued entry (the queue is not empty)."""
-        queue = self._queue
-        chunk = queue[0]
-        pos = self._pos
-        entry = chunk[pos]
-        pos += 1
-        if pos == len(chunk):
-            queue.popleft()
-            pos = 0
-        self._pos = pos
-        self._queued -= 1
-        return entry
-
     async def __anext__(self) -> Any:
         entry = self._open
         if entry is not None:
@@ -214,7 +200,15 @@ class SharedStream:
             await asyncio.sleep(0)
         while True:
             while queue:
-                entry = self._next_queued()
+                chunk = queue[0]  # the next entry of the head chunk, inline: per message
+                pos = self._pos
+                entry = chunk[pos]
+                pos += 1
+                if pos == len(chunk):
+                    queue.popleft()
+                    pos = 0
+                self._pos = pos
+                self._queued -= 1
                 if entry.state is PENDING:
                     self._open = entry
                     self._received = self._now()
