@@ -12,6 +12,12 @@ costs one call per watcher per batch. ``take`` returns a chunk, or a slice of on
 without looking at its messages unless the group dropped entries (a revoked
 partition) while some of the queue was waiting; ``__anext__`` walks the head chunk.
 
+Acks of a per-message filter go to the group together: a message the filter moved past
+with nothing bound is acked in one ``ack_many`` with the others when the stream next
+suspends, yields (every ``HANDOUT_RUN`` messages), waits on infrastructure, resumes a
+paused group, or ends. Failure window: none added; an ack is only later, never lost
+(the process dying loses it as it loses any ack not yet committed).
+
 Fairness: a filter that always finds a message queued would never suspend, so
 its task would hold the loop for as long as its queue lasts: the group's window
 flush, the commit targets and the other watchers would all wait (with 100 watchers and
@@ -131,7 +137,7 @@ class SharedStream:
     :attr:`on_stuck` (told of an ack timeout) and :attr:`closed`.
     """
 
-    __slots__ = ("_failure", "_group", "_in_sink", "_now", "_open", "_pos", "_queue",
+    __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_pos", "_queue",
                  "_queued", "_received", "_run", "_seq", "_stale", "_state", "_timer",
                  "_wait_since", "_waiter", "_waiting", "_waits", "_window", "name", "on_release",
                  "on_stuck")
@@ -147,6 +153,9 @@ class SharedStream:
         self._pos = 0
         self._queued = 0
         self._stale = False
+        # Messages the filter moved past with nothing bound: acked together (ack_many)
+        # when the stream next suspends or yields, at most HANDOUT_RUN of them.
+        self._acks: list[Entry] = []
         self._open: Entry | None = None
         self._window: Window | None = None
         self._received = 0.0
@@ -190,13 +199,14 @@ class SharedStream:
             self._open = None
             window = self._window
             if window is None:
-                self._group.ack(entry, self.name)
+                self._acks.append(entry)
             else:
                 self._window = None
                 self._close_window(window)
         queue = self._queue
         if self._run >= HANDOUT_RUN and queue:
             self._run = 0
+            self._flush_acks()
             await asyncio.sleep(0)
         while True:
             while queue:
@@ -224,6 +234,7 @@ class SharedStream:
                     # Only where this queue crosses the resume mark (or empties):
                     # checking every stream on every message costs O(watchers).
                     if group.paused and (self._queued == group.low_queue or not queue):
+                        self._flush_acks()  # what resumes counts what is in flight
                         group.maybe_resume()
                     return entry.raw
             await self._wait_for_more()
@@ -290,6 +301,7 @@ class SharedStream:
     async def _wait_for_more(self) -> None:
         """Suspend until the queue may hold something (the slow path of ``__anext__`` and
         :meth:`take`); end iteration as the stream's state says instead, when it ended."""
+        self._flush_acks()
         state = self._state
         if state is FAILED:
             raise GroupFailedError(
@@ -303,6 +315,13 @@ class SharedStream:
         finally:
             self._waiter = None
         self._run = 0
+
+    def _flush_acks(self) -> None:
+        """Ack the messages moved past since the last flush, in one call."""
+        acks = self._acks
+        if acks:
+            self._acks = []
+            self._group.ack_many(acks, self.name)
 
     @property
     def queued(self) -> int:
@@ -363,7 +382,7 @@ class SharedStream:
             self._in_sink.add(window)
             self._group.submit(window)
         else:
-            self._group.ack(window.entry, self.name)
+            self._acks.append(window.entry)
 
     # -- the window's owner (WindowOwner) --------------------------------------------
 
@@ -392,9 +411,10 @@ class SharedStream:
             window = self._window
             self._window = None
             if window is None:
-                self._group.ack(entry, self.name)
+                self._acks.append(entry)
             else:
                 self._close_window(window)
+        self._flush_acks()
 
     def fail_open(self, exc: BaseException) -> None:
         """The filter raised while handling the open message: fail it.
@@ -421,6 +441,7 @@ class SharedStream:
         """A wait on infrastructure for ``window`` began or ended (see the module doc)."""
         now = self._group.clock.now()
         if began:
+            self._flush_acks()  # an outage must not hold back what was moved past
             if self._waiting is not window:  # a stale count of an earlier window ends here
                 self._waiting = window
                 self._waits = 0
@@ -485,6 +506,7 @@ class SharedStream:
         self._release(fail_pending=False)
 
     def _release(self, fail_pending: bool) -> None:
+        self._flush_acks()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
