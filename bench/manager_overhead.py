@@ -35,19 +35,25 @@ BATCH = 500
 PARTITIONS = 8
 
 
-class BenchStream(MemoryStream):
-    """Feeds ``total`` messages in batches while not paused, one batch per loop turn."""
-
-    def __init__(self, total: int) -> None:
-        super().__init__()
-        self._resumed = asyncio.Event()
-        self._resumed.set()
-        # Built up front: message construction is the adapter's cost, not the manager's.
-        self._batches = [
-            [(KafkaMessage("t", i % PARTITIONS, i, 0, None, b"x"),
+def build_batches(total: int) -> list[list[tuple[KafkaMessage, LocalRecord]]]:
+    """``total`` messages in batches of ``BATCH``, round robin over ``PARTITIONS``."""
+    return [[(KafkaMessage("t", i % PARTITIONS, i, 0, None, b"x"),
               LocalRecord(str(i % PARTITIONS), i // PARTITIONS))
              for i in range(start, min(start + BATCH, total))]
             for start in range(0, total, BATCH)]
+
+
+class BenchStream(MemoryStream):
+    """Feeds ``total`` messages in batches while not paused, one batch per loop turn."""
+
+    def __init__(self, total: int,
+                 batches: list[list[tuple[KafkaMessage, LocalRecord]]] | None = None) -> None:
+        super().__init__()
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        # Built before the clock starts (``run_once``): message construction is the
+        # adapter's cost, not the manager's.
+        self._batches = batches if batches is not None else build_batches(total)
         self._feeder: asyncio.Task[None] | None = None
 
     async def _feed(self) -> None:
@@ -77,6 +83,7 @@ class BenchStream(MemoryStream):
 class BenchTrigger(BaseEventTrigger):
     producers: list[BenchStream] = []
     total = 0
+    batches: list[list[tuple[KafkaMessage, LocalRecord]]] | None = None
 
     def __init__(self, events: bool) -> None:
         self.events = events
@@ -89,7 +96,7 @@ class BenchTrigger(BaseEventTrigger):
 
     @classmethod
     def create_shared_stream_producer(cls, kwargs: Mapping[str, Any]) -> BenchStream:
-        producer = BenchStream(cls.total)
+        producer = BenchStream(cls.total, cls.batches)
         cls.producers.append(producer)
         return producer
 
@@ -117,8 +124,12 @@ class ConfirmingSink:
 async def run_once(watchers: int, messages: int, events: bool, batch: bool = False) -> float:
     BenchTrigger.total = messages
     BenchTrigger.producers.clear()
+    BenchTrigger.batches = build_batches(messages)  # before the clock starts
     kind = BatchBenchTrigger if batch else BenchTrigger
-    return await timed_run(watchers, messages, lambda: kind(events))
+    try:
+        return await timed_run(watchers, messages, lambda: kind(events))
+    finally:
+        BenchTrigger.batches = None
 
 
 async def timed_run(watchers: int, messages: int,
