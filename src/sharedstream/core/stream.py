@@ -237,6 +237,7 @@ class SharedStream:
                         self._flush_acks()  # what resumes counts what is in flight
                         group.maybe_resume()
                     return entry.raw
+            self._resume_check()
             await self._wait_for_more()
 
     async def take(self, limit: int) -> list[Entry]:
@@ -263,6 +264,7 @@ class SharedStream:
                     group.maybe_resume()
                 return out
             if not queue:  # else only dropped entries were at its head: look again
+                self._resume_check()
                 await self._wait_for_more()
 
     def _take_queued(self, limit: int) -> list[Entry]:
@@ -315,6 +317,16 @@ class SharedStream:
         finally:
             self._waiter = None
         self._run = 0
+
+    def _resume_check(self) -> None:
+        """The queue ran empty: a paused group may resume. Where it ran empty over entries
+        the group dropped (their partition ended while they were queued), no handout
+        crossed the resume mark and nothing in flight is left to settle: without this
+        check the group would stay paused for good."""
+        group = self._group
+        if group.paused:
+            self._flush_acks()  # what resumes counts what is in flight
+            group.maybe_resume()
 
     def _flush_acks(self) -> None:
         """Ack the messages moved past since the last flush, in one call."""
@@ -425,6 +437,7 @@ class SharedStream:
                            counts=not isinstance(exc, InfrastructureError))
 
     def _abandon_open(self, why: str, *, counts: bool = True) -> None:
+        self._flush_acks()  # the filter's restart may wait long: ack what it moved past now
         entry = self._open
         if entry is None:
             return
