@@ -68,6 +68,7 @@ from bench import (
     issue27,
     peers,
     persistence_reference,
+    report,
     statestore_cleanup,
     tracing_cost,
     uow_throughput,
@@ -811,53 +812,22 @@ def main() -> None:
         found: dict[str, Any] = {"machine": machine(), "sizes": asdict(sized)}
         with contextlib.ExitStack() as stack:
             found.update(persistence(Services(stack), sized))
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "persistence.json").write_text(json.dumps(found, indent=1))
-        table = persistence_markdown(found)
-        (args.out / "persistence.md").write_text(table)
-        print(table)
+        report.write_part(args.out, "persistence", found, persistence_markdown(found))
         return
     sizes = QUICK if args.quick else Sizes()
-    if args.issue27:
-        with contextlib.ExitStack() as stack:
-            found = {"machine": machine(), "sizes": asdict(sizes),
-                     **run_issue27(Services(stack).bootstrap, sizes)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "issue27.json").write_text(json.dumps(found, indent=1))
-        table = issue27.markdown(found)
-        (args.out / "issue27.md").write_text(table)
-        print(table)
-        return
-    if args.tracing:
-        with contextlib.ExitStack() as stack:
-            found = {"machine": machine(), "sizes": asdict(sizes),
-                     **run_tracing(Services(stack).bootstrap, sizes)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "tracing.json").write_text(json.dumps(found, indent=1))
-        table = tracing_cost.markdown(found)
-        (args.out / "tracing.md").write_text(table)
-        print(table)
-        return
-    if args.avro:
-        with contextlib.ExitStack() as stack:
-            found = {"machine": machine(), "sizes": asdict(sizes),
-                     **run_avro(Services(stack).bootstrap, sizes)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "avro.json").write_text(json.dumps(found, indent=1))
-        table = avro_decode.markdown(found)
-        (args.out / "avro.md").write_text(table)
-        print(table)
-        return
-    if args.peers:
-        with contextlib.ExitStack() as stack:
-            found = {"machine": machine(), "sizes": asdict(sizes),
-                     **run_peers(Services(stack).bootstrap, sizes, args.peer_python)}
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "peers.json").write_text(json.dumps(found, indent=1))
-        table = peers.markdown(found)
-        (args.out / "peers.md").write_text(table)
-        print(table)
-        return
+    parts: dict[str, tuple[Any, Any]] = {  # one part alone: its run and its tables
+        "issue27": (lambda b: run_issue27(b, sizes), issue27.markdown),
+        "tracing": (lambda b: run_tracing(b, sizes), tracing_cost.markdown),
+        "avro": (lambda b: run_avro(b, sizes), avro_decode.markdown),
+        "peers": (lambda b: run_peers(b, sizes, args.peer_python), peers.markdown),
+    }
+    for name, (run, tables) in parts.items():
+        if getattr(args, name):
+            with contextlib.ExitStack() as stack:
+                found = {"machine": machine(), "sizes": asdict(sizes),
+                         **run(Services(stack).bootstrap)}
+            report.write_part(args.out, name, found, tables(found))
+            return
     result: dict[str, Any] = {"machine": machine(), "sizes": asdict(sizes),
                               "partitions": kt.PARTITIONS, "message_bytes": kt.SIZE}
     started = time.perf_counter()
@@ -876,10 +846,7 @@ def main() -> None:
     samples = lat.pop("samples_ms")
     lat["cdf_ms"] = {p: samples[min(len(samples) - 1, len(samples) * p // 100)]
                      for p in range(0, 101, 5)}
-    (args.out / "bench.json").write_text(json.dumps(result, indent=1))
-    table = markdown(result)
-    (args.out / "bench.md").write_text(table)
-    print(table)
+    report.write_part(args.out, "bench", result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import kafka_throughput as kt
+from bench import report
 from bench.decode_once import value
 from bench.issue27 import TUNED
 from confluent_kafka import Consumer, TopicPartition
@@ -283,11 +284,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     found = measure(args.bootstrap, args.messages, args.runs, args.peer_python, args.only)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "peers.json").write_text(json.dumps(found, indent=1))
-    table = markdown(found)
-    (args.out / "peers.md").write_text(table)
-    print(table)
+    report.write_part(args.out, "peers", found, markdown(found))
 
 
 if __name__ == "__main__":
