@@ -7,26 +7,13 @@ refuses them again; upgrading once more removes it again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from db_schemas import mariadb_database_url, postgres_schema_url
 
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event, undelivered_event
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'm.db'}"
-    elif request.param == "postgresql":
-        yield from postgres_schema_url(request.getfixturevalue("database_url"))
-    else:
-        yield from mariadb_database_url(request.getfixturevalue("mariadb_url"))
 
 
 def _event(asset_id: int, offset: int) -> dict[str, object]:
@@ -41,8 +28,8 @@ def _offsets(store: StateStore) -> list[int]:
             sa.select(asset_event.c.offset).order_by(asset_event.c.offset)).scalars())
 
 
-def test_0006_drops_and_restores_the_event_asset_key(fresh_url: str) -> None:
-    store = StateStore.from_url(fresh_url)
+def test_0006_drops_and_restores_the_event_asset_key(db_url: str) -> None:
+    store = StateStore.from_url(db_url)
     try:
         store.upgrade()
         kept = store.register_asset("kept")
@@ -67,10 +54,10 @@ def _undelivered(store: StateStore) -> int:
             sa.select(sa.func.count()).select_from(undelivered_event)).scalar_one())
 
 
-def test_0006_keeps_undelivered_events(fresh_url: str) -> None:
+def test_0006_keeps_undelivered_events(db_url: str) -> None:
     """SQLite rebuilds asset_event to drop the key, and dropping the old table deletes its
     rows first, cascading to undelivered_event (foreign keys are on): none may go."""
-    store = StateStore.from_url(fresh_url)
+    store = StateStore.from_url(db_url)
     try:
         store.upgrade("0005")
         kept = store.register_asset("kept")
