@@ -13,9 +13,10 @@ producer may commit past them.
 Group commit: an idle writer takes a window into a transaction in the same loop turn
 it was submitted in; the windows submitted while a transaction is in flight wait for
 it and form the next batch. So the batch size follows the database's speed (one window
-per transaction when it keeps up, ``batch_size`` when it does not) and no timer adds
-latency. ``uow_max_delay`` (0 by default) may ask the flusher to wait that long for a
-fuller batch: fewer transactions, later events.
+per transaction when it keeps up, ``batch_size`` when it does not, and no more windows
+than keep its events within ``MAX_BATCH_EVENTS``) and no timer adds latency.
+``uow_max_delay`` (0 by default) may ask the flusher to wait that long for a fuller
+batch: fewer transactions, later events.
 
 Failure windows:
 
@@ -99,6 +100,11 @@ from sharedstream.triggerer.writerconn import WriterConnection
 
 log = logging.getLogger(__name__)
 
+# Events per transaction, past its first window (a window is never split). Without a
+# cap, 500 queued batch windows of 512 events each were one transaction of 256,000
+# rows, and every window submitted meanwhile waited for all of it.
+MAX_BATCH_EVENTS = 2048
+
 
 class _Queued(NamedTuple):
     window: Window
@@ -125,6 +131,7 @@ class DatabaseWorkSink:
         *,
         coordinates: CoordinatesOf = kafka_coordinates,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        max_events: int = MAX_BATCH_EVENTS,
         retry_initial: float = 0.1,
         retry_cap: float = 5.0,
         clock: Callable[[], datetime] = utcnow,
@@ -133,6 +140,7 @@ class DatabaseWorkSink:
         self._store = store
         self._assets = dict(assets)
         self._batch_size = settings.uow_batch_size
+        self._max_events = max_events
         self._max_delay = settings.uow_max_delay
         self._coordinates = coordinates
         self._max_event_bytes = max_event_bytes
@@ -232,8 +240,20 @@ class DatabaseWorkSink:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(wake.wait(), delay)
                     continue
-            take = min(len(queue), self._batch_size)
-            await self._commit([queue.popleft() for _ in range(take)])
+            await self._commit(self._take())
+
+    def _take(self) -> list[_Queued]:
+        """The next batch: the oldest queued windows, at most ``batch_size`` of them and,
+        past the first, only while their events stay within ``max_events`` (a window is
+        never split: its events commit with its state)."""
+        queue = self._queue
+        batch = [queue.popleft()]
+        events = len(batch[0].texts)
+        limit, cap = self._batch_size, self._max_events
+        while queue and len(batch) < limit and events + len(queue[0].texts) <= cap:
+            events += len(queue[0].texts)
+            batch.append(queue.popleft())
+        return batch
 
     async def _commit(self, batch: list[_Queued]) -> None:
         """Commit ``batch`` until it succeeds, then confirm its windows (one hop back).
