@@ -59,8 +59,9 @@ from sharedstream.ops.clitools import emit_json
 from sharedstream.ops.dlq_replay import Replayer, ReplayRules, default_parking_topic
 from sharedstream.triggerer.config import Config, DatabaseSettings, ProcessSettings
 from sharedstream.triggerer.plan import make_plan
-from sharedstream.triggerer.process import Triggerer, check_topics, open_store
+from sharedstream.triggerer.process import Triggerer
 from sharedstream.triggerer.registration import register_assets, register_groups
+from sharedstream.triggerer.startup import check_topics, open_store
 
 WATCHERS = "sharedstream.demo.watchers"
 REFRESH_S = 0.25

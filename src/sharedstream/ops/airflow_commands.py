@@ -47,7 +47,7 @@ def publish_airflow(instance: str, topic: str, config_path: str | None, connecti
     )
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.plan import StartupError
-    from sharedstream.triggerer.process import open_store
+    from sharedstream.triggerer.startup import open_store
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

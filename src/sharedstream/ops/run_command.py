@@ -107,7 +107,7 @@ def deliver(config_path: str | None, log_level: str, log_format: str) -> None:
     Any number of processes may deliver the same destinations: each destination is
     delivered by one of them at a time (a lease in the database).
     """
-    from sharedstream.triggerer.process import run_delivery
+    from sharedstream.triggerer.deliver import run_delivery
 
     start(log_level, log_format, run_delivery, config_path, traced=True)
 
@@ -125,7 +125,7 @@ def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
     its schema, the recorded watcher sets and the destinations; nothing is changed.
     Exits 0 when `run` would start, else as `run` would fail.
     """
-    from sharedstream.triggerer.process import check_startup
+    from sharedstream.triggerer.startup import check_startup
 
     def body(config: Any) -> int:
         for line in check_startup(config, watchers, takeover=takeover):

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 from sharedstream.statestore import StateStore
-from sharedstream.triggerer import process
+from sharedstream.triggerer import process, startup
 from sharedstream.triggerer.config import Config
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.group_starts import start_groups
@@ -113,19 +113,19 @@ class Triggerer:
         created, the database opened (migrated if empty), group watcher sets recorded,
         assets registered, destinations built. Raises StartupError / UnavailableError."""
         config, plan = self.config, self.plan
-        process.health_check(config.process)
-        process.check_topics(plan.groups, config.process.broker_timeout)
+        startup.health_check(config.process)
+        startup.check_topics(plan.groups, config.process.broker_timeout)
         for line in replay_topics(plan.groups, create=True,
                                   timeout=config.process.broker_timeout):
             process.log.info("%s", line)
-        store = process.connect(config, upgrade=self.options.upgrade)
+        store = startup.connect(config, upgrade=self.options.upgrade)
         try:
             start_groups(plan.groups, store, config.process.broker_timeout,
                          takeover=self.options.takeover)
             asset_ids = register_assets(store, (w.asset for w in plan.watchers))
             delivery = None
             if self.options.deliver and config.destinations:
-                delivery = process.delivery_service(store, config)
+                delivery = startup.delivery_service(store, config)
         except BaseException:
             store.close()
             raise

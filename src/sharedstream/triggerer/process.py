@@ -1,22 +1,8 @@
-"""``sharedstream run``: the triggerer process from start-up checks to a clean exit.
+"""``sharedstream run``'s running process: from its first message to a clean exit.
 
-The runtime and its checks live here; :mod:`sharedstream.triggerer.embedded` puts
-them in the order below behind the public ``async with Triggerer(...)`` API, and
-``run`` is a thin caller of that.
-
-Start-up order, and why:
-
-1. Config and watcher module (the :mod:`plan`), then the health port, bound and
-   released: no network yet, errors exit 2.
-2. Every topic and dead-letter topic must exist (one error naming all missing),
-   checked before the database is written, so a refused start changes nothing. A
-   topic missing from the first metadata answer is asked for again until
-   ``broker_timeout``: a cluster restarting with the triggerer is not yet complete.
-3. Database: an empty one is migrated; an older revision is refused unless
-   ``--upgrade`` (a rolling deploy must not migrate under a running older process).
-4. Group watcher sets recorded (refused on a different set unless ``--takeover``),
-   then assets (de)activated.
-5. Units of work, manager, health server, then one task per watcher.
+:mod:`sharedstream.triggerer.startup` holds the checks made before this runs (and the
+start-up order); :mod:`sharedstream.triggerer.embedded` calls them, then this, behind
+the public ``async with Triggerer(...)`` API, and ``run`` is a thin caller of that.
 
 Shutdown (SIGTERM/SIGINT): stop fetching, let the units of work in flight commit,
 hand resolved prefixes to the producers (dead letters delivered, offsets
@@ -34,13 +20,9 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
@@ -48,39 +30,24 @@ from sharedstream.core.backoff import jittered
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
-from sharedstream.kafka.connections import ConnectionConfigError
 from sharedstream.kafka.runtime import configure_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
-from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
 from sharedstream.serde import configure_schema_registries, registry_problems
 from sharedstream.statestore import StateStore
-from sharedstream.statestore.engine import DatabaseURLError, describe_error, is_transient_error
-from sharedstream.statestore.migrate import head_revision, is_known_revision
-from sharedstream.triggerer.config import Config, ProcessSettings, load_config
-from sharedstream.triggerer.extras import missing_module
-from sharedstream.triggerer.group_starts import start_report
-from sharedstream.triggerer.health import HealthServer, check_port
+from sharedstream.statestore.engine import describe_error, is_transient_error
+from sharedstream.triggerer.config import load_config
+from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
-from sharedstream.triggerer.metrics import DeliveryCollector, TriggererCollector
+from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.plan import (
-    GroupPlan,
-    Plan,
-    StartupError,
-    UnavailableError,
-    make_plan,
-)
+from sharedstream.triggerer.plan import Plan
 from sharedstream.triggerer.progress import ProgressLog
-from sharedstream.triggerer.registration import (
-    CohortMismatchError,
-    register_groups,
-)
+from sharedstream.triggerer.readiness import destination_problems
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.replay_topics import replay_topics
 from sharedstream.triggerer.standalone import run_standalone
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggerer.status import status_from_thread
@@ -89,7 +56,6 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,88 +63,6 @@ class RunOptions:
     takeover: bool = False
     upgrade: bool = False
     deliver: bool = True  # run the [destinations] beside ingestion
-
-
-def schema_problem(current: str | None, *, upgrade: bool) -> str | None:
-    """Why the process cannot use a database at schema revision ``current`` (None: empty,
-    which start-up migrates), or None."""
-    head = head_revision()
-    if current is None or current == head:
-        return None
-    if not is_known_revision(current):
-        return (f"the database is at schema revision {current}, unknown to this version "
-                f"(which needs {head}): it was migrated by a newer sharedstream; run that "
-                "version, or restore a database at a known revision")
-    if not upgrade:
-        return (f"the database is at schema revision {current}, this version needs {head}: "
-                "run `sharedstream db upgrade` or start with --upgrade")
-    return None
-
-
-def open_store(config: Config, *, upgrade: bool) -> StateStore:
-    """The state store on ``[database] url``, migrated if empty, refused if behind."""
-    store = StateStore.from_url(config.database.url, config.state_store)
-    try:
-        current = store.revision()
-        problem = schema_problem(current, upgrade=upgrade)
-        if problem is not None:
-            raise StartupError(problem)
-        if current is None:
-            log.info("empty database: creating the schema (revision %s)", head_revision())
-            store.upgrade()
-        elif current != head_revision():
-            log.info("upgrading the database schema %s -> %s", current, head_revision())
-            store.upgrade()
-    except BaseException:
-        store.close()
-        raise
-    return store
-
-
-def connect(config: Config, *, upgrade: bool) -> StateStore:
-    """:func:`open_store`, its failures as the CLI's two kinds: a URL that cannot work is
-    a StartupError (exit 2), a database that does not answer an UnavailableError (exit 1)."""
-    try:
-        return open_store(config, upgrade=upgrade)
-    except DatabaseURLError as exc:
-        raise StartupError(str(exc)) from None
-    except SQLAlchemyError as exc:
-        where = make_url(config.database.url).render_as_string(hide_password=True)
-        raise UnavailableError(f"database {where} not reachable: {describe_error(exc)}"
-                               ) from None
-
-
-def check_topics(groups: Sequence[GroupPlan], timeout: float = 15.0) -> None:
-    """Refuse to start while any watched or dead-letter topic is missing.
-
-    One metadata probe per connection, so ``timeout`` (``[triggerer] broker_timeout``)
-    bounds each connection once, not once per group: a topic missing from the first
-    answer is asked for again until then (see :func:`missing_topics`)."""
-    by_connection: dict[str, tuple[dict[str, Any], set[str]]] = {}
-    for group in groups:
-        if group.connection_id is not None:
-            by_connection.setdefault(group.connection_id, (group.connection, set()))[1].update(
-                group.topics)
-    missing: list[str] = []
-    for connection_id, (connection, topics) in by_connection.items():
-        try:
-            missing += missing_topics(connection_id, connection, topics, timeout)
-        except ConnectionConfigError as exc:
-            raise StartupError(str(exc)) from None
-        except BrokerUnreachableError as exc:
-            raise UnavailableError(str(exc)) from None
-    if missing:
-        raise StartupError(f"missing topics: {', '.join(sorted(set(missing)))} (still "
-                           f"missing after [triggerer] broker_timeout, {timeout:g}s: create "
-                           "them first; sharedstream never auto-creates topics)")
-
-
-def health_check(process: ProcessSettings) -> list[str]:
-    """The health server's address, bound and released: a port in use is refused here,
-    before anything is written, not by a traceback once the process runs."""
-    if process.health_port < 0:
-        return ["health server: off (health_port = -1)"]
-    return [check_port(process.health_host, process.health_port)]
 
 
 class Triggerer:
@@ -436,130 +320,6 @@ class Triggerer:
         seconds = asyncio.get_running_loop().time() - self._started
         for line in self.progress.stopped_lines(stopping, seconds, self.sink.events_written):
             log.info("%s", line)
-
-
-def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
-                  ) -> list[str]:
-    """Everything ``run`` checks before it reads a message, changing nothing: what was
-    found, as lines. Problems raise as they do for ``run`` (StartupError, exit 2;
-    UnavailableError, exit 1)."""
-    plan = make_plan(config, targets)
-    found = [f"watchers: {len(plan.watchers)} in {plan.source}"]
-    found += [f"group {g.consumer_group}: {', '.join(sorted(g.watchers))}"
-              for g in plan.groups]
-    found += health_check(config.process)
-    check_topics(plan.groups, config.process.broker_timeout)
-    found.append("topics: all present")
-    found += replay_topics(plan.groups, create=False, timeout=config.process.broker_timeout)
-    url = make_url(config.database.url)
-    where = url.render_as_string(hide_password=True)
-    if url.get_backend_name() == "sqlite" and url.database and not Path(url.database).exists():
-        found.append(f"database {where}: no file yet (run creates it)")
-        return found + start_report(plan.groups, None, config.process.broker_timeout).lines()
-    try:
-        store = StateStore.from_url(config.database.url, config.state_store)
-    except DatabaseURLError as exc:
-        raise StartupError(str(exc)) from None
-    try:
-        try:
-            current = store.revision()
-        except SQLAlchemyError as exc:
-            raise UnavailableError(f"database {where} not reachable: {describe_error(exc)}"
-                                   ) from None
-        problem = schema_problem(current, upgrade=False)
-        if problem is not None:
-            raise StartupError(problem)
-        if current is None:
-            found.append(f"database {where}: empty (run creates the schema)")
-        found += start_report(plan.groups, None if current is None else store,
-                              config.process.broker_timeout).lines()
-        if current is not None:
-            found.append(f"database {where}: schema {current}")
-            try:
-                register_groups(store, [g.declaration() for g in plan.groups],
-                                takeover=takeover, dry_run=True)
-            except CohortMismatchError as exc:
-                raise StartupError(str(exc)) from None
-        if config.destinations:
-            service = delivery_service(store, config)
-            asyncio.run(service.close())
-            found.append(f"destinations: {', '.join(sorted(config.destinations))}")
-    finally:
-        store.close()
-    return found
-
-
-def delivery_service(store: StateStore, config: Config) -> DeliveryService:
-    """The configured destinations' service; what keeps one from starting, a StartupError."""
-    configure_schema_registries(config.schema_registries)  # the Kafka destination's formats
-    try:
-        return DeliveryService.from_config(store.engine, config.destinations, config.airflow,
-                                           config.connections)
-    except (ValueError, ConnectionConfigError) as exc:
-        raise StartupError(str(exc)) from None
-    except ModuleNotFoundError as exc:
-        raise StartupError(f"destinations: {missing_module(exc)}") from None
-
-
-def run_delivery(config: Config) -> int:
-    """The whole ``sharedstream deliver``: the destinations alone, until a signal."""
-    if not config.destinations:
-        raise StartupError("no [destinations.<id>] configured: nothing to deliver")
-    health_check(config.process)
-    store = connect(config, upgrade=False)
-    try:
-        delivery = delivery_service(store, config)
-
-        async def deliver(stop: asyncio.Event) -> int:
-            await deliver_alone(delivery, store, config.process, stop)
-            return EXIT_OK
-
-        return asyncio.run(run_with_signals(deliver))
-    finally:
-        store.close()
-
-
-async def deliver_alone(delivery: DeliveryService, store: StateStore,
-                        process: ProcessSettings, stop: asyncio.Event) -> None:
-    """Run ``delivery`` until ``stop``, seen as ``run`` is: the loop watchdog, and
-    ``/livez``, ``/readyz`` (database answering, every destination delivering, the loop
-    not blocked) and ``/metrics`` on ``[triggerer] health_host``/``health_port``."""
-    watchdog = LoopWatchdog(asyncio.get_running_loop(), process.loop_block_timeout)
-    watchdog.start()
-    health = None
-    try:
-        if process.health_port >= 0:
-            registry = CollectorRegistry()
-            registry.register(DeliveryCollector(delivery, watchdog))
-            health = HealthServer(registry, lambda: [*database_problems(store),
-                                                     *destination_problems(delivery),
-                                                     *watchdog.problems()],
-                                  process.health_host, process.health_port)
-            health.start()
-            log.info("health and metrics on http://%s:%d/ (livez, readyz, metrics)",
-                     process.health_host, health.port)
-        await delivery.run(stop)
-    finally:
-        if health is not None:
-            health.stop()
-        watchdog.stop()
-
-
-def database_problems(store: StateStore) -> list[str]:
-    """Readiness reason of a process with no unit-of-work sink to watch the database for
-    it (``deliver``): one round trip, made by the readiness request's own thread."""
-    try:
-        with store.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except SQLAlchemyError as exc:
-        return [f"database: {describe_error(exc)}"]
-    return []
-
-
-def destination_problems(delivery: DeliveryService) -> list[str]:
-    """Readiness reasons: each destination this process delivers that is failing now."""
-    return [f"destination {state.id}: failing ({state.last_error})"
-            for state in delivery.states() if state.failing_since is not None]
 
 
 async def run_with_signals(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:
