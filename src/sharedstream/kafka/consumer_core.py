@@ -23,7 +23,7 @@ from sharedstream.core.ledger import Key
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff
-from sharedstream.kafka.payload import KafkaPayload
+from sharedstream.kafka.payload import FirstRead, KafkaPayload
 from sharedstream.kafka.topic_watch import TopicWatch
 
 # Commit answers that mean "a rebalance overtook this request", retried afterwards.
@@ -81,6 +81,8 @@ class ConsumerCore:
         self.owned: dict[Key, int] = {}
         self.generation = 0
         self.commits = CommitDriver(self.owned)
+        # Each partition's class of first reads, of the generation it was last read in.
+        self.read_as: dict[Key, type[FirstRead]] = {}
         self._holding = False
 
     # -- pausing the assignment --------------------------------------------------------

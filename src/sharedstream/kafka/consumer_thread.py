@@ -27,7 +27,13 @@ from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.handoff import StreamNotOpenError
 from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
-from sharedstream.kafka.payload import KafkaPayload, build_payload
+from sharedstream.kafka.payload import (
+    FirstRead,
+    KafkaPayload,
+    build_payload,
+    first_read_class,
+    new_message,
+)
 from sharedstream.kafka.rebalance import Rebalancing
 from sharedstream.kafka.stats import STATS_INTERVAL_MS, partition_stats
 from sharedstream.kafka.topic_watch import Changes
@@ -104,15 +110,19 @@ class ConsumerThread(Rebalancing):
     def _hand_over(self, records: list[Any]) -> None:
         """Wrap a consumed batch; one hop to the loop for the whole batch.
 
-        Runs once per record: lookups are hoisted and a run of records of one partition
-        (the usual shape of a batch) reuses its generation.
+        Runs once per record: lookups are hoisted, a run of records of one partition
+        (the usual shape of a batch) reuses its generation and its class of first reads,
+        and a first read without headers (nearly every record) is built right here, one
+        tuple that is message and payload at once (kafka/payload.py).
         """
         out: list[tuple[KafkaMessage, KafkaPayload]] = []
-        owned, topic_ids = self.owned, self.watch.ids
+        append = out.append
+        owned, topic_ids, read_classes = self.owned, self.watch.ids, self.read_as
         replay_topic, topics = self.s.replay_topic, self.s.topics
         key: Key | None = None
         generation = -1
         watched: tuple[str, ...] = ()
+        read_as: type[FirstRead] = FirstRead
         for record in records:
             error = record.error()
             if error is not None:
@@ -124,12 +134,25 @@ class ConsumerThread(Rebalancing):
             if key is None or key[1] != partition or key[0] != topic:
                 key = (topic, partition)
                 generation = owned.get(key, -1)
+                if generation < 0:
+                    continue  # not owned in this generation (raced a revocation)
                 watched = topics if topic == replay_topic else ()
-            if generation < 0:
-                continue  # not owned in this generation (raced a revocation)
+                found = read_classes.get(key)
+                if found is None or found.generation != generation:
+                    found = read_classes[key] = first_read_class(key, generation,
+                                                                 topic_ids.get(topic, ""))
+                read_as = found
+            elif generation < 0:
+                continue
+            if record.headers() is None:
+                read: FirstRead = new_message(read_as, (
+                    topic, partition, record.offset(), record.timestamp()[1], record.key(),
+                    record.value(), (), 0, None, 1))
+                append((read, read))
+                continue
             payload = build_payload(record, topic, partition, record.offset(),
-                                    topic_ids.get(topic, ""), generation, watched)
-            out.append((payload.message, payload))
+                                    topic_ids.get(topic, ""), generation, watched, read_as)
+            append((payload.message, payload))
         if out:
             self.hand.post_batch(Records(out))
 

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError
 
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.dead_letters import DeadLetterSender, is_permanent
-from sharedstream.kafka.payload import KafkaPayload
+from sharedstream.kafka.payload import KafkaPayload, first_read_class, new_message
 
 
 class Recorder:
@@ -45,8 +45,9 @@ class Recorder:
 
 
 def payload(offset: int) -> KafkaPayload:
-    message = KafkaMessage("orders", 0, offset, 1, None, str(offset).encode())
-    return KafkaPayload("orders", 0, offset, 1, message, "id-orders", 1)
+    fields = KafkaMessage("orders", 0, offset, 1, None, str(offset).encode())
+    read: KafkaPayload = new_message(first_read_class(("orders", 0), 1, "id-orders"), fields)
+    return read
 
 
 def send(sender: DeadLetterSender, offsets: range, outcomes: list[KafkaError | None]) -> None:
