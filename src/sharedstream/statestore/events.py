@@ -19,7 +19,7 @@ index), so re-reading offsets whose events still exist creates nothing new.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,7 +30,12 @@ from sqlalchemy.engine import Connection, Engine, Row
 from sharedstream.core.message import Coordinates
 from sharedstream.statestore.maintenance import CleanupReport, delete_in_batches
 from sharedstream.statestore.models import asset, asset_event, event_sequence
-from sharedstream.statestore.sql import insert_ignore_many, json_rows
+from sharedstream.statestore.sql import (
+    bound_columns,
+    insert_ignore_many,
+    insert_ignore_tuples,
+    json_rows,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,11 @@ class EventRecord:
 
 NOTIFY_CHANNEL = "sharedstream_events"
 
+# An event row as the unit-of-work writer builds it: a plain tuple of these columns, in
+# this order, without the id (allocated at insert); ``trace_context`` may follow.
+EVENT_COLUMNS = ("asset_id", "watcher", "payload", "topic", "topic_id", "partition", "offset",
+                 "event_index", "created_at")
+
 
 def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     """Insert ``asset_event`` rows (without ids) with commit-ordered ids; return how many
@@ -89,6 +99,26 @@ def insert_events(connection: Connection, rows: list[dict[str, Any]]) -> int:
     for number, row in enumerate(rows, start=last - len(rows) + 1):
         row["id"] = number
     return insert_ignore_many(connection, asset_event, rows)
+
+
+def insert_event_rows(connection: Connection, columns: Sequence[str],
+                      rows: list[tuple[Any, ...]]) -> int:
+    """:func:`insert_events` for rows given as tuples of ``columns`` (see
+    ``EVENT_COLUMNS``), as the unit-of-work writer builds them: a dict per row cost it
+    more than the insert itself on SQLite. SQLite takes them as they are, through the
+    driver's ``executemany``; the other dialects get the dicts ``insert_events`` takes.
+    Call it last in the transaction, like ``insert_events``."""
+    if not rows:
+        return 0
+    if connection.dialect.name != "sqlite":
+        return insert_events(connection, [dict(zip(columns, row, strict=True))
+                                          for row in rows])
+    seq = event_sequence.c
+    last = connection.execute(update(event_sequence).where(seq.id == 1).values(
+        last_id=seq.last_id + len(rows)).returning(seq.last_id)).scalar_one()
+    values = bound_columns(connection, asset_event, columns, rows)
+    params = list(zip(range(last - len(rows) + 1, last + 1), *values, strict=True))
+    return insert_ignore_tuples(connection, asset_event, ["id", *columns], params)
 
 
 def _insert_events_postgresql(connection: Connection, rows: list[dict[str, Any]]) -> int:

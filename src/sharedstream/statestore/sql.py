@@ -132,20 +132,44 @@ def _chain(first: Callable[[Any], Any], then: Callable[[Any], Any]) -> Callable[
 def _insert_ignore_sqlite(
     connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]
 ) -> int:
-    """SQLite's insert-if-absent of many rows: one ``INSERT ... ON CONFLICT DO NOTHING``
-    run by the driver's ``executemany`` over plain tuples, as a hand-written sqlite3
-    writer would. Through SQLAlchemy's Core insert the same batch cost about twice as
-    much client CPU (per-row parameter processing, pages of multi-row VALUES rendered
-    for RETURNING). The driver's row count of an executemany is the sum of the rows each
-    execution changed, so skipped duplicates are not counted."""
+    """SQLite's insert-if-absent of many rows: :func:`insert_ignore_tuples` of their
+    bind-processed values."""
     names = list(rows[0])
     bound = _bound(connection, table, rows, names)
+    return insert_ignore_tuples(connection, table, names,
+                                [tuple(row[n] for n in names) for row in bound])
+
+
+def insert_ignore_tuples(connection: Connection, table: Table, names: Sequence[str],
+                         rows: Sequence[tuple[Any, ...]]) -> int:
+    """SQLite: insert ``rows`` (tuples of columns ``names``, already bind-processed),
+    skipping each row whose unique key exists; return how many were inserted. One
+    ``INSERT ... ON CONFLICT DO NOTHING`` run by the driver's ``executemany`` over the
+    tuples, as a hand-written sqlite3 writer would. Through SQLAlchemy's Core insert the
+    same batch cost about twice as much client CPU (per-row parameter processing, pages
+    of multi-row VALUES rendered for RETURNING). The driver's row count of an
+    executemany is the sum of the rows each execution changed, so skipped duplicates
+    are not counted."""
     quote = connection.dialect.identifier_preparer.quote
     target = connection.dialect.identifier_preparer.format_table(table)
     sql = (f"INSERT INTO {target} ({', '.join(quote(n) for n in names)}) "
            f"VALUES ({', '.join('?' * len(names))}) ON CONFLICT DO NOTHING")
-    result = connection.exec_driver_sql(sql, [tuple(row[n] for n in names) for row in bound])
-    return int(result.rowcount)
+    return int(connection.exec_driver_sql(sql, list(rows)).rowcount)
+
+
+def bound_columns(connection: Connection, table: Table, names: Sequence[str],
+                  rows: Sequence[tuple[Any, ...]]) -> list[Sequence[Any]]:
+    """The columns of ``rows`` (tuples of columns ``names``), one sequence per column,
+    after their column type's bind processing; each distinct value of a processed column
+    processed once, as in :func:`_processed` (its values must be hashable)."""
+    columns: list[Sequence[Any]] = list(zip(*rows, strict=True))
+    dialect = connection.dialect
+    for i, name in enumerate(names):
+        process = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            memo = {value: process(value) for value in set(columns[i])}
+            columns[i] = [memo[value] for value in columns[i]]
+    return columns
 
 
 def _unique_key(table: Table) -> list[Any]:

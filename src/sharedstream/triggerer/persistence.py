@@ -77,7 +77,7 @@ from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
-from sharedstream.statestore.events import insert_events
+from sharedstream.statestore.events import EVENT_COLUMNS, insert_event_rows
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.batchmerge import fold_staged
@@ -333,19 +333,23 @@ class DatabaseWorkSink:
     def _write(self, batch: list[_Queued]) -> int:
         """One transaction: the batch's folded state writes, then its events; commit."""
         created_at = self._clock()
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
         units = []
+        # Tracing on: every row of the batch has the column (NULL where a window has none).
+        traced = any(q.watches is not None for q in batch)
         for window, asset_id, texts, _, watches in batch:
             if texts:
                 made = window_event_rows(asset_id, window, self._coordinates, texts,
                                          created_at)
-                if watches is not None:  # tracing on: every row of the batch has the column
-                    for row, context in zip(made, tracing.stored_contexts(watches, len(made)),
-                                            strict=True):
-                        row["trace_context"] = context
+                if traced:
+                    contexts = ([None] * len(made) if watches is None
+                                else tracing.stored_contexts(watches, len(made)))
+                    made = [(*row, context)
+                            for row, context in zip(made, contexts, strict=True)]
                 rows += made
             if window.staged:
                 units.append(window.staged.staged)
+        columns = (*EVENT_COLUMNS, "trace_context") if traced else EVENT_COLUMNS
         uow = self._store.unit_of_work()
         uow.staged = fold_staged(units)
         copy = self._copy and not self._duplicates and len(rows) >= COPY_MIN_ROWS
@@ -353,7 +357,7 @@ class DatabaseWorkSink:
         def work(connection: Connection) -> int:
             uow.apply(connection)
             # Last: it locks the event sequence until the commit (commit-ordered ids).
-            return (copy_events if copy else insert_events)(connection, rows)
+            return (copy_events if copy else insert_event_rows)(connection, columns, rows)
 
         try:
             try:

@@ -1,0 +1,62 @@
+"""The unit-of-work writer's ``COPY`` text, built by hand (triggerer/eventcopy.py, issue 28).
+
+The writer formats a large batch's rows in ``COPY``'s text format itself instead of
+through psycopg's ``write_row``: every field that holds a backslash, a tab or a line
+break must be escaped, or the server splits the row, refuses it, or stores other text.
+Payloads that hold each of them (as JSON escapes, and raw inside a key name) are stored
+exactly as encoded, by ``COPY`` (seen in the statements sent), with their coordinates.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import event, select
+from uow_windows import WindowDriver, coordinates
+
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.models import asset_event
+from sharedstream.statestore.values import encode_json
+from sharedstream.triggerer.eventcopy import COPY_MIN_ROWS
+from sharedstream.triggerer.persistence import DatabaseWorkSink
+
+AWKWARD = ["back\\slash", "tab\there", "line\nbreak", "cr\rhere", "\\N", "quote\"s",
+           "üñí ☃", "\\\\two"]
+
+
+async def test_copied_payloads_are_stored_exactly_as_encoded(
+        postgres_store: StateStore) -> None:
+    store = postgres_store
+    sent: list[str] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "event_sequence" in statement:
+            sent.append("copy" if statement.startswith("UPDATE") else "statement")
+
+    sink = DatabaseWorkSink(store, {"w": store.register_asset("orders")},
+                            coordinates=coordinates)
+    w = WindowDriver("w", sink)
+    payloads = [{AWKWARD[n % len(AWKWARD)]: AWKWARD[n % len(AWKWARD)], "n": n}
+                for n in range(COPY_MIN_ROWS)]
+    windows = []
+    for n, payload in enumerate(payloads):
+        w.open(("orders", n % 3, n))
+        w.emit(payload, None, [n, "\t"])
+        windows.append(w.close(submit=False))
+    sink.submit(windows)
+    assert await sink.drain(30)
+    await sink.aclose()
+
+    assert sent == ["copy"]
+    assert sink.failures == 0 and sink.permanent_failures == 0 and w.rejected == {}
+    e = asset_event.c
+    with store.engine.connect() as conn:
+        stored = conn.execute(select(e.partition, e.offset, e.event_index, e.payload,
+                                     e.topic, e.watcher).order_by(e.id)).all()
+    expected = [(n % 3, n, index, encode_json(event), "orders", "w")
+                for n, payload in enumerate(payloads)
+                for index, event in enumerate([payload, None, [n, "\t"]])]
+    assert [tuple(row) for row in stored] == expected
+    assert [json.loads(row.payload) for row in stored[::3]] == payloads
