@@ -35,7 +35,7 @@ from sharedstream import (
     TriggerEvent,
     reject_shared_stream_event,
 )
-from sharedstream.core import tracing
+from sharedstream.core import tracecontext, tracing
 from sharedstream.core.message import Coordinates
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.delivery.kafka_topic import KafkaTopicSender
@@ -323,7 +323,8 @@ def test_the_trace_context_column_round_trips(db_url: str) -> None:
         with store.engine.connect() as connection:
             found = events_after(connection, 0, limit=10)
         assert [e.trace_context for e in found] == [context, None]
-        assert tracing.parse_stored(context) == {"traceparent": TRACEPARENT, "tracestate": state}
+        assert tracecontext.parse_stored(context) == {"traceparent": TRACEPARENT,
+                                                      "tracestate": state}
     finally:
         store.close()
 

@@ -37,7 +37,7 @@ from sharedstream import (
     TriggerEvent,
 )
 from sharedstream.cli import cli
-from sharedstream.core import tracing
+from sharedstream.core import tracecontext, tracing
 from sharedstream.statestore.models import asset_event
 from sharedstream.testing import WatcherHarness
 
@@ -223,6 +223,6 @@ def test_the_stored_context_keeps_the_tracestate() -> None:
     for carrier in ({"traceparent": VALID.decode()},
                     {"traceparent": VALID.decode(), "tracestate": "rojo=1,congo=2"}):
         text = "\n".join(carrier.values())
-        assert tracing.parse_stored(text) == carrier
-        assert tracing.trace_id_of(tracing.parse_stored(text)) == TRACE
-    assert tracing.trace_id_of({"traceparent": "00-zz"}) is None
+        assert tracecontext.parse_stored(text) == carrier
+        assert tracecontext.trace_id_of(tracecontext.parse_stored(text)) == TRACE
+    assert tracecontext.trace_id_of({"traceparent": "00-zz"}) is None

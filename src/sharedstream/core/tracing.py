@@ -8,6 +8,12 @@ variables apply: the OTLP/HTTP endpoint and headers, the sampler
 (``OTEL_TRACES_SAMPLER``, ``OTEL_TRACES_SAMPLER_ARG``), the batch processor's queue,
 ``OTEL_SERVICE_NAME`` (``sharedstream`` when no service name is set).
 
+This module holds the switch and the spans of a message on its way in (watch,
+commit, dead letter). Which settings are honoured, and the provider they build, are
+:mod:`~sharedstream.core.traceexport`'s; the W3C carriers (headers, the stored
+context) :mod:`~sharedstream.core.tracecontext`'s; the deliver span
+:mod:`~sharedstream.core.deliveryspans`'s, which reads :data:`tracer` from here.
+
 Spans (docs/tracing.md has the table): ``sharedstream.watch`` for each outcome of one
 watcher on one message (``sharedstream.outcome``: ``event``, ``filtered``, ``rejected``,
 ``failed``), a child of the record's W3C ``traceparent`` header when it has a valid one
@@ -41,12 +47,20 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from importlib.util import find_spec
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.message import KafkaMessage
+from sharedstream.core.tracecontext import (
+    DEAD_LETTER_TRACEPARENT,
+    TRACEPARENT,
+    carrier_of,
+    context_of,
+    header_carrier,
+    otel_api,
+    stored_context,
+)
+from sharedstream.core.traceexport import extra_installed, new_provider, wanted_exporter
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -54,78 +68,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRACEPARENT = "traceparent"
-TRACESTATE = "tracestate"
-# The dead-letter record's header naming the span that dead-lettered it (the record's
-# own ``traceparent`` stays as its producer wrote it).
-DEAD_LETTER_TRACEPARENT = "sharedstream.traceparent"
-EXPORTERS = ("otlp", "console")
-SERVICE_NAME = "sharedstream"
-
 tracer: Tracer | None = None
 """The tracer while tracing is on; None (the default) means off."""
 
 _provider: TracerProvider | None = None
 
-
-class _Api:
-    """The OpenTelemetry API the per-message calls use, imported on first use and kept:
-    an import statement in each call costs about a microsecond per message."""
-
-    def __init__(self) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-        self.trace = trace
-        self.propagator = TraceContextTextMapPropagator()
-
-
-_api: _Api | None = None
 _unreadable_logged = False
-
-
-def _loaded() -> _Api:
-    global _api
-    if _api is None:
-        _api = _Api()
-    return _api
-
-
-class TracingConfigError(ValueError):
-    """``OTEL_*`` settings sharedstream cannot honour; the text says which and what to do."""
-
-
-def wanted_exporter(environ: Mapping[str, str]) -> str | None:
-    """The exporter ``OTEL_TRACES_EXPORTER`` asks for, or None for off.
-
-    One exporter only: a list (``otlp,console``) is refused, as is any exporter but
-    OTLP over HTTP and the console (which prints spans to standard output, for a look).
-    """
-    value = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if value in ("", "none"):
-        return None
-    if value not in EXPORTERS:
-        raise TracingConfigError(
-            f"OTEL_TRACES_EXPORTER={value!r}: sharedstream exports traces with otlp "
-            "(OTLP over HTTP) or console; set one of them, or none to turn tracing off")
-    protocol = environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                           environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"))
-    if value == "otlp" and protocol.strip().lower() != "http/protobuf":
-        raise TracingConfigError(
-            f"OTLP protocol {protocol!r}: sharedstream sends OTLP over HTTP only; set "
-            "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf (the collector's port 4318)")
-    return value
-
-
-OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-
-
-def _importable(module: str) -> bool:
-    """Whether ``module`` is installed, without importing it (only its parent packages)."""
-    try:
-        return find_spec(module) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
 
 
 def configure(environ: Mapping[str, str] = os.environ) -> bool:
@@ -141,30 +89,16 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
     exporter_name = wanted_exporter(environ)
     if exporter_name is None or tracer is not None:
         return tracer is not None
-    if not all(map(_importable, ("opentelemetry.sdk.trace", OTLP_MODULE))):
+    if not extra_installed():
         log.warning("OTEL_TRACES_EXPORTER=%s but the tracing extra is not installed "
                     "(pip install 'sharedstream[tracing]'): tracing is off", exporter_name)
         return False
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-
-    resource = Resource.create()
-    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    if exporter_name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # = OTLP_MODULE
-            OTLPSpanExporter,
-        )
-
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    else:
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    provider = new_provider(exporter_name)
     _provider = provider
     tracer = provider.get_tracer("sharedstream")
     log.info("tracing on: exporter %s, service %s, sampler %s", exporter_name,
-             resource.attributes.get("service.name"), provider.sampler.get_description())
+             provider.resource.attributes.get("service.name"),
+             provider.sampler.get_description())
     return True
 
 
@@ -187,60 +121,6 @@ def shutdown(timeout: float) -> None:
                     timeout)
 
 
-# -- carriers: W3C trace context in headers and in the event row --------------------------------
-
-
-def header_carrier(headers: Sequence[tuple[str, bytes | None]]) -> dict[str, str]:
-    """The W3C trace context headers of a Kafka record, decoded (the last of each name).
-
-    Bytes that are not UTF-8 are replaced, so the propagator sees a malformed value and
-    ignores it, as it ignores any header that does not parse.
-    """
-    found: dict[str, str] = {}
-    for name, value in headers:
-        if value is not None and name.lower() in (TRACEPARENT, TRACESTATE):
-            found[name.lower()] = value.decode("utf-8", "replace")
-    return found
-
-
-def _context_of(carrier: Mapping[str, str]) -> Any:
-    """The OpenTelemetry context a carrier names; an empty one when it names none."""
-    return (_api or _loaded()).propagator.extract(carrier)
-
-
-def carrier_of(span: Span) -> dict[str, str]:
-    """``traceparent`` (and ``tracestate``) naming ``span``, to send on."""
-    api = _api or _loaded()
-    carrier: dict[str, str] = {}
-    api.propagator.inject(carrier, api.trace.set_span_in_context(span))
-    return carrier
-
-
-def stored_context(span: Span | None) -> str | None:
-    """What ``asset_event.trace_context`` keeps of a watch span: its ``traceparent``, and
-    its ``tracestate`` on a second line when it has one; None for a span that is not
-    recorded (sampled out), whose events are then delivered without a span."""
-    if span is None or not span.is_recording():
-        return None
-    carrier = carrier_of(span)
-    if TRACESTATE in carrier:
-        return f"{carrier[TRACEPARENT]}\n{carrier[TRACESTATE]}"
-    return carrier[TRACEPARENT]
-
-
-def parse_stored(text: str) -> dict[str, str]:
-    """The carrier of an ``asset_event.trace_context`` value."""
-    parent, _, state = text.partition("\n")
-    return {TRACEPARENT: parent, TRACESTATE: state} if state else {TRACEPARENT: parent}
-
-
-def trace_id_of(carrier: Mapping[str, str]) -> str | None:
-    """The 32-hex trace id of a valid ``traceparent``, or None."""
-    api = _api or _loaded()
-    span_context = api.trace.get_current_span(_context_of(carrier)).get_span_context()
-    return format(span_context.trace_id, "032x") if span_context.is_valid else None
-
-
 # -- spans --------------------------------------------------------------------------------------
 
 
@@ -258,9 +138,9 @@ class _Trace:
     __slots__ = ("follow", "links", "open", "parent", "rejected")
 
     def __init__(self, message: KafkaMessage) -> None:
-        api = _api or _loaded()
+        api = otel_api()
         headers = message.headers
-        self.parent: Any = _context_of(header_carrier(headers)) if headers else None
+        self.parent: Any = context_of(header_carrier(headers)) if headers else None
         self.follow = message.replay_count > 0 or (
             self.parent is not None
             and api.trace.get_current_span(self.parent).get_span_context().trace_flags.sampled)
@@ -268,7 +148,7 @@ class _Trace:
         if message.replay_count:
             for name, value in headers:
                 if name == DEAD_LETTER_TRACEPARENT and value is not None:
-                    linked = api.trace.get_current_span(_context_of(
+                    linked = api.trace.get_current_span(context_of(
                         {TRACEPARENT: value.decode("utf-8", "replace")})).get_span_context()
                     if linked.is_valid:
                         self.links.append(api.trace.Link(linked, {"sharedstream.link":
@@ -290,7 +170,7 @@ def _start(trace: _Trace, watcher: str, message: KafkaMessage) -> Span:
     decides without them."""
     assert tracer is not None
     span = tracer.start_span("sharedstream.watch", trace.parent,
-                             (_api or _loaded()).trace.SpanKind.CONSUMER, links=trace.links)
+                             otel_api().trace.SpanKind.CONSUMER, links=trace.links)
     if span.is_recording():
         span.set_attributes({
             "messaging.system": "kafka",
@@ -311,7 +191,7 @@ def _end(span: Span, outcome: str, reason: str | None = None) -> None:
     if span.is_recording():
         span.set_attribute("sharedstream.outcome", outcome)
         if reason is not None:
-            api = _api or _loaded()
+            api = otel_api()
             span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reason[:1000]))
         span.end()
 
@@ -351,16 +231,21 @@ def acked(payload: Any, watcher: str) -> None:
         _end(_start(trace, watcher, payload.message), "filtered")
 
 
+def _taken(trace: _Trace, watcher: str, message: KafkaMessage) -> Span:
+    """``watcher``'s watch span on ``message`` for an outcome the unit of work did not
+    end: the one it opened (taken out of ``trace.open``), else a new one."""
+    opened = trace.open
+    span = opened.pop(watcher, None) if opened is not None else None
+    return span if span is not None else _start(trace, watcher, message)
+
+
 def rejected(payload: Any, watcher: str, reason: str) -> None:
     """``watcher`` rejected the message: its watch span ends rejected (the one in the unit
     of work, when the sink refused its window) and is kept for the dead letter."""
     trace = _trace_of(payload)
     if trace is None:
         return
-    opened = trace.open
-    span = opened.pop(watcher, None) if opened is not None else None
-    if span is None:
-        span = _start(trace, watcher, payload.message)
+    span = _taken(trace, watcher, payload.message)
     _end(span, "rejected", reason)
     if trace.rejected is None:
         trace.rejected = {}
@@ -373,9 +258,7 @@ def failed(payload: Any, watcher: str, why: str) -> None:
     trace = _trace_of(payload)
     if trace is None:
         return
-    opened = trace.open
-    span = opened.pop(watcher, None) if opened is not None else None
-    _end(span if span is not None else _start(trace, watcher, payload.message), "failed", why)
+    _end(_taken(trace, watcher, payload.message), "failed", why)
 
 
 # A window's watch spans: one per message whose events it holds, with how many.
@@ -424,7 +307,7 @@ def committed(windows: Sequence[Watches], started_ns: int, *, events: int,
     of their watch spans (the same times, the batch's figures), then the watch spans end.
     """
     assert tracer is not None
-    set_span_in_context = (_api or _loaded()).trace.set_span_in_context
+    set_span_in_context = otel_api().trace.set_span_in_context
     ended_ns = time.time_ns()
     attributes: dict[str, str | int] = {
         "db.system.name": dialect, "sharedstream.uow.windows": len(windows),
@@ -450,7 +333,7 @@ def dead_letter(original_headers: Sequence[tuple[str, bytes | None]], *, source_
     ``traceparent``. It marks the moment the record is handed to the producer; the
     broker's acknowledgement is not part of it.
     """
-    api = _api or _loaded()
+    api = otel_api()
     assert tracer is not None
     trace = None if message is None else message.derived(_Trace, _Trace)
     watched = [] if trace is None or trace.rejected is None else [
@@ -460,7 +343,7 @@ def dead_letter(original_headers: Sequence[tuple[str, bytes | None]], *, source_
     elif trace is not None:
         parent = trace.parent
     else:
-        parent = _context_of(header_carrier(original_headers)) if original_headers else None
+        parent = context_of(header_carrier(original_headers)) if original_headers else None
     reasons = "; ".join(f"{w}: {r}" for w, r in sorted(rejections.items()))
     span = tracer.start_span("sharedstream.dead_letter", parent, api.trace.SpanKind.PRODUCER,
                              attributes={"messaging.system": "kafka",
@@ -473,41 +356,3 @@ def dead_letter(original_headers: Sequence[tuple[str, bytes | None]], *, source_
     span.set_status(api.trace.Status(api.trace.StatusCode.ERROR, reasons[:1000]))
     span.end()
     return named
-
-
-def start_delivery(trace_context: str, kind: str, event_id: int,
-                   attributes: Mapping[str, str | int] | None = None) -> Span:
-    """Start the ``sharedstream.deliver`` span of one event, a child of the context
-    stored with it; end it with :func:`end_delivery` at the destination's answer."""
-    from opentelemetry.trace import SpanKind
-
-    assert tracer is not None
-    fields: dict[str, str | int] = {"sharedstream.destination.kind": kind,
-                                    "sharedstream.event.id": event_id, **(attributes or {})}
-    return tracer.start_span("sharedstream.deliver", _context_of(parse_stored(trace_context)),
-                             SpanKind.PRODUCER if kind == "kafka" else SpanKind.CLIENT,
-                             attributes=fields)
-
-
-def end_delivery(span: Span, error: BaseException | None) -> None:
-    """End a deliver span: delivered, or failed with ``error``'s text."""
-    from opentelemetry.trace import Status, StatusCode
-
-    span.set_attribute("sharedstream.delivered", error is None)
-    if error is not None:
-        span.set_status(Status(StatusCode.ERROR, str(error)[:1000]))
-    span.end()
-
-
-@contextmanager
-def delivering(trace_context: str, kind: str, event_id: int,
-               attributes: Mapping[str, str | int] | None = None) -> Iterator[dict[str, str]]:
-    """:func:`start_delivery` around a block that delivers one event; yields the carrier
-    (``traceparent``) to send on. An exception leaving the block marks the span failed."""
-    span = start_delivery(trace_context, kind, event_id, attributes)
-    try:
-        yield carrier_of(span)
-    except BaseException as exc:
-        end_delivery(span, exc)
-        raise
-    end_delivery(span, None)

@@ -48,7 +48,7 @@ from sharedstream.airflowbridge.client import (
     AirflowUnavailableError,
 )
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
-from sharedstream.core import tracing
+from sharedstream.core import deliveryspans, tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
@@ -140,7 +140,7 @@ class AirflowSender:
 
     async def _post(self, event: EventRecord) -> None:
         if tracing.tracer is not None and event.trace_context is not None:
-            with tracing.delivering(event.trace_context, "airflow", event.id,
+            with deliveryspans.delivering(event.trace_context, "airflow", event.id,
                                     {"sharedstream.airflow.instance": self._options.instance,
                                      "sharedstream.asset": event.asset}) as carrier:
                 await self._post_extra(event, carrier)

@@ -19,7 +19,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from sharedstream.core import tracing
+from sharedstream.core import deliveryspans, tracing
+from sharedstream.core.tracecontext import carrier_of
 from sharedstream.delivery.document import ID_HEADER, IDENTITY_HEADER, event_body
 from sharedstream.delivery.errors import (
     DeliveryError,
@@ -72,10 +73,10 @@ class KafkaTopicSender:
             headers = [(IDENTITY_HEADER, event.identity.encode()),
                        (ID_HEADER, str(event.id).encode())]
             if tracing.tracer is not None and event.trace_context is not None:
-                span = spans[event.id] = tracing.start_delivery(
+                span = spans[event.id] = deliveryspans.start_delivery(
                     event.trace_context, "kafka", event.id,
                     {"messaging.system": "kafka", "messaging.destination.name": self._topic})
-                headers += [(k, v.encode()) for k, v in tracing.carrier_of(span).items()]
+                headers += [(k, v.encode()) for k, v in carrier_of(span).items()]
             try:
                 self._producer.produce(
                     self._topic, key=event.asset.encode(), value=body,
@@ -90,7 +91,7 @@ class KafkaTopicSender:
         await asyncio.to_thread(self._producer.flush, FLUSH_TIMEOUT_S)
         unconfirmed = TransientDeliveryError("kafka: not confirmed within the flush", "timeout")
         for event_id, span in spans.items():
-            tracing.end_delivery(span, outcome.get(event_id, unconfirmed))
+            deliveryspans.end_delivery(span, outcome.get(event_id, unconfirmed))
         results: Results = []
         for event in events:
             result = outcome.get(event.id, unconfirmed)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from sharedstream.core import tracing
+from sharedstream.core import deliveryspans, tracing
 from sharedstream.delivery.document import event_body
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
@@ -56,7 +56,7 @@ class WebhookSender:
 
     async def _post(self, event: EventRecord) -> None:
         if tracing.tracer is not None and event.trace_context is not None:
-            with tracing.delivering(event.trace_context, "webhook", event.id,
+            with deliveryspans.delivering(event.trace_context, "webhook", event.id,
                                     {"url.full": self._options.url}) as carrier:
                 await self._post_headers(event, carrier)
         else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from sharedstream.core import tracing
 from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.core.text import storable_text
+from sharedstream.core.tracecontext import DEAD_LETTER_TRACEPARENT
 
 PREFIX = "sharedstream."
 ORIGINAL_TOPIC = "sharedstream.original.topic"
@@ -42,7 +43,7 @@ IDENTITY = "sharedstream.identity"
 # How many times this message has been replayed from the DLQ (0 for a first rejection).
 REPLAY_COUNT = "sharedstream.replay_count"
 # Optional (tracing on): the W3C traceparent of the span that dead-lettered the record.
-TRACEPARENT = tracing.DEAD_LETTER_TRACEPARENT
+TRACEPARENT = DEAD_LETTER_TRACEPARENT
 
 ALL_HEADERS = (
     ORIGINAL_TOPIC,

@@ -47,6 +47,7 @@ def start(log_level: str, log_format: str, body: Callable[..., int],
     start-up problem is one ``error:`` line and exit 2. ``traced``: tracing is on while
     ``body`` runs when the ``OTEL_*`` environment asks for it (see core.tracing)."""
     from sharedstream.core import tracing
+    from sharedstream.core.traceexport import TracingConfigError
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.logs import configure_logging
     from sharedstream.triggerer.plan import StartupError, UnavailableError
@@ -57,7 +58,7 @@ def start(log_level: str, log_format: str, body: Callable[..., int],
         if traced:
             tracing.configure()
         code = body(config)
-    except (ConfigError, StartupError, tracing.TracingConfigError) as exc:
+    except (ConfigError, StartupError, TracingConfigError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except UnavailableError as exc:
