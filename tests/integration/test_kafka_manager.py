@@ -627,15 +627,17 @@ async def test_one_held_message_stops_its_partition_at_max_in_flight_above_the_f
 
     The log is 20,000 messages, more than twice what may be read before the pause
     lands (``bound + 8 * batch``). Each bound lifted in the drain costs a seek at the
-    end of a prefetched log, which librdkafka serves after the fetch in flight (0.5 to
-    1 s), so the drain runs at about ``bound`` messages per cycle: 40 cycles here.
+    end of a prefetched log, which librdkafka serves after the fetch in flight, so the
+    drain runs at about ``bound`` messages per cycle: 40 cycles here. A fetch at the log
+    end waits ``fetch.wait.max.ms`` for data (500 ms by default, 0.5 to 1 s a cycle);
+    50 ms here, which changes when fetches return, not what the bound lets through.
     ``flaky`` is a batch watcher: its raising batch is split down to the first message,
     which holds the floor, and the bound holds across its batches as across messages."""
     bound, batch = 500, 1000  # batch: what one consume() may return
     half = 10_000
     topic = create_topic("orders")
     produce(kafka_bootstrap, topic, half)
-    conn = connection(**{"statistics.interval.ms": 100})
+    conn = connection(**{"statistics.interval.ms": 100, "fetch.wait.max.ms": 50})
     gates = {0: asyncio.Event()}
     sink = DictSink()
     watchers = {"steady": Scripted(topics=[topic], kafka_config_id=conn),
