@@ -255,16 +255,23 @@ class HandOff(Generic[PayloadT]):
         self._post(event)
 
     def post_batch(self, batch: Records[PayloadT]) -> None:
-        """Thread: a batch read (readiness: the broker answers)."""
+        """Thread: a batch read (readiness: the broker answers); one lock for both."""
         with self._lock:
             self._queued += 1
             self._ready = self._failure is None
-        self._post(batch)
+            self._outbox.append(batch)
+            waiter, self._waiter = self._waiter, None
+        self._wake_loop(waiter)
 
     def _post(self, event: StreamEvent[PayloadT] | None) -> None:
         with self._lock:
             self._outbox.append(event)
             waiter, self._waiter = self._waiter, None
+        self._wake_loop(waiter)
+
+    def _wake_loop(self, waiter: asyncio.Future[None] | None) -> None:
+        """Thread: wake the loop if it waits on an empty outbox (else it finds the event
+        itself when it next asks)."""
         loop = self._loop
         if waiter is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(_wake, waiter)
