@@ -103,7 +103,7 @@ def first_read_class(key: Key, generation: int, topic_id: str) -> type[FirstRead
     """The class of the first reads of partition ``key`` in ``generation``.
 
     Made once per partition per assignment (the consumer thread keeps the current one
-    per partition), about 20 µs; a revoked generation's class lives as long as its last
+    per partition), 10-20 µs; a revoked generation's class lives as long as its last
     message does.
     """
     made = type("KafkaMessage", (FirstRead,), {
