@@ -137,7 +137,9 @@ class Scenario:
     replay_twice: bool
     # Held messages wait longer for their retry: a partition may then move with finished
     # offsets above a held one, which only the commit metadata remembers (counted as
-    # "remembered at a move"; timing decides, so it is not a required kind).
+    # "remembered at a move"; timing decides, so it is not a required kind). Drawn only
+    # with a fault: without a move they add time, and every required kind occurs with
+    # quick retries as well (the kinds test checks).
     slow_retries: bool
     batch_watchers: frozenset[str] = frozenset()  # these use filter_shared_batch
 
@@ -150,10 +152,12 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     action = st.tuples(st.sampled_from((0, 0, 0, 1, 2)), st.sampled_from(FINALS))
     script = {w: tuple(draw(st.lists(action, min_size=messages, max_size=messages)))
               for w in watchers}
-    return Scenario(partitions, messages, watchers, script,
-                    draw(st.sampled_from(("none", "join", "expire"))),
-                    draw(st.sampled_from((3, 8, 10_000))), draw(st.booleans()),
-                    draw(st.booleans()), draw(st.booleans()),
+    fault = draw(st.sampled_from(("none", "join", "expire")))
+    max_in_flight, replay, replay_twice = (draw(st.sampled_from((3, 8, 10_000))),
+                                           draw(st.booleans()), draw(st.booleans()))
+    slow_retries = fault != "none" and draw(st.booleans())
+    return Scenario(partitions, messages, watchers, script, fault, max_in_flight, replay,
+                    replay_twice, slow_retries,
                     frozenset(w for w in watchers if draw(st.booleans())))
 
 
