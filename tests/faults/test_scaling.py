@@ -47,8 +47,11 @@ def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
     dlq = create_topic("scale-dlq")
     group = f"{connection['group.id']}.{topic}"
     create_schema(pg_url)
+    # A member stopped with SIGTERM leaves through a rebalance, which waits for the group
+    # to evict the member just killed: up to its session timeout (6 s in
+    # connection_for), three times a run. 3 s, still three heartbeats, halves that wait.
     config = write_config(tmp_path / "sharedstream.toml", database_url=pg_url,
-                          connection=connection)
+                          connection={**connection, "session.timeout.ms": 3000})
     record = tmp_path / "handouts"
     record.mkdir()
     env = {"E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_WATCHERS": "everything,picky",
