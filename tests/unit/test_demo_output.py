@@ -20,7 +20,7 @@ def demo(tmp: Path, *args: str) -> str:
     # A long TMPDIR makes the database URL longer than 80 columns.
     done = subprocess.run(
         [sys.executable, "-c", "from sharedstream.cli import main; main()",
-         "demo", "--seconds", "4", "--outage", "0", *args],
+         "demo", "--seconds", "3", "--outage", "0", *args],
         capture_output=True, text=True, timeout=80, check=False,
         env={**os.environ, "TMPDIR": str(tmp), "COLUMNS": "80"}, cwd=tmp)
     assert done.returncode == 0, done.stderr
