@@ -34,9 +34,9 @@ def windows(w: WindowDriver, offsets: range) -> list[Window]:
     return made
 
 
-async def test_copy_meets_stored_events_and_runs_again_skipping_them(
-        postgres_store: StateStore) -> None:
-    store = postgres_store
+def forms_sent(store: StateStore) -> list[str]:
+    """Which form each batch of events the writer sends from now on takes: "copy" or
+    "statement" (the copy path's sequence UPDATE stands alone)."""
     sent: list[str] = []
 
     @event.listens_for(store.engine, "before_cursor_execute")
@@ -44,6 +44,13 @@ async def test_copy_meets_stored_events_and_runs_again_skipping_them(
         if "event_sequence" in statement:
             sent.append("copy" if statement.startswith("UPDATE") else "statement")
 
+    return sent
+
+
+async def test_copy_meets_stored_events_and_runs_again_skipping_them(
+        postgres_store: StateStore) -> None:
+    store = postgres_store
+    sent = forms_sent(store)
     sink = DatabaseWorkSink(store, {"w": store.register_asset("orders")},
                             ProcessSettings(uow_batch_size=1000), coordinates=coordinates)
     w = WindowDriver("w", sink)

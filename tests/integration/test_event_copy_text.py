@@ -10,9 +10,9 @@ exactly as encoded, by ``COPY`` (seen in the statements sent), with their coordi
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import select
+from test_event_copy import forms_sent
 from uow_windows import WindowDriver, coordinates
 
 from sharedstream.statestore import StateStore
@@ -28,13 +28,7 @@ AWKWARD = ["back\\slash", "tab\there", "line\nbreak", "cr\rhere", "\\N", "quote\
 async def test_copied_payloads_are_stored_exactly_as_encoded(
         postgres_store: StateStore) -> None:
     store = postgres_store
-    sent: list[str] = []
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def note(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "event_sequence" in statement:
-            sent.append("copy" if statement.startswith("UPDATE") else "statement")
-
+    sent = forms_sent(store)
     sink = DatabaseWorkSink(store, {"w": store.register_asset("orders")},
                             coordinates=coordinates)
     w = WindowDriver("w", sink)

@@ -10,24 +10,14 @@ once per committed transaction, after confirming its windows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from sqlalchemy import func, select
+from test_unit_of_work import store  # noqa: F401 (the fixture)
 from uow_windows import WindowDriver, coordinates
 
 from sharedstream.core.window import Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.persistence import MAX_BATCH_EVENTS, DatabaseWorkSink
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[StateStore]:
-    store = StateStore.from_url(db_url)
-    store.upgrade()
-    yield store
-    store.close()
 
 
 def window(w: WindowDriver, offset: int, events: int) -> Window:
@@ -37,7 +27,7 @@ def window(w: WindowDriver, offset: int, events: int) -> Window:
 
 
 async def test_queued_windows_commit_in_transactions_of_at_most_the_cap(
-        store: StateStore) -> None:
+        store: StateStore) -> None:  # noqa: F811
     sink = DatabaseWorkSink(store, {"w": store.register_asset("orders")},
                             coordinates=coordinates)
     w = WindowDriver("w", sink)
