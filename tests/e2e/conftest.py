@@ -1,9 +1,10 @@
 """Fixtures of the e2e tests: a database per test, a connection per test, triggerer processes.
 
 ``db_url`` is the integration tests' per-test database (a SQLite file or a
-fresh PostgreSQL schema), imported from ``tests/integration`` rather than
-copied. ``triggerers`` starts processes through :mod:`triggerer` and kills
-whatever still runs when the test ends, pass or fail.
+fresh PostgreSQL schema; a fresh MariaDB database for a test that asks for it with
+``@pytest.mark.parametrize("db_url", [...], indirect=True)``), imported from
+``tests/integration`` rather than copied. ``triggerers`` starts processes through
+:mod:`triggerer` and kills whatever still runs when the test ends, pass or fail.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from db_schemas import postgres_schema_url
+from db_schemas import mariadb_database_url, postgres_schema_url
 from triggerer import Triggerers, connection_for
 
 
@@ -25,6 +26,8 @@ from triggerer import Triggerers, connection_for
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'state.db'}"
+    elif request.param == "mariadb":
+        yield from mariadb_database_url(request.getfixturevalue("mariadb_url"))
     else:
         yield from postgres_schema_url(request.getfixturevalue("database_url"))
 

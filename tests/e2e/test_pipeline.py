@@ -27,10 +27,12 @@ from streams import (
     committed,
     committed_messages,
     create_schema,
+    database,
     dlq_records,
     end_offsets,
     event_count,
     event_ids,
+    event_keys,
     events,
     handouts,
     new_producer,
@@ -125,47 +127,99 @@ def producing(bootstrap: str, topic: str, ids: range,
     assert not thread.is_alive() and not failure, failure
 
 
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql", "mariadb"], indirect=True)
 def test_kill_9_while_producing_loses_nothing_duplicates_nothing(
         db_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
         connection: dict[str, Any], triggerers: Callable[..., Triggerer], tmp_path: Path) -> None:
     """Five ``kill -9`` at random points of progress, each time while a chunk is produced.
 
     Each round waits for a random number of new events, so every kill lands mid-stream
-    with units of work, DLQ records and commits in flight. Seeded: the seed is in the
+    with units of work, DLQ records and commits in flight; every other round then waits
+    for the broker's commit to move, so a kill also lands right after a commit, not only
+    right after a write. After each kill, what the crash left is read: every watermark
+    equals its highest event, and some kill must have left persisted events above the
+    commit (redelivered next, so a second event would show). Seeded: the seed is in the
     failure message.
+
+    What it costs, and why no more: each process starts two rounds ahead (the first two
+    at once) and waits at its watcher module's start gate (``$E2E_START_GATE``), opened
+    right after the kill, so its imports are off the round's clock; later ones start once
+    the running one is ready, so they do not share the CPU with its start-up. They share
+    one ``group.instance.id``, as a restarted pod keeps its name: the next one takes the
+    partitions at once, not after the killed member's session timeout.
     """
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     kills, chunk = 5, 600
     topic = create_topic("orders", partitions=PARTITIONS)
     dlq = create_topic("orders-dlq")
+    group = consumer_group(connection, topic)
     config = write_config(tmp_path / "sharedstream.toml", database_url=db_url,
-                          connection=connection)
-    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_DLQ": dlq})
+                          connection={**connection, "group.instance.id": "e2e-kill-9"})
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    env = {"E2E_TOPIC": topic, "E2E_DLQ": dlq, "E2E_START_GATE": str(gates)}
+    rotation = [triggerers(config, env=env) for _ in range(3)]
     create_schema(db_url)
 
-    def handled() -> int:
-        return event_count(db_url, "everything")
+    def turn(round_: int) -> Triggerer:
+        """The process that runs in ``round_`` (round ``kills``: the last, never killed)."""
+        return rotation[round_ % len(rotation)]
 
-    # Guarantee 3 while it runs: at every sample, each watermark equals its highest event.
-    with Sampler(lambda: watermark_mismatches(db_url, WATCHERS)) as sampler:
+    def handled() -> int:
+        return event_count(db, "everything")
+
+    def open_gate(process: Triggerer) -> None:
+        (gates / str(process.pid)).touch()
+
+    def commit_moved(base: dict[int, int]) -> bool:
+        """Whether the commit moved past ``base``, or has nothing left to move to."""
+        now = committed(kafka_bootstrap, group, topic, PARTITIONS)
+        return now != base or now == end_offsets(kafka_bootstrap, topic, PARTITIONS)
+
+    def mismatches() -> list[str]:
+        return watermark_mismatches(db, WATCHERS, PARTITIONS)
+
+    ahead_of_commit = 0
+    # Guarantee 3 while it runs: at every sample, each watermark equals its highest event;
+    # and after each kill.
+    with database(db_url) as db, Sampler(mismatches) as sampler:
+        for first in (turn(0).start(), turn(1).start()):
+            first.wait_log("waits at the start gate")
+        open_gate(turn(0))
         for round_ in range(kills):
-            target = event_count(db_url, "everything") + rng.randint(1, chunk)
+            current = turn(round_)
+            target = handled() + rng.randint(1, chunk)
             with producing(kafka_bootstrap, topic, range(round_ * chunk, (round_ + 1) * chunk),
                            handled):
-                process.start()
-                until(lambda t=target: event_count(db_url, "everything") >= t,
+                current.wait_ready()
+                if round_ + 2 <= kills:
+                    turn(round_ + 2).start()
+                until(lambda t=target: handled() >= t,
                       f"round {round_} (seed {seed}): {target} events before the kill",
                       60, 0.02)
-                process.kill()
+                if round_ % 2:
+                    # Right after the broker's commit moves, not after a write: a commit
+                    # that ran ahead of the database loses what this kill cuts short.
+                    base = committed(kafka_bootstrap, group, topic, PARTITIONS)
+                    until(lambda b=base: commit_moved(b),
+                          f"round {round_} (seed {seed}): the commit moving on", 60, 0)
+                current.kill()
+                # What the crash left: nothing writes now (a commit the server was still
+                # finishing lands whole or not at all), the next process waits at its gate.
+                left = mismatches()
+                assert left == [], f"round {round_} (seed {seed}): the kill left {left}"
+                covered = committed_messages(kafka_bootstrap, group, topic, PARTITIONS)
+                ahead_of_commit += bool(event_keys(db, "everything") - covered)
+                open_gate(turn(round_ + 1))
         count = (kills + 1) * chunk
-        with producing(kafka_bootstrap, topic, range(kills * chunk, count), handled):
-            process.start()
-        wait_all_committed(kafka_bootstrap, consumer_group(connection, topic), topic, 120)
-    process.signal(signal.SIGTERM)
-    assert process.wait(60) == 0
+        produce(kafka_bootstrap, topic, range(kills * chunk, count), PARTITIONS)
+        wait_all_committed(kafka_bootstrap, group, topic, 120)
+    turn(kills).signal(signal.SIGTERM)
+    assert turn(kills).wait(60) == 0
     assert sampler.violations == [] and sampler.samples > 0, sampler.violations[:5]
     check_outcome(db_url, kafka_bootstrap, dlq, count)
+    assert ahead_of_commit > 0, f"no kill left persisted events above the commit (seed {seed})"
 
 
 def test_watcher_failing_every_50th_message_recovers_everything_it_missed(

@@ -34,6 +34,13 @@ is handed (``watcher partition offset``, one line each) in ``<pid>.log`` there, 
 unbuffered append per line: what a process killed with SIGKILL was handed is on disk.
 Tests compare hand-outs with the committed offsets, not only events with ids (an
 event's unique key makes a second hand-out invisible in the database).
+
+With ``$E2E_START_GATE`` naming a directory, loading this module says so in the log
+("waits at the start gate") and waits until a file named for the process's pid appears
+there. A test starts the next process of a kill series early (its imports, about two
+seconds of CPU, overlap the running one) and opens its gate right after the kill: the
+triggerer loads its watchers before it connects to Kafka or the database, so a process
+at the gate has touched neither.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +67,11 @@ from sharedstream import (
 TOPIC = os.environ["E2E_TOPIC"]
 DLQ = os.environ.get("E2E_DLQ") or None
 HANDOUTS = os.environ.get("E2E_HANDOUTS")
+if os.environ.get("E2E_START_GATE"):
+    _gate = Path(os.environ["E2E_START_GATE"]) / str(os.getpid())
+    print(f"e2e: process {os.getpid()} waits at the start gate", file=sys.stderr, flush=True)
+    while not _gate.exists():
+        time.sleep(0.01)
 _handout_fd: int | None = None
 
 
