@@ -1,13 +1,13 @@
 """The database connection killed in the middle of a bulk write (issue 28).
 
 Another connection inserts, without committing, an event row with the same key as the
-LAST event of a large batch: the sink's multi-row insert writes every row before it,
-then waits on that key. Then the sink's connection is killed from a third connection
-(PostgreSQL ``pg_terminate_backend``, MariaDB ``KILL CONNECTION``). Nothing of the
-batch may be visible or confirmed; once the blocker rolls back, the retried batch
-commits every event and state write exactly once, with commit-ordered ids and no gap.
-SQLite has no way to kill another connection's statement, so it is not covered here
-(the kill -9 fault tests cover its writer dying).
+LAST event of a large batch: the sink's bulk write (``COPY`` on PostgreSQL, a multi-row
+insert on MariaDB) writes every row before it, then waits on that key. Then the sink's
+connection is killed from a third connection (PostgreSQL ``pg_terminate_backend``,
+MariaDB ``KILL CONNECTION``). Nothing of the batch may be visible or confirmed; once
+the blocker rolls back, the retried batch commits every event and state write exactly
+once, with commit-ordered ids and no gap. SQLite has no way to kill another connection's
+statement, so it is not covered here (the kill -9 fault tests cover its writer dying).
 """
 
 from __future__ import annotations
