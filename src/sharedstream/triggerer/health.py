@@ -74,8 +74,11 @@ class HealthServer:
         self._status = status
         self._server = _bind(host, port, self._handler_class())
         self._server.daemon_threads = True
+        # shutdown() waits for the serving loop's next poll: 0.1 s, not the default 0.5 s,
+        # keeps every stop (and each process's exit) short for one wake-up per 0.1 s idle.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="sharedstream-health", daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
+            name="sharedstream-health", daemon=True,
         )
 
     @property
