@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import cast
 
 _ISO_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_PLAIN_NUMBERS = (int, float)
 
 
 def _instant(text: str) -> datetime | None:
@@ -40,6 +42,10 @@ def compare(new: object, old: object) -> int:
     any mix of kinds, raises TypeError: an ordering guessed across kinds would let a
     watermark jump or stick silently.
     """
+    # Plain numbers first: the usual watermark (an offset), compared on every advance.
+    if type(new) in _PLAIN_NUMBERS and type(old) in _PLAIN_NUMBERS:  # not bool: a kind apart
+        a, b = cast(float, new), cast(float, old)
+        return (a > b) - (a < b)
     new_kind, old_kind = _kind(new), _kind(old)
     if new_kind != old_kind or new_kind not in ("number", "string", "list"):
         raise TypeError(f"advance cannot compare {new_kind} with {old_kind}")

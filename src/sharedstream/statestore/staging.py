@@ -95,7 +95,10 @@ class StagedWrites:
     cleared_task_groups: set[tuple[str, str, str]] = field(default_factory=set)
 
     def asset(self, scope: AssetScope) -> AssetStaging:
-        return self.assets.setdefault(scope, AssetStaging())
+        staging = self.assets.get(scope)
+        if staging is None:  # not setdefault: that builds an AssetStaging every call
+            staging = self.assets[scope] = AssetStaging()
+        return staging
 
     def task(self, scope: TaskScope) -> TaskStaging:
         staging = self.tasks.get(scope)
@@ -112,6 +115,12 @@ class StagedWrites:
             if (other.dag_id, other.run_id, other.task_id) == group:
                 staging.cleared = True
                 staging.ops.clear()
+
+    def __bool__(self) -> bool:
+        """True when anything is staged; cheaper than ``len`` (asked once per window)."""
+        return (any(s.ops or s.cleared for s in self.assets.values())
+                or any(s.ops or s.cleared for s in self.tasks.values())
+                or bool(self.cleared_task_groups))
 
     def __len__(self) -> int:
         return (

@@ -348,7 +348,7 @@ class DatabaseWorkSink:
                             for row, context in zip(made, contexts, strict=True)]
                 rows += made
             if window.staged:
-                units.append(window.staged.staged)
+                units.append(window.staged)
         columns = (*EVENT_COLUMNS, "trace_context") if traced else EVENT_COLUMNS
         uow = self._store.unit_of_work()
         uow.staged = fold_staged(units)

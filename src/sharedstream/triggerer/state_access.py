@@ -55,9 +55,8 @@ from sharedstream.core.window import Window, current_window
 from sharedstream.statestore.accessors import AssetState
 from sharedstream.statestore.engine import describe_error, is_transient_error
 from sharedstream.statestore.scopes import AssetScope, Writer
-from sharedstream.statestore.staging import NOT_STAGED, AssetStaging
+from sharedstream.statestore.staging import NOT_STAGED, AssetStaging, StagedWrites
 from sharedstream.statestore.store import StateStore
-from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.triggers.assets import Asset
 
 log = logging.getLogger(__name__)
@@ -113,16 +112,22 @@ class WatcherStateAccess(AssetState):
             return None
         return window
 
-    def _unit(self, window: Window) -> UnitOfWork | None:
-        """The window's unit of work, created on first write; None once it is resolved."""
+    def _writes(self, window: Window) -> StagedWrites | None:
+        """The window's staged writes, created on first write; None once it is resolved.
+
+        A bare ``StagedWrites``, not a ``UnitOfWork`` with its lock: the open window is
+        staged into by the tasks of its watcher's message, and the writer thread reads it
+        only after ``submit`` (the executor hand-off orders the two); the writer folds a
+        batch's windows into one unit of work of its own.
+        """
         if not window.is_open:
             return None  # rejected or given up: its writes go with it
-        unit: UnitOfWork | None = window.staged
-        if unit is None:
-            unit = window.staged = UnitOfWork(self._store)
+        staged: StagedWrites | None = window.staged
+        if staged is None:
+            staged = window.staged = StagedWrites()
             self._retire()
             self._windows.append(window)
-        return unit
+        return staged
 
     def _retire(self) -> None:
         """Drop resolved windows from the front; a committed one's values become known."""
@@ -131,8 +136,8 @@ class WatcherStateAccess(AssetState):
             window = windows.popleft()
             if not window.is_committed:
                 continue
-            unit: UnitOfWork = window.staged
-            staging = unit.staged.assets.get(self.scope)
+            staged: StagedWrites = window.staged
+            staging = staged.assets.get(self.scope)
             if staging is None:
                 continue
             if staging.cleared:
@@ -165,8 +170,8 @@ class WatcherStateAccess(AssetState):
         current = self._window()
         for window in reversed(self._windows):
             if window.is_submitted or (window is current and window.is_open):
-                unit: UnitOfWork = window.staged
-                staging = unit.staged.assets.get(self.scope)
+                staged: StagedWrites = window.staged
+                staging = staged.assets.get(self.scope)
                 found = NOT_STAGED if staging is None else staging.lookup(key)
                 if found is not NOT_STAGED:
                     return found
@@ -184,8 +189,8 @@ class WatcherStateAccess(AssetState):
 
     def _staging(self) -> AssetStaging | None:
         window = self._window()
-        unit = self._unit(window) if window is not None else None
-        return None if unit is None else unit.staged.asset(self.scope)
+        staged = self._writes(window) if window is not None else None
+        return None if staged is None else staged.asset(self.scope)
 
     def _read(self, key: str) -> Any:
         window = self._window()
