@@ -547,7 +547,7 @@ class Group:
         operator's ``held retry``). False when this group does not hold it between
         attempts: resolved, in an attempt, or on a partition it no longer owns."""
         ledger = self.ledger.partitions.get((topic, partition))
-        entry = None if ledger is None else ledger.entries.get(offset)
+        entry = None if ledger is None else ledger.get(offset)
         handle = None if entry is None else self._held_timer.pop(entry, None)
         if entry is None or handle is None:
             return False
@@ -562,21 +562,19 @@ class Group:
         now = self.clock.now()
         partitions, held = [], []
         for ledger in self.ledger.partitions.values():
-            open_offsets = [o for o, e in ledger.entries.items() if e.state is not State.TERMINAL]
-            last = next(reversed(ledger.entries), None)
-            position = last + 1 if last is not None else ledger.base
+            open_entries = [e for e in ledger if e.state is not State.TERMINAL]
+            position = ledger.next if ledger.slices else ledger.base
             partitions.append(PartitionView(
                 ledger.topic, ledger.partition, ledger.base,
-                open_offsets[0] if open_offsets else position, position,
+                open_entries[0].offset if open_entries else position, position,
                 len(ledger.remembered), ledger.held_count, ledger.open_bytes,
                 ledger.fetch.name.lower()))
             if not ledger.held_count:
                 continue
-            for offset in open_offsets:
-                entry = ledger.entries[offset]
+            for entry in open_entries:
                 if entry.state is State.HELD:
                     due = self._held_due.get(entry)
-                    held.append(HeldView(ledger.topic, ledger.partition, offset,
+                    held.append(HeldView(ledger.topic, ledger.partition, entry.offset,
                                          dict(entry.failed or {}), dict(entry.attempts or {}),
                                          entry.rounds,
                                          None if due is None else max(0.0, due - now)))

@@ -3,9 +3,12 @@
 One :class:`PartitionLedger` per assigned partition and assignment generation, all
 of them in one :class:`Ledger` per group, owned by the group on the event loop. Each
 offset read has one :class:`Entry`, which holds everything known of it: the record,
-which watchers still owe an outcome, holds and attempts, dead-letter state. The
-consumer thread never touches it: it hands records over, and applies the pauses,
-seeks and commit targets the ledger publishes.
+which watchers still owe an outcome, holds and attempts, dead-letter state. A
+partition keeps its entries in :class:`Slice` runs, one per run of its records in one
+consumed batch, each counting its entries not yet terminal: admission appends to a
+list, and the terminal prefix is dropped a settled slice at a time, not an offset at
+a time. The consumer thread never touches it: it hands records over, and applies the
+pauses, seeks and commit targets the ledger publishes.
 
 Invariants (``docs/architecture.md`` states them for users):
 
@@ -37,7 +40,9 @@ States of an offset:
   stopped); late outcomes are ignored.
 
 Offsets are not assumed contiguous (compaction and transaction markers leave gaps):
-entries are kept in read order and the target follows them.
+entries are kept in read order and the target follows them. Within a generation a
+partition is read in offset order, so an offset below ``next`` (one past the last
+read) and at or above ``base`` is a copy of one already read (a re-fetch).
 
 Failure window: the ledger lives in memory. If the process dies, what it knew beyond
 the last commit (holds, attempts, terminal offsets of the last commit interval) is
@@ -48,8 +53,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -124,12 +130,13 @@ class Entry:
     """
 
     __slots__ = ("acked_before", "attempts", "failed", "ledger", "offset", "payload",
-                 "pending", "raw", "rejected", "round_targets", "rounds", "size", "state",
+                 "pending", "raw", "rejected", "round_targets", "rounds", "run", "size", "state",
                  "targets")
 
-    def __init__(self, ledger: PartitionLedger, offset: int, state: State, raw: Any = None,
-                 payload: Any = None) -> None:
+    def __init__(self, ledger: PartitionLedger, run: Slice, offset: int, state: State,
+                 raw: Any = None, payload: Any = None) -> None:
         self.ledger = ledger
+        self.run = run  # the slice it was admitted in: counts it until it is terminal
         self.offset = offset
         self.state = state
         self.raw = raw
@@ -148,14 +155,40 @@ class Entry:
         return f"Entry({self.ledger.key}@{self.offset}, {self.state.value}, pending={self.pending})"
 
 
+def _offset(entry: Entry) -> int:
+    return entry.offset
+
+
+class Slice:
+    """A run of one partition's entries read in one consumed batch, in offset order.
+
+    ``open`` counts its entries not terminal: at 0 the whole slice is behind the commit
+    target's reach and :meth:`PartitionLedger.trim` drops it in one step. Trimming a
+    slice that is only partly terminal cuts its terminal prefix off ``entries``.
+    """
+
+    __slots__ = ("entries", "open")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.open = 0
+
+    def __repr__(self) -> str:
+        first = self.entries[0].offset if self.entries else None
+        return f"Slice(from {first}, {len(self.entries)} entries, {self.open} open)"
+
+
 @dataclass(slots=True)
 class PartitionLedger:
     """One assigned partition in one generation.
 
     ``base`` is the committed position the ledger started from (None until known:
     a new group starts wherever ``auto.offset.reset`` puts it, learnt from the
-    first message read). ``remembered`` holds terminal offsets decoded from the
-    commit metadata that have not been read yet in this generation.
+    first message read), moved up to the floor by :meth:`trim`. ``remembered`` holds
+    terminal offsets decoded from the commit metadata that have not been read yet in
+    this generation. ``slices`` hold the entries from ``base`` on, in read order;
+    ``count`` is how many (the distance from the floor to the last read), ``next`` one
+    past the last offset read.
     """
 
     topic: str
@@ -163,8 +196,10 @@ class PartitionLedger:
     generation: int
     base: int | None = None
     remembered: set[int] = field(default_factory=set)
-    entries: OrderedDict[int, Entry] = field(default_factory=OrderedDict)
-    # How many of ``entries`` are terminal: lets ``commit_target`` skip scanning for
+    slices: deque[Slice] = field(default_factory=deque)
+    count: int = 0
+    next: int = 0
+    # How many of the entries are terminal: lets ``commit_target`` skip scanning for
     # terminal offsets above the target when there are none (the usual case).
     terminal: int = 0
     # A record below ``base`` was read and skipped (logged once per ledger).
@@ -172,7 +207,7 @@ class PartitionLedger:
     fetch: Fetch = Fetch.OPEN
     # BOUNDED / REWINDING: the first offset not admitted, where reading resumes.
     resume_at: int = 0
-    # How many of ``entries`` are HELD (kept by hold/release: health reads it per scrape).
+    # How many entries are HELD (kept by hold/release: health reads it per scrape).
     held_count: int = 0
     # Key + value bytes of the entries not yet terminal (held in memory for watchers).
     open_bytes: int = 0
@@ -180,27 +215,39 @@ class PartitionLedger:
 
     def __post_init__(self) -> None:
         self.key = (self.topic, self.partition)
+        if self.base is not None:
+            self.next = self.base
 
-    def admit(self, offset: int) -> Entry | None:
-        """Record a freshly read offset; the new entry when it must be handed out.
-
-        None for a remembered terminal offset (guarantee 7), for an offset below
-        the committed position, and for a copy of one already read in this
-        generation (a librdkafka re-fetch after pause/resume). Skipped messages
-        cost the caller no decoding.
-        """
+    def make(self, run: Slice, offset: int) -> Entry | None:
+        """Record a freshly read offset in ``run``; the new entry, or None for a copy of
+        one already read in this generation (a librdkafka re-fetch after pause/resume)
+        or an offset below the committed position. A remembered terminal offset
+        (guarantee 7) gets a ``TERMINAL`` entry: it is not handed out again."""
         if self.base is None:
-            self.base = offset
-        if offset < self.base or offset in self.entries:
+            self.base = self.next = offset
+        if offset < self.next:  # below the base, or read already
             return None
+        self.next = offset + 1
+        self.count += 1
         if offset in self.remembered:
             self.remembered.discard(offset)
-            self.entries[offset] = Entry(self, offset, State.TERMINAL)
+            entry = Entry(self, run, offset, TERMINAL)
             self.terminal += 1
-            return None
-        entry = Entry(self, offset, PENDING)
-        self.entries[offset] = entry
+        else:
+            entry = Entry(self, run, offset, PENDING)
+            run.open += 1
+        run.entries.append(entry)
         return entry
+
+    def admit(self, offset: int) -> Entry | None:
+        """Record one freshly read offset (a slice of its own); the new entry when it must
+        be handed out. None for a remembered terminal offset, an offset below the
+        committed position, and a copy of one already read (see :meth:`make`)."""
+        run = Slice()
+        entry = self.make(run, offset)
+        if run.entries:
+            self.slices.append(run)
+        return entry if entry is not None and entry.state is PENDING else None
 
     def weigh(self, entry: Entry, size: int) -> None:
         """Count a handed-out entry's bytes until it turns terminal."""
@@ -208,7 +255,23 @@ class PartitionLedger:
         self.open_bytes += size
 
     def get(self, offset: int) -> Entry | None:
-        return self.entries.get(offset)
+        """The entry of an offset from ``base`` on (O(slices + log slice): slow paths)."""
+        for run in self.slices:
+            entries = run.entries
+            if entries and entries[-1].offset >= offset:
+                i = bisect_left(entries, offset, key=_offset)
+                return entries[i] if entries[i].offset == offset else None
+        return None
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Every entry from ``base`` on, in read order."""
+        for run in self.slices:
+            yield from run.entries
+
+    @property
+    def entries(self) -> dict[int, Entry]:
+        """Offset -> entry from ``base`` on (a new dict: O(entries), for status and tests)."""
+        return {entry.offset: entry for entry in self}
 
     def finish(self, entry: Entry) -> None:
         """Mark an entry terminal and release what it held (record, rejections)."""
@@ -217,6 +280,7 @@ class PartitionLedger:
         if entry.state is not State.TERMINAL:
             self.terminal += 1
             self.open_bytes -= entry.size
+            entry.run.open -= 1
         entry.state = State.TERMINAL
         entry.raw = entry.payload = entry.rejected = entry.failed = None
 
@@ -231,7 +295,7 @@ class PartitionLedger:
         target = self.base
         above: list[int] = []
         if self.terminal:
-            above = [o for o, e in self.entries.items() if e.state is State.TERMINAL]
+            above = [e.offset for e in self if e.state is State.TERMINAL]
         if self.remembered:
             self.remembered = {o for o in self.remembered if o >= target}
             above.extend(self.remembered)
@@ -239,27 +303,30 @@ class PartitionLedger:
 
     def trim(self) -> None:
         """Drop the terminal prefix: ``base`` becomes the floor (first unresolved offset),
-        or one past the last terminal offset when nothing is outstanding."""
+        or one past the last offset read when nothing is outstanding.
+
+        Settled slices go whole (O(1) each); only the first slice still open is looked
+        into, to cut its terminal prefix.
+        """
         if self.base is None:
             return
-        entries = self.entries
-        if self.terminal == len(entries) and entries:  # all terminal (a clean backlog)
-            self.base = next(reversed(entries)) + 1
-            entries.clear()
-            self.terminal = 0
-            return
+        slices = self.slices
         if self.terminal:
-            passed = 0
-            for entry in entries.values():  # find the prefix first: popping is the dear part
-                if entry.state is not TERMINAL:
-                    break
-                passed += 1
-            popitem = entries.popitem
-            for _ in range(passed):
-                popitem(False)
-            self.terminal -= passed
-        if entries:
-            self.base = next(iter(entries))
+            while slices and not slices[0].open:  # settled: every entry terminal
+                passed = len(slices.popleft().entries)
+                self.count -= passed
+                self.terminal -= passed
+            if slices:
+                first = slices[0]
+                entries = first.entries
+                if entries[0].state is TERMINAL:
+                    cut = 1
+                    while entries[cut].state is TERMINAL:  # an open entry ends it
+                        cut += 1
+                    del entries[:cut]
+                    self.count -= cut
+                    self.terminal -= cut
+        self.base = slices[0].entries[0].offset if slices else self.next
 
     def hold(self, entry: Entry) -> None:
         """A watcher failed the entry: it is the floor until redelivered and resolved."""
@@ -274,11 +341,12 @@ class PartitionLedger:
     def drop(self) -> int:
         """The ledger ended: every entry is dropped; how many were pending or held."""
         open_entries = 0
-        for entry in self.entries.values():
+        for entry in self:
             if entry.state is State.PENDING or entry.state is State.HELD:
                 open_entries += 1
             entry.state = State.DROPPED
-        self.entries.clear()
+        self.slices.clear()
+        self.count = 0
         return open_entries
 
     @property
@@ -358,7 +426,7 @@ class Ledger:
         (``PENDING``; not held ones, which wait for their retry time). O(entries); asked
         only when partitions are about to be revoked."""
         return sum(1 for key in keys if (ledger := self.partitions.get(key)) is not None
-                   for entry in ledger.entries.values() if entry.state is State.PENDING)
+                   for entry in ledger if entry.state is State.PENDING)
 
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
         """The ledger and entry of a record if it belongs to the current generation."""
@@ -376,46 +444,59 @@ class Ledger:
         Skipped: records of a ledger of another generation (raced a revocation), of a
         ledger not admitting (bounded or rewinding: read again later), remembered
         terminal offsets, offsets below the committed position (reported), and copies
-        of offsets already read in this generation. Runs once per record: a run of
-        records of one partition (the usual shape of a batch) reuses its ledger.
+        of offsets already read in this generation. Each run of records of one
+        partition (the usual shape of a batch) is one new :class:`Slice`.
         """
         out: list[Entry] = []
         partitions = self.partitions
         bound = self.bound
         bytes_bound = self.bytes_bound
         ledger: PartitionLedger | None = None
-        entries: OrderedDict[int, Entry] = OrderedDict()
+        run = Slice()
+        entries = run.entries
         for raw, record in items:
             if ledger is None or ledger.partition != record.partition or (
                     ledger.topic != record.topic):
+                if entries:  # the slice of the run that ends here
+                    run = Slice()
+                    entries = run.entries
                 ledger = partitions.get(record.partition_key)
                 if ledger is None:
                     continue
-                entries = ledger.entries
             if ledger.generation != record.generation or ledger.fetch is not OPEN:
                 continue
             offset = record.offset
-            base = ledger.base
-            # PartitionLedger.admit inlined for the usual record (new, above the base,
-            # not remembered); anything else goes through it.
-            if base is None or offset < base or offset in entries or ledger.remembered:
-                entry = ledger.admit(offset)
+            # PartitionLedger.make inlined for the usual record (new, in order, nothing
+            # remembered); anything else goes through it.
+            if offset < ledger.next or ledger.base is None or ledger.remembered:
+                base = ledger.base
+                entry = ledger.make(run, offset)
                 if entry is None:
-                    if ledger.base is not None and offset < ledger.base:
+                    if base is not None and offset < base:
                         self._skipped(ledger, offset)
+                    continue
+                if entry.state is TERMINAL:
+                    if len(entries) == 1:
+                        ledger.slices.append(run)
                     continue
                 entry.raw = raw
                 entry.payload = record
             else:
-                entry = entries[offset] = Entry(ledger, offset, PENDING, raw, record)
+                ledger.next = offset + 1
+                ledger.count += 1
+                run.open += 1
+                entry = Entry(ledger, run, offset, PENDING, raw, record)
+                entries.append(entry)
+            if len(entries) == 1:
+                ledger.slices.append(run)
             out.append(entry)
             if bound is None:
                 continue
             entry.size = weight = size(raw)  # PartitionLedger.weigh, inlined
             ledger.open_bytes += weight
-            if len(entries) >= bound or ledger.open_bytes >= bytes_bound:
+            if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
                 ledger.trim()  # what resolved since the last publish is no distance
-                if len(ledger.entries) >= bound or ledger.open_bytes >= bytes_bound:
+                if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
                     self._stop_at_bound(ledger, offset + 1)
         self.admitted += len(out)
         return out
@@ -429,7 +510,7 @@ class Ledger:
         self._request(ledger.key, ledger.generation, None)
         log.info("%s: %s[%d] paused: %d messages read above its floor, %d bytes unresolved "
                  "(max_in_flight, max_in_flight_bytes)", self.name, ledger.topic,
-                 ledger.partition, len(ledger.entries), ledger.open_bytes)
+                 ledger.partition, ledger.count, ledger.open_bytes)
 
     def rewound(self, key: Key, generation: int) -> None:
         """The consumer sought a bounded partition back: it admits again."""
@@ -483,6 +564,7 @@ class Ledger:
                 ledger = entry.ledger
             entry.state = terminal
             entry.raw = entry.payload = None
+            entry.run.open -= 1
             ledger.terminal += 1
             ledger.open_bytes -= entry.size
         if ledger is not None:
@@ -542,12 +624,12 @@ class Ledger:
         if bound is None or ledger is not self.partitions.get(ledger.key):
             return
         ledger.trim()
-        if len(ledger.entries) <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
+        if ledger.count <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
             ledger.fetch = Fetch.REWINDING
             self._request(ledger.key, ledger.generation, ledger.resume_at)
 
     def _snapshot(self, ledger: PartitionLedger) -> None:
         """Refresh what health and metrics see (held counts change at once, distances and
         bytes at the next publish)."""
-        self.loads[ledger.key] = (PartitionLoad(len(ledger.entries), ledger.open_bytes,
+        self.loads[ledger.key] = (PartitionLoad(ledger.count, ledger.open_bytes,
                                                 ledger.at_bound), ledger.held_count)

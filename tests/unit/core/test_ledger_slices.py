@@ -1,0 +1,134 @@
+"""The partition ledger's slices: one per run of a partition's records in a consumed batch.
+
+Admission appends each run to one slice; trim drops settled slices whole and cuts the
+terminal prefix of the first open one; duplicates are found by read order, not by
+lookup; the bound counts entries across slices.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pytest
+
+from sharedstream.core.ledger import Entry, Fetch, Ledger, PartitionLedger, State
+
+pytestmark = pytest.mark.unit
+
+
+class Record(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    generation: int = 1
+    targets: frozenset[str] | None = None
+
+    @property
+    def partition_key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+def ledger(remembered: frozenset[int] = frozenset(), base: int | None = 0) -> Ledger:
+    requests: list[tuple[Any, ...]] = []
+    out = Ledger("test", lambda *a: requests.append(a), lambda *a: None)
+    out.start(1, [("t", 0, base, remembered), ("t", 1, base, frozenset())])
+    return out
+
+
+def admit(book: Ledger, *offsets: int, partition: int = 0) -> list[Entry]:
+    return book.admit([(o, Record("t", partition, o)) for o in offsets], lambda raw: 10)
+
+
+def fetch(lane: PartitionLedger) -> Fetch:
+    return lane.fetch
+
+
+def test_each_partition_run_of_a_batch_is_one_slice() -> None:
+    book = ledger()
+    book.admit([(o, Record("t", p, o)) for p, o in ((0, 0), (0, 1), (1, 0), (0, 2))],
+               lambda raw: 1)
+    lane = book.partitions[("t", 0)]
+    assert [[e.offset for e in s.entries] for s in lane.slices] == [[0, 1], [2]]
+    assert [s.open for s in lane.slices] == [2, 1] and lane.count == 3 and lane.next == 3
+    assert [e.offset for e in book.partitions[("t", 1)]] == [0]
+
+
+def test_a_settled_slice_is_dropped_whole_and_an_open_one_cut_at_its_floor() -> None:
+    book = ledger()
+    book.set_bounds(100)  # weighs what it admits
+    first = admit(book, 0, 1, 2)
+    second = admit(book, 3, 4)
+    lane = book.partitions[("t", 0)]
+    book.finish_many(first)
+    book.finish(second[0])
+    assert lane.commit_target() == (4, [])
+    assert len(lane.slices) == 1 and [e.offset for e in lane] == [4]
+    assert lane.count == 1 and lane.terminal == 0 and lane.open_bytes == 10
+    book.finish(second[1])
+    assert lane.commit_target() == (5, []) and not lane.slices and lane.count == 0
+
+
+def test_terminal_offsets_above_a_held_floor_are_listed_across_slices() -> None:
+    book = ledger()
+    first = admit(book, 0, 1, 2)
+    second = admit(book, 3, 4)
+    lane = book.partitions[("t", 0)]
+    book.hold(first[1])
+    book.finish(first[0])
+    book.finish(first[2])
+    book.finish_many(second)
+    assert lane.commit_target() == (1, [2, 3, 4])
+    assert lane.count == 4 and [e.offset for e in lane] == [1, 2, 3, 4]
+    book.finish(first[1])
+    assert lane.commit_target() == (5, []) and lane.held_count == 0 and not lane.slices
+
+
+def test_a_refetched_copy_is_skipped_across_slices_and_after_a_trim() -> None:
+    book = ledger()
+    assert [e.offset for e in admit(book, 0, 1)] == [0, 1]
+    assert [e.offset for e in admit(book, 1, 2)] == [2]  # 1 read again: a re-fetch
+    lane = book.partitions[("t", 0)]
+    book.finish_many([lane.get(0), lane.get(1), lane.get(2)])  # type: ignore[list-item]
+    assert lane.commit_target() == (3, [])
+    assert admit(book, 2) == [] and lane.count == 0  # below the base now: skipped
+
+
+def test_lookup_follows_gaps_across_slices() -> None:
+    book = ledger()
+    admit(book, 0, 5)
+    admit(book, 9, 12)
+    lane = book.partitions[("t", 0)]
+    assert [lane.get(o) is not None for o in (0, 5, 9, 12)] == [True] * 4
+    assert [lane.get(o) for o in (3, 10, 13)] == [None] * 3
+    assert list(lane.entries) == [0, 5, 9, 12]
+
+
+def test_a_remembered_offset_inside_a_batch_is_terminal_and_not_handed_out() -> None:
+    book = ledger(remembered=frozenset({1}))
+    handed = admit(book, 0, 1, 2)
+    lane = book.partitions[("t", 0)]
+    assert [e.offset for e in handed] == [0, 2]
+    assert [(e.offset, e.state) for e in lane] == [(0, State.PENDING), (1, State.TERMINAL),
+                                                   (2, State.PENDING)]
+    assert lane.slices[0].open == 2 and lane.commit_target() == (0, [1])
+    book.finish(handed[0])
+    assert lane.commit_target() == (2, [])
+
+
+def test_a_batch_of_only_remembered_offsets_leaves_a_settled_slice() -> None:
+    book = ledger(remembered=frozenset({0, 1}))
+    assert admit(book, 0, 1) == []
+    lane = book.partitions[("t", 0)]
+    assert lane.commit_target() == (2, []) and not lane.slices
+
+
+def test_the_bound_counts_entries_across_slices_and_lifts_as_slices_settle() -> None:
+    book = ledger()
+    book.set_bounds(4)
+    first = admit(book, 0, 1)
+    second = admit(book, 2, 3, 4)  # 4 is read past the bound
+    lane = book.partitions[("t", 0)]
+    assert [e.offset for e in second] == [2, 3] and fetch(lane) is Fetch.BOUNDED
+    assert lane.resume_at == 4 and lane.count == 4
+    book.finish_many(first)
+    assert fetch(lane) is Fetch.REWINDING and lane.count == 2
