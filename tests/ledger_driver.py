@@ -65,7 +65,8 @@ class Driver:
 
     def _apply(self, item: object) -> list[Entry]:
         if isinstance(item, Records):
-            return self.ledger.admit(item.items, self.producer.size)
+            return [entry for run in self.ledger.admit(item.items, self.producer.size)
+                    for entry in run.ledger.itemise(run)]
         if isinstance(item, PartitionsStarted):
             self.ledger.start(item.generation, item.starts)
         elif isinstance(item, PartitionsEnded):

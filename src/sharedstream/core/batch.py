@@ -61,7 +61,7 @@ from typing import Any
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError
-from sharedstream.core.stream import SharedStream, StreamOwner
+from sharedstream.core.stream import Piece, SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
 
@@ -176,7 +176,8 @@ class BatchRunner:
         self._call = call
         self._prepare = prepare
         self._limit = min(BATCH_LIMIT, group.settings.subscriber_queue_size)
-        self._taken: list[Entry] = []  # the batch being handled
+        # The batch being handled (a piece of a counted slice, until it needs entries).
+        self._taken: list[Entry] | Piece = []
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
         self._token = 0  # moves when the batch is given up (timeout, release)
         self._calling = False
@@ -187,25 +188,35 @@ class BatchRunner:
         self._waits = 0
         self._wait_since = 0.0
         stream.on_release = self._release
+        stream.batch = True  # the group may queue counted slices for it
 
     async def run(self) -> None:
         """Take batches and handle them until the stream ends (returns) or the group
         fails (GroupFailedError)."""
         current_stream.set(self)
-        take = self._stream.take
+        take = self._stream.take_part
         while True:
             try:
-                entries = await take(self._limit)
+                part = await take(self._limit)
             except StopAsyncIteration:
                 return
-            self._taken = entries
+            self._taken = part
             self._done = 0
-            await self._handle(entries, self._token)
-            if self._taken is entries:
-                self._taken = []
+            await self._handle(part, self._token)
+            self._taken = []
 
-    async def _handle(self, part: list[Entry], token: int) -> None:
-        batch = MessageBatch([entry.raw for entry in part])
+    def _entries(self, part: list[Entry] | Piece) -> list[Entry]:
+        """The entries of a batch (a piece's slice is itemised: something needs them)."""
+        if not isinstance(part, Piece):
+            return part
+        entries = self._group.itemise(part.run)[part.start:part.stop]
+        if self._taken is part:
+            self._taken = entries
+        return entries
+
+    async def _handle(self, part: list[Entry] | Piece, token: int) -> None:
+        batch = MessageBatch(part.messages() if isinstance(part, Piece)
+                             else [entry.raw for entry in part])
         failure: Exception | None = None
         if self._prepare is not None:
             try:
@@ -233,8 +244,8 @@ class BatchRunner:
             window, self._window = self._window, None
             if window is not None:
                 window.abandon()
-        if token == self._token:  # else given up meanwhile
-            await self._split(part, token, failure)  # outside the handler: no chained errors
+        if token == self._token:  # else given up meanwhile (outside the handler: no
+            await self._split(self._entries(part), token, failure)  # chained errors)
 
     async def _prepared(self, batch: MessageBatch) -> None:
         """Await the deserialiser's ``prepare`` for each message that needs it (a message
@@ -251,7 +262,7 @@ class BatchRunner:
         group, name = self._group, self.name
         why = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, InfrastructureError):
-            for entry in self._taken[self._done:]:
+            for entry in self._entries(self._taken)[self._done:]:
                 group.fail(entry, name, why, counts=False)
             self._done = len(self._taken)
             raise exc  # the runner backs off, as a per-message filter does
@@ -269,17 +280,21 @@ class BatchRunner:
         if token == self._token:
             await self._handle(part[half:], token)
 
-    def _settle(self, batch: MessageBatch, part: list[Entry]) -> None:
-        self._done += len(part)
+    def _settle(self, batch: MessageBatch, taken: list[Entry] | Piece) -> None:
+        self._done += len(batch)
         group, name = self._group, self.name
         window, self._window = self._window, None
         emitted, rejected = batch.emitted, batch.rejected
         staged = window is not None and bool(window.staged)
         if emitted is None and rejected is None and not staged:
-            group.ack_many(part, name)  # the usual batch: nothing kept
+            if isinstance(taken, Piece):  # the usual batch: nothing kept, one count
+                group.ack_range(taken.run, taken.start, taken.stop, name)
+            else:
+                group.ack_many(taken, name)
             if window is not None:
                 window.close()
             return
+        part = self._entries(taken)
         if rejected:
             for i, reason in rejected.items():
                 group.reject(part[i], name, reason)
@@ -392,7 +407,7 @@ class BatchRunner:
 
     def _give_up(self) -> list[Entry]:
         """Drop the batch being handled; the messages of it not yet settled."""
-        owed = self._taken[self._done:]
+        owed = self._entries(self._taken)[self._done:]
         self._taken = []
         self._done = 0
         self._token += 1

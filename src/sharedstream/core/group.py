@@ -61,7 +61,7 @@ from sharedstream.core.contract import (
     SharedStreamProducer,
 )
 from sharedstream.core.counters import GroupCounters
-from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.ledger import Entry, Ledger, Slice, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
@@ -240,18 +240,44 @@ class Group:
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
 
     def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
-        entries = self.ledger.admit(items, self.producer.size)
+        slices = self.ledger.admit(items, self.producer.size)
         self._schedule_publish()
-        if not entries:
+        if not slices:
             return
-        cohort = self.cohort
-        absent = self._absent
         present, overflow = self._room()
+        absent = self._absent
         if overflow is not None:
             absent = {**(absent or {}), **overflow}
+        # A slice stays counted (no entry per message) when every watcher it goes to
+        # takes batches and none is missing: anything else needs per-message records.
+        counted = bool(present) and absent is None and tracing.tracer is None and all(
+            stream.batch for stream in present)
         n_present = len(present)
-        self.counters.received += len(entries)
-        self.in_flight += len(entries)
+        cohort = self.cohort
+        for run in slices:
+            run.targets = cohort
+            run.pending = n_present
+            if counted and run.entries is None and [
+                    r.targets for r in run.records].count(None) == run.n:
+                self.counters.received += run.n
+                self.in_flight += run.n
+                for stream in present:
+                    stream.offer(run)
+            else:
+                entries = run.ledger.itemise(run)
+                self.counters.received += len(entries)
+                self.in_flight += len(entries)
+                self._broadcast_entries(entries, present, absent)
+        for stream in present:
+            stream.wake()
+        self._check_pause()
+
+    def _broadcast_entries(self, entries: list[Entry], present: list[SharedStream],
+                           absent: dict[str, str] | None) -> None:
+        """Hand out an itemised slice: targeted messages (replayed dead letters) alone, and
+        a failure record per message for the watchers that are missing."""
+        cohort = self.cohort
+        n_present = len(present)
         run = 0  # where the run of entries addressed to everyone, not yet offered, starts
         for i, entry in enumerate(entries):
             targets = entry.payload.targets
@@ -270,9 +296,6 @@ class Group:
                 self._deliver(entry, targets)
         if n_present and run < len(entries):
             self._offer(present, entries if not run else entries[run:])
-        for stream in present:
-            stream.wake()
-        self._check_pause()
 
     @staticmethod
     def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
@@ -421,6 +444,54 @@ class Group:
         if clean:
             self._settled_clean(clean)
 
+    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
+        """A batch watcher resolved ``[start, stop)`` of a counted slice cleanly.
+
+        In order (the watcher's acks so far cover ``[0, start)``) it is one count: the
+        slice's ``pending`` drops when the watcher reaches its end, and the slice settles
+        when no watcher owes it. Out of order (an earlier part still waits for its unit
+        of work), or once the slice is itemised, each message is acked on its own.
+        """
+        if run.entries is None:
+            if run.state is not PENDING:
+                return  # dropped: its partition ended
+            progress = run.progress
+            done = 0 if progress is None else progress.get(watcher, 0)
+            if done == start:
+                if stop < run.n:
+                    if progress is None:
+                        progress = run.progress = {}
+                    progress[watcher] = stop
+                    return
+                if progress is not None:
+                    progress.pop(watcher, None)
+                run.pending -= 1
+                if not run.pending:
+                    self._settle_slice(run)
+                return
+        self.ack_many(self.itemise(run)[start:stop], watcher)
+
+    def itemise(self, run: Slice) -> list[Entry]:
+        """The entries of a slice, aligned with it (a counted slice gets them now)."""
+        return run.ledger.itemise(run)
+
+    def _settle_slice(self, run: Slice) -> None:
+        """Every watcher acked a counted slice cleanly: settle it in one step."""
+        state = self.state
+        if state is CLOSING or state is FAILED:
+            return  # as in _resolved: left uncommitted, read again by the next consumer
+        n = run.n
+        counters = self.counters
+        counters.clean += n
+        counters.settled += n
+        self.in_flight -= n
+        self.ledger.settle(run)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        half = self.settings.max_in_flight // 2
+        if self.paused and self.in_flight <= half < self.in_flight + n:
+            self.maybe_resume()  # only where in flight crosses the resume mark
+
     def _settled_clean(self, entries: list[Entry]) -> None:
         """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
         state = self.state
@@ -562,17 +633,18 @@ class Group:
         now = self.clock.now()
         partitions, held = [], []
         for ledger in self.ledger.partitions.values():
-            open_entries = [e for e in ledger if e.state is not State.TERMINAL]
             position = ledger.next if ledger.slices else ledger.base
             partitions.append(PartitionView(
                 ledger.topic, ledger.partition, ledger.base,
-                open_entries[0].offset if open_entries else position, position,
+                next(ledger.open_offsets(), position), position,
                 len(ledger.remembered), ledger.held_count, ledger.open_bytes,
                 ledger.fetch.name.lower()))
             if not ledger.held_count:
                 continue
-            for entry in open_entries:
-                if entry.state is State.HELD:
+            for run in ledger.slices:  # held entries are itemised: counted slices hold none
+                for entry in run.entries or ():
+                    if entry.state is not State.HELD:
+                        continue
                     due = self._held_due.get(entry)
                     held.append(HeldView(ledger.topic, ledger.partition, entry.offset,
                                          dict(entry.failed or {}), dict(entry.attempts or {}),

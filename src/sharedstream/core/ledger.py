@@ -1,13 +1,17 @@
-"""The partition ledger: per-offset state of every partition a consumer group reads.
+"""The partition ledger: what is known of every offset a consumer group reads.
 
 One :class:`PartitionLedger` per assigned partition and assignment generation, all
-of them in one :class:`Ledger` per group, owned by the group on the event loop. Each
-offset read has one :class:`Entry`, which holds everything known of it: the record,
-which watchers still owe an outcome, holds and attempts, dead-letter state. A
-partition keeps its entries in :class:`Slice` runs, one per run of its records in one
-consumed batch, each counting its entries not yet terminal: admission appends to a
-list, and the terminal prefix is dropped a settled slice at a time, not an offset at
-a time. The consumer thread never touches it: it hands records over, and applies the
+of them in one :class:`Ledger` per group, owned by the group on the event loop. A
+partition keeps what it read as :class:`Slice` runs, one per run of its records in one
+consumed batch. A slice starts *counted*: the records, and how many watchers still owe
+all of them; a batch watcher's clean acknowledgement of the whole slice is one
+decrement and the last one settles it in O(1). It is *itemised* (one :class:`Entry`
+per offset, holding everything known of it: the record, which watchers still owe an
+outcome, holds and attempts, dead-letter state) as soon as something needs a
+per-message record: a failure or rejection, events or staged state, a per-message
+watcher, a targeted message, a missing watcher, an acknowledgement out of order. The
+terminal prefix is dropped a settled slice at a time, not an offset at a time. The
+consumer thread never touches the ledger: it hands records over, and applies the
 pauses, seeks and commit targets the ledger publishes.
 
 Invariants (``docs/architecture.md`` states them for users):
@@ -28,6 +32,9 @@ Invariants (``docs/architecture.md`` states them for users):
 6. An outcome of an earlier generation (the partition was revoked, lost or its
    topic recreated since) changes nothing.
 7. Publishing costs what changed since the last publish.
+8. A counted slice is wholly pending or wholly terminal; its ``pending`` counts the
+   watchers that have not resolved all of it, and ``progress`` the prefix each of them
+   resolved, so itemising it gives every entry exactly the watchers still owing it.
 
 States of an offset:
 
@@ -160,22 +167,67 @@ def _offset(entry: Entry) -> int:
 
 
 class Slice:
-    """A run of one partition's entries read in one consumed batch, in offset order.
+    """A run of one partition's records read in one consumed batch, in offset order.
 
-    ``open`` counts its entries not terminal: at 0 the whole slice is behind the commit
-    target's reach and :meth:`PartitionLedger.trim` drops it in one step. Trimming a
-    slice that is only partly terminal cuts its terminal prefix off ``entries``.
+    A slice is kept in one of two forms:
+
+    * *counted* (``entries`` is None): the run as read (``raws``, ``records``) and
+      ``pending``, how many watchers still owe all of it; ``progress`` maps a watcher
+      that resolved a prefix of it (a batch of at most ``BATCH_LIMIT``) to that prefix's
+      length. Nothing exists per message: a clean acknowledgement of the whole slice is
+      one decrement, and the slice settles (``state`` turns ``TERMINAL``) in O(1).
+    * *itemised*: one :class:`Entry` per message. ``entries`` is the ledger's list
+      (trimming cuts its terminal prefix), ``chunk`` the same entries aligned with the
+      run (what the watchers' queues walk). A counted slice is itemised (never back) as
+      soon as anything needs a per-message record: a failure, a rejection, events or
+      staged state, a per-message watcher, a lookup by offset.
+
+    ``open`` counts its offsets not terminal: at 0 the whole slice is behind the commit
+    target's reach and :meth:`PartitionLedger.trim` drops it in one step.
     """
 
-    __slots__ = ("entries", "open")
+    __slots__ = ("chunk", "entries", "ledger", "n", "offsets", "open", "pending", "progress",
+                 "raws", "records", "size", "state", "targets", "weigh")
 
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
+    def __init__(self, ledger: PartitionLedger, weigh: Callable[[Any], int] | None = None,
+                 itemised: bool = False) -> None:
+        self.ledger = ledger
+        self.weigh = weigh  # bytes of one message (None: not weighed)
+        self.entries: list[Entry] | None = [] if itemised else None
+        self.chunk: list[Entry] | None = None
+        self.n = 0  # messages of a counted slice (``len`` of an itemised one)
+        self.raws: list[Any] = []
+        self.records: list[Any] = []
+        self.offsets: list[int] | None = None  # kept once ``records`` are released
         self.open = 0
+        self.pending = 0
+        self.progress: dict[str, int] | None = None
+        self.size = 0
+        self.state = PENDING
+        self.targets: frozenset[str] = frozenset()
+
+    def __len__(self) -> int:
+        return self.n if self.entries is None else len(self.entries)
+
+    def first(self) -> int:
+        """The lowest offset the slice holds (not empty)."""
+        if self.entries is not None:
+            return self.entries[0].offset
+        return self.offsets[0] if self.offsets is not None else self.records[0].offset
+
+    def last(self) -> int:
+        if self.entries is not None:
+            return self.entries[-1].offset
+        return self.offsets[-1] if self.offsets is not None else self.records[-1].offset
+
+    def counted_offsets(self) -> list[int]:
+        """The offsets of a counted slice."""
+        return self.offsets if self.offsets is not None else [r.offset for r in self.records]
 
     def __repr__(self) -> str:
-        first = self.entries[0].offset if self.entries else None
-        return f"Slice(from {first}, {len(self.entries)} entries, {self.open} open)"
+        form = "counted" if self.entries is None else "itemised"
+        return f"Slice({form}, {len(self)} from {self.first() if len(self) else None}, " \
+               f"{self.open} open, pending={self.pending})"
 
 
 @dataclass(slots=True)
@@ -219,10 +271,10 @@ class PartitionLedger:
             self.next = self.base
 
     def make(self, run: Slice, offset: int) -> Entry | None:
-        """Record a freshly read offset in ``run``; the new entry, or None for a copy of
-        one already read in this generation (a librdkafka re-fetch after pause/resume)
-        or an offset below the committed position. A remembered terminal offset
-        (guarantee 7) gets a ``TERMINAL`` entry: it is not handed out again."""
+        """Record a freshly read offset in the itemised ``run``; the new entry, or None for
+        a copy of one already read in this generation (a librdkafka re-fetch after
+        pause/resume) or an offset below the committed position. A remembered terminal
+        offset (guarantee 7) gets a ``TERMINAL`` entry: it is not handed out again."""
         if self.base is None:
             self.base = self.next = offset
         if offset < self.next:  # below the base, or read already
@@ -236,14 +288,15 @@ class PartitionLedger:
         else:
             entry = Entry(self, run, offset, PENDING)
             run.open += 1
+        assert run.entries is not None
         run.entries.append(entry)
         return entry
 
     def admit(self, offset: int) -> Entry | None:
-        """Record one freshly read offset (a slice of its own); the new entry when it must
-        be handed out. None for a remembered terminal offset, an offset below the
-        committed position, and a copy of one already read (see :meth:`make`)."""
-        run = Slice()
+        """Record one freshly read offset (an itemised slice of its own); the new entry
+        when it must be handed out. None for a remembered terminal offset, an offset
+        below the committed position, and a copy of one already read (see :meth:`make`)."""
+        run = Slice(self, itemised=True)
         entry = self.make(run, offset)
         if run.entries:
             self.slices.append(run)
@@ -254,24 +307,75 @@ class PartitionLedger:
         entry.size = size
         self.open_bytes += size
 
+    def itemise(self, run: Slice) -> list[Entry]:
+        """Give a counted slice one entry per message (the chunk, aligned with the run).
+
+        Each entry is owed by the watchers that still owe the slice and had not resolved
+        it up to there (``progress``); a settled slice's entries are terminal.
+        """
+        if run.chunk is not None:
+            return run.chunk
+        if run.entries is not None:  # itemised when read (PartitionLedger.admit)
+            return [e for e in run.entries if e.state is PENDING]
+        settled = run.state is not PENDING
+        offsets = run.counted_offsets()
+        chunk: list[Entry] = []
+        if settled:
+            for offset in offsets:
+                entry = Entry(self, run, offset, run.state)
+                entry.targets = entry.round_targets = run.targets
+                chunk.append(entry)
+        else:
+            weigh, targets, pending = run.weigh, run.targets, run.pending
+            ahead = sorted(run.progress.values()) if run.progress else []  # prefixes resolved
+            for i, (raw, record) in enumerate(zip(run.raws, run.records, strict=True)):
+                while ahead and ahead[0] <= i:
+                    ahead.pop(0)
+                entry = Entry(self, run, offsets[i], PENDING, raw, record)
+                entry.targets = entry.round_targets = targets
+                entry.pending = pending - len(ahead)
+                if weigh is not None:
+                    entry.size = weigh(raw)
+                chunk.append(entry)
+        run.chunk = chunk
+        run.entries = list(chunk)
+        run.raws = run.records = []
+        run.offsets = run.progress = None
+        return chunk
+
     def get(self, offset: int) -> Entry | None:
-        """The entry of an offset from ``base`` on (O(slices + log slice): slow paths)."""
+        """The entry of an offset from ``base`` on (O(slices + log slice): slow paths;
+        itemises the slice it is in)."""
         for run in self.slices:
-            entries = run.entries
-            if entries and entries[-1].offset >= offset:
+            if run.last() >= offset:
+                if run.entries is None:
+                    self.itemise(run)
+                entries = run.entries
+                assert entries is not None
                 i = bisect_left(entries, offset, key=_offset)
-                return entries[i] if entries[i].offset == offset else None
+                return entries[i] if i < len(entries) and entries[i].offset == offset else None
         return None
 
     def __iter__(self) -> Iterator[Entry]:
-        """Every entry from ``base`` on, in read order."""
-        for run in self.slices:
-            yield from run.entries
+        """Every entry from ``base`` on, in read order (itemises every slice: slow paths)."""
+        for run in list(self.slices):
+            if run.entries is None:
+                self.itemise(run)
+            yield from run.entries or ()
 
     @property
     def entries(self) -> dict[int, Entry]:
-        """Offset -> entry from ``base`` on (a new dict: O(entries), for status and tests)."""
+        """Offset -> entry from ``base`` on (a new dict: O(entries), for tests)."""
         return {entry.offset: entry for entry in self}
+
+    def open_offsets(self) -> Iterator[int]:
+        """The offsets not terminal, in read order (without itemising: for status)."""
+        for run in self.slices:
+            if run.entries is None:
+                if run.state is PENDING:
+                    yield from run.counted_offsets()
+            else:
+                yield from (e.offset for e in run.entries if e.state is not TERMINAL)
 
     def finish(self, entry: Entry) -> None:
         """Mark an entry terminal and release what it held (record, rejections)."""
@@ -284,6 +388,23 @@ class PartitionLedger:
         entry.state = State.TERMINAL
         entry.raw = entry.payload = entry.rejected = entry.failed = None
 
+    def settle(self, run: Slice) -> None:
+        """Every watcher resolved a counted slice cleanly: all of it is terminal.
+
+        Its messages are released. It is trimmed at once when nothing before it is
+        open; otherwise (a floor below it) only its offsets are kept: they travel as
+        terminal offsets above the target.
+        """
+        run.state = TERMINAL
+        run.open = 0
+        self.terminal += run.n
+        self.open_bytes -= run.size
+        run.raws = []
+        self.trim()
+        if run in self.slices:
+            run.offsets = run.counted_offsets()
+            run.records = []
+
     def commit_target(self) -> tuple[int, list[int]] | None:
         """``(offset to commit, terminal offsets above it)`` or None before anything is known.
 
@@ -295,7 +416,12 @@ class PartitionLedger:
         target = self.base
         above: list[int] = []
         if self.terminal:
-            above = [e.offset for e in self if e.state is State.TERMINAL]
+            for run in self.slices:
+                if run.entries is None:
+                    if run.state is TERMINAL:
+                        above.extend(run.counted_offsets())
+                else:
+                    above.extend(e.offset for e in run.entries if e.state is TERMINAL)
         if self.remembered:
             self.remembered = {o for o in self.remembered if o >= target}
             above.extend(self.remembered)
@@ -313,20 +439,19 @@ class PartitionLedger:
         slices = self.slices
         if self.terminal:
             while slices and not slices[0].open:  # settled: every entry terminal
-                passed = len(slices.popleft().entries)
+                passed = len(slices.popleft())
                 self.count -= passed
                 self.terminal -= passed
             if slices:
-                first = slices[0]
-                entries = first.entries
-                if entries[0].state is TERMINAL:
+                entries = slices[0].entries
+                if entries is not None and entries[0].state is TERMINAL:
                     cut = 1
                     while entries[cut].state is TERMINAL:  # an open entry ends it
                         cut += 1
                     del entries[:cut]
                     self.count -= cut
                     self.terminal -= cut
-        self.base = slices[0].entries[0].offset if slices else self.next
+        self.base = slices[0].first() if slices else self.next
 
     def hold(self, entry: Entry) -> None:
         """A watcher failed the entry: it is the floor until redelivered and resolved."""
@@ -341,10 +466,16 @@ class PartitionLedger:
     def drop(self) -> int:
         """The ledger ended: every entry is dropped; how many were pending or held."""
         open_entries = 0
-        for entry in self:
-            if entry.state is State.PENDING or entry.state is State.HELD:
-                open_entries += 1
-            entry.state = State.DROPPED
+        for run in self.slices:
+            if run.entries is None:
+                if run.state is PENDING:
+                    open_entries += run.n
+            else:
+                for entry in run.entries:
+                    if entry.state is State.PENDING or entry.state is State.HELD:
+                        open_entries += 1
+                    entry.state = State.DROPPED
+            run.state = State.DROPPED
         self.slices.clear()
         self.count = 0
         return open_entries
@@ -425,8 +556,15 @@ class Ledger:
         """How many entries of these partitions are with the watchers, outcome unknown
         (``PENDING``; not held ones, which wait for their retry time). O(entries); asked
         only when partitions are about to be revoked."""
-        return sum(1 for key in keys if (ledger := self.partitions.get(key)) is not None
-                   for entry in ledger if entry.state is State.PENDING)
+        handed = 0
+        for key in keys:
+            ledger = self.partitions.get(key)
+            for run in () if ledger is None else ledger.slices:
+                if run.entries is None:
+                    handed += run.n if run.state is PENDING else 0
+                else:
+                    handed += sum(1 for e in run.entries if e.state is PENDING)
+        return handed
 
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
         """The ledger and entry of a record if it belongs to the current generation."""
@@ -438,68 +576,95 @@ class Ledger:
 
     # -- records in ---------------------------------------------------------------------
 
-    def admit(self, items: Iterable[tuple[Any, Any]], size: Callable[[Any], int]) -> list[Entry]:
-        """Record a consumed batch of ``(raw, record)``; the entries to hand out.
+    def admit(self, items: Iterable[tuple[Any, Any]], size: Callable[[Any], int]) -> list[Slice]:
+        """Record a consumed batch of ``(raw, record)``; its new slices, one per run of
+        one partition's records (the usual batch: one), to hand out.
 
         Skipped: records of a ledger of another generation (raced a revocation), of a
         ledger not admitting (bounded or rewinding: read again later), remembered
         terminal offsets, offsets below the committed position (reported), and copies
-        of offsets already read in this generation. Each run of records of one
-        partition (the usual shape of a batch) is one new :class:`Slice`.
+        of offsets already read in this generation. A slice is counted (no entry per
+        message) unless its partition still has remembered offsets to meet: then it is
+        itemised as it is read, and its ``chunk`` is the entries to hand out.
         """
-        out: list[Entry] = []
+        out: list[Slice] = []
         partitions = self.partitions
         bound = self.bound
         bytes_bound = self.bytes_bound
+        weigh = None if bound is None else size
         ledger: PartitionLedger | None = None
-        run = Slice()
-        entries = run.entries
+        run: Slice | None = None
+        raws: list[Any] = []
+        records: list[Any] = []
         for raw, record in items:
             if ledger is None or ledger.partition != record.partition or (
                     ledger.topic != record.topic):
-                if entries:  # the slice of the run that ends here
-                    run = Slice()
-                    entries = run.entries
+                if run is not None:
+                    self._close_run(run, out)
+                    run = None
                 ledger = partitions.get(record.partition_key)
                 if ledger is None:
                     continue
             if ledger.generation != record.generation or ledger.fetch is not OPEN:
                 continue
             offset = record.offset
-            # PartitionLedger.make inlined for the usual record (new, in order, nothing
-            # remembered); anything else goes through it.
-            if offset < ledger.next or ledger.base is None or ledger.remembered:
+            if offset < ledger.next or ledger.base is None:
                 base = ledger.base
-                entry = ledger.make(run, offset)
-                if entry is None:
-                    if base is not None and offset < base:
-                        self._skipped(ledger, offset)
+                if base is None:
+                    ledger.base = ledger.next = offset
+                elif offset < base:
+                    self._skipped(ledger, offset)
                     continue
-                if entry.state is TERMINAL:
-                    if len(entries) == 1:
-                        ledger.slices.append(run)
+                else:
+                    continue  # read already (a re-fetch)
+            if run is None:
+                run = Slice(ledger, weigh, itemised=bool(ledger.remembered))
+                raws, records = run.raws, run.records
+                ledger.slices.append(run)
+            if run.entries is not None:  # itemised (remembered offsets ahead)
+                entry = ledger.make(run, offset)
+                if entry is None or entry.state is TERMINAL:
                     continue
                 entry.raw = raw
                 entry.payload = record
+                if run.chunk is None:
+                    run.chunk = []
+                run.chunk.append(entry)
+                if weigh is not None:
+                    entry.size = weight = size(raw)
+                    ledger.open_bytes += weight
             else:
                 ledger.next = offset + 1
                 ledger.count += 1
-                run.open += 1
-                entry = Entry(ledger, run, offset, PENDING, raw, record)
-                entries.append(entry)
-            if len(entries) == 1:
-                ledger.slices.append(run)
-            out.append(entry)
-            if bound is None:
-                continue
-            entry.size = weight = size(raw)  # PartitionLedger.weigh, inlined
-            ledger.open_bytes += weight
-            if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
+                raws.append(raw)
+                records.append(record)
+                if weigh is not None:
+                    weight = size(raw)
+                    run.size += weight
+                    ledger.open_bytes += weight
+            if bound is not None and (ledger.count >= bound or ledger.open_bytes >= bytes_bound):
+                if run.entries is None:
+                    run.n = run.open = len(raws)  # as far as read: trim looks at it
                 ledger.trim()  # what resolved since the last publish is no distance
                 if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
                     self._stop_at_bound(ledger, offset + 1)
-        self.admitted += len(out)
+        if run is not None:
+            self._close_run(run, out)
         return out
+
+    def _close_run(self, run: Slice, out: list[Slice]) -> None:
+        """The run of one partition ends: count it, or forget it if nothing was admitted."""
+        if run.entries is None:
+            run.n = run.open = len(run.raws)
+            handed = run.n
+        else:
+            handed = len(run.chunk) if run.chunk is not None else 0
+            if not run.entries:
+                run.ledger.slices.remove(run)
+                return
+        self.admitted += handed
+        if handed:
+            out.append(run)
 
     def _stop_at_bound(self, ledger: PartitionLedger, resume_at: int) -> None:
         """Stop admitting at the bound and ask the consumer to pause the partition."""
@@ -569,6 +734,12 @@ class Ledger:
             ledger.open_bytes -= entry.size
         if ledger is not None:
             self._finished(ledger)
+
+    def settle(self, run: Slice) -> None:
+        """Every watcher resolved a counted slice cleanly: it is terminal (O(1))."""
+        ledger = run.ledger
+        ledger.settle(run)
+        self._finished(ledger)
 
     def _finished(self, ledger: PartitionLedger) -> None:
         self.dirty.add(ledger.key)

@@ -8,9 +8,12 @@ queue is empty, so a busy watcher costs no Task, Future or timer per message.
 
 The queue holds chunks, not messages: the group hands each stream one list per
 consumed batch (the same list to every watcher, never changed after), so fan-out
-costs one call per watcher per batch. ``take`` returns a chunk, or a slice of one,
-without looking at its messages unless the group dropped entries (a revoked
-partition) while some of the queue was waiting; ``__anext__`` walks the head chunk.
+costs one call per watcher per batch. A batch watcher's chunk may be a counted
+:class:`~sharedstream.core.ledger.Slice` (no entry per message): :meth:`take_part` hands
+it out as a :class:`Piece` of it, which the runner acknowledges with one call.
+``take`` returns a chunk, or a slice of one, without looking at its messages unless the
+group dropped entries (a revoked partition) while some of the queue was waiting;
+``__anext__`` walks the head chunk.
 
 Acks of a per-message filter go to the group together: a message the filter moved past
 with nothing bound is acked in one ``ack_many`` with the others when the stream next
@@ -57,9 +60,9 @@ import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from sharedstream.core.ledger import Entry, State
+from sharedstream.core.ledger import Entry, Slice, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.streamconfig import (
     ABSENT,
@@ -79,6 +82,22 @@ log = logging.getLogger(__name__)
 PENDING = State.PENDING
 HANDOUT_RUN = 128
 """Messages handed out in a row before the stream lets the loop run other work."""
+
+
+class Piece(NamedTuple):
+    """``[start, stop)`` of a counted slice, handed to a batch watcher as one batch."""
+
+    run: Slice
+    start: int
+    stop: int
+
+    def messages(self) -> list[Any]:
+        """What the filter receives (the slice's own list when the piece is all of it)."""
+        raws = self.run.raws
+        return raws if self.start == 0 and self.stop == len(raws) else raws[self.start:self.stop]
+
+
+Chunk = list[Entry] | Slice
 
 
 class StreamState(enum.Enum):
@@ -119,6 +138,12 @@ class StreamOwner(Protocol):
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
         """``ack`` of every entry of a batch, in one call (a batch filter's ack)."""
 
+    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
+        """A clean acknowledgement of ``[start, stop)`` of a counted slice."""
+
+    def itemise(self, run: Slice) -> list[Entry]:
+        """The entries of a slice, aligned with it (built now for a counted one)."""
+
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 
     def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None: ...
@@ -139,8 +164,8 @@ class SharedStream:
 
     __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_pos", "_queue",
                  "_queued", "_received", "_run", "_seq", "_stale", "_state", "_timer",
-                 "_wait_since", "_waiter", "_waiting", "_waits", "_window", "name", "on_release",
-                 "on_stuck")
+                 "_wait_since", "_waiter", "_waiting", "_waits", "_window", "batch", "name",
+                 "on_release", "on_stuck")
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -149,7 +174,9 @@ class SharedStream:
         # Chunks of entries; the head chunk is handed out from ``_pos``; ``_queued``
         # counts the messages not handed out yet; ``_stale``: some queued entry may
         # have been dropped (see :meth:`dropped`).
-        self._queue: deque[list[Entry]] = deque()
+        self._queue: deque[Chunk] = deque()
+        # Set by a batch runner: the group may queue counted slices for this stream.
+        self.batch = False
         self._pos = 0
         self._queued = 0
         self._stale = False
@@ -181,7 +208,7 @@ class SharedStream:
     def __aiter__(self) -> SharedStream:
         return self
 
-    def offer(self, entries: list[Entry]) -> None:
+    def offer(self, entries: Chunk) -> None:
         """Queue entries for this watcher: one call per consumed batch (the fan-out).
         ``entries`` is shared with the sibling watchers and must not change."""
         self._queue.append(entries)
@@ -211,6 +238,8 @@ class SharedStream:
         while True:
             while queue:
                 chunk = queue[0]  # the next entry of the head chunk, inline: per message
+                if isinstance(chunk, Slice):  # counted: a batch stream's (not met here)
+                    chunk = queue[0] = self._group.itemise(chunk)
                 pos = self._pos
                 entry = chunk[pos]
                 pos += 1
@@ -241,7 +270,15 @@ class SharedStream:
             await self._wait_for_more()
 
     async def take(self, limit: int) -> list[Entry]:
-        """Up to ``limit`` queued messages at once, for a batch filter (at least one).
+        """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
+        part = await self.take_part(limit)
+        if isinstance(part, Piece):
+            return self._group.itemise(part.run)[part.start:part.stop]
+        return part
+
+    async def take_part(self, limit: int) -> list[Entry] | Piece:
+        """Up to ``limit`` queued messages at once, for a batch filter (at least one): a
+        list of entries, or a :class:`Piece` of one counted slice (never mixed).
 
         The list returned may be the chunk the group queued, shared with the sibling
         watchers: the caller must not change it. Waits while the queue is empty; ends
@@ -257,8 +294,9 @@ class SharedStream:
         while True:
             out = self._take_queued(limit)
             if out:
-                self._seq += len(out)
-                self._run += len(out)
+                n = out.stop - out.start if isinstance(out, Piece) else len(out)
+                self._seq += n
+                self._run += n
                 group = self._group
                 if group.paused and self._queued <= group.low_queue:
                     group.maybe_resume()
@@ -267,28 +305,49 @@ class SharedStream:
                 self._resume_check()
                 await self._wait_for_more()
 
-    def _take_queued(self, limit: int) -> list[Entry]:
+    def _take_queued(self, limit: int) -> list[Entry] | Piece:
         """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
-        what was popped had been dropped)."""
+        what was popped had been dropped), or a piece of a counted slice at the head."""
         queue = self._queue
         out: list[Entry] = []
         while queue:
             chunk = queue[0]
             pos = self._pos
-            if chunk[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
+            if isinstance(chunk, Slice):
+                run = chunk
+                if run.chunk is not None:  # itemised since it was queued
+                    chunk = queue[0] = run.chunk
+                elif out:
+                    break  # a piece goes alone
+                else:
+                    n = run.n
+                    stop = min(n, pos + limit)
+                    if stop == n:
+                        queue.popleft()
+                        self._pos = 0
+                    else:
+                        self._pos = stop
+                    self._queued -= stop - pos
+                    if run.state is not PENDING:
+                        continue  # dropped (its partition ended)
+                    if not queue:
+                        self._stale = False
+                    return Piece(run, pos, stop)
+            entries = chunk
+            if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
                 if out:
                     break
                 queue.popleft()
                 self._pos = 0
                 self._queued -= 1
-                return [chunk[0]] if chunk[0].state is PENDING else []
+                return [entries[0]] if entries[0].state is PENDING else []
             room = limit - len(out)
-            if pos + room >= len(chunk):
-                part = chunk[pos:] if pos else chunk
+            if pos + room >= len(entries):
+                part = entries[pos:] if pos else entries
                 queue.popleft()
                 self._pos = 0
             else:
-                part = chunk[pos:pos + room]
+                part = entries[pos:pos + room]
                 self._pos = pos + room
             self._queued -= len(part)
             if self._stale:  # the group dropped entries since some were queued
@@ -526,7 +585,8 @@ class SharedStream:
         group = self._group
         if fail_pending:
             owed = [entry for i, chunk in enumerate(self._queue)
-                    for entry in (chunk[self._pos:] if i == 0 else chunk)]
+                    for entries in [group.itemise(chunk) if isinstance(chunk, Slice) else chunk]
+                    for entry in (entries[self._pos:] if i == 0 else entries)]
             if self._open is not None:
                 window = self._window
                 if window is None or window.is_open:

@@ -36,7 +36,10 @@ def ledger(remembered: frozenset[int] = frozenset(), base: int | None = 0) -> Le
 
 
 def admit(book: Ledger, *offsets: int, partition: int = 0) -> list[Entry]:
-    return book.admit([(o, Record("t", partition, o)) for o in offsets], lambda raw: 10)
+    """Admit a batch and itemise its slices (as a group does for per-message watchers)."""
+    return [entry for run in book.admit([(o, Record("t", partition, o)) for o in offsets],
+                                        lambda raw: 10)
+            for entry in run.ledger.itemise(run)]
 
 
 def fetch(lane: PartitionLedger) -> Fetch:
@@ -48,7 +51,8 @@ def test_each_partition_run_of_a_batch_is_one_slice() -> None:
     book.admit([(o, Record("t", p, o)) for p, o in ((0, 0), (0, 1), (1, 0), (0, 2))],
                lambda raw: 1)
     lane = book.partitions[("t", 0)]
-    assert [[e.offset for e in s.entries] for s in lane.slices] == [[0, 1], [2]]
+    assert [s.counted_offsets() for s in lane.slices] == [[0, 1], [2]]
+    assert all(s.entries is None for s in lane.slices)  # counted: no entry per message
     assert [s.open for s in lane.slices] == [2, 1] and lane.count == 3 and lane.next == 3
     assert [e.offset for e in book.partitions[("t", 1)]] == [0]
 
