@@ -61,7 +61,7 @@ from typing import Any
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError
-from sharedstream.core.stream import Piece, SharedStream, StreamOwner
+from sharedstream.core.stream import Pieces, SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
 
@@ -177,7 +177,7 @@ class BatchRunner:
         self._prepare = prepare
         self._limit = min(BATCH_LIMIT, group.settings.subscriber_queue_size)
         # The batch being handled (a piece of a counted slice, until it needs entries).
-        self._taken: list[Entry] | Piece = []
+        self._taken: list[Entry] | Pieces = []
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
         self._token = 0  # moves when the batch is given up (timeout, release)
         self._calling = False
@@ -205,17 +205,17 @@ class BatchRunner:
             await self._handle(part, self._token)
             self._taken = []
 
-    def _entries(self, part: list[Entry] | Piece) -> list[Entry]:
-        """The entries of a batch (a piece's slice is itemised: something needs them)."""
-        if not isinstance(part, Piece):
+    def _entries(self, part: list[Entry] | Pieces) -> list[Entry]:
+        """The entries of a batch (counted slices are itemised: something needs them)."""
+        if not isinstance(part, Pieces):
             return part
-        entries = self._group.itemise(part.run)[part.start:part.stop]
+        entries = part.entries(self._group.itemise)
         if self._taken is part:
             self._taken = entries
         return entries
 
-    async def _handle(self, part: list[Entry] | Piece, token: int) -> None:
-        batch = MessageBatch(part.messages() if isinstance(part, Piece)
+    async def _handle(self, part: list[Entry] | Pieces, token: int) -> None:
+        batch = MessageBatch(part.messages if isinstance(part, Pieces)
                              else [entry.raw for entry in part])
         failure: Exception | None = None
         if self._prepare is not None:
@@ -280,15 +280,16 @@ class BatchRunner:
         if token == self._token:
             await self._handle(part[half:], token)
 
-    def _settle(self, batch: MessageBatch, taken: list[Entry] | Piece) -> None:
+    def _settle(self, batch: MessageBatch, taken: list[Entry] | Pieces) -> None:
         self._done += len(batch)
         group, name = self._group, self.name
         window, self._window = self._window, None
         emitted, rejected = batch.emitted, batch.rejected
         staged = window is not None and bool(window.staged)
         if emitted is None and rejected is None and not staged:
-            if isinstance(taken, Piece):  # the usual batch: nothing kept, one count
-                group.ack_range(taken.run, taken.start, taken.stop, name)
+            if isinstance(taken, Pieces):  # the usual batch: nothing kept, a count per slice
+                for run, start, stop in taken.parts:
+                    group.ack_range(run, start, stop, name)
             else:
                 group.ack_many(taken, name)
             if window is not None:

@@ -240,10 +240,6 @@ class Group:
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
 
     def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
-        slices = self.ledger.admit(items, self.producer.size)
-        self._schedule_publish()
-        if not slices:
-            return
         present, overflow = self._room()
         absent = self._absent
         if overflow is not None:
@@ -252,6 +248,10 @@ class Group:
         # takes batches and none is missing: anything else needs per-message records.
         counted = bool(present) and absent is None and tracing.tracer is None and all(
             stream.batch for stream in present)
+        slices = self.ledger.admit(items, self.producer.size, counted)
+        self._schedule_publish()
+        if not slices:
+            return
         n_present = len(present)
         cohort = self.cohort
         for run in slices:

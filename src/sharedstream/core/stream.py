@@ -10,7 +10,8 @@ The queue holds chunks, not messages: the group hands each stream one list per
 consumed batch (the same list to every watcher, never changed after), so fan-out
 costs one call per watcher per batch. A batch watcher's chunk may be a counted
 :class:`~sharedstream.core.ledger.Slice` (no entry per message): :meth:`take_part` hands
-it out as a :class:`Piece` of it, which the runner acknowledges with one call.
+out parts of such slices as :class:`Pieces`, which the runner acknowledges with one call
+per slice.
 ``take`` returns a chunk, or a slice of one, without looking at its messages unless the
 group dropped entries (a revoked partition) while some of the queue was waiting;
 ``__anext__`` walks the head chunk.
@@ -85,16 +86,33 @@ HANDOUT_RUN = 128
 
 
 class Piece(NamedTuple):
-    """``[start, stop)`` of a counted slice, handed to a batch watcher as one batch."""
+    """``[start, stop)`` of a counted slice."""
 
     run: Slice
     start: int
     stop: int
 
-    def messages(self) -> list[Any]:
-        """What the filter receives (the slice's own list when the piece is all of it)."""
-        raws = self.run.raws
-        return raws if self.start == 0 and self.stop == len(raws) else raws[self.start:self.stop]
+
+class Pieces:
+    """Parts of counted slices handed to a batch watcher as one batch, in queue order;
+    ``messages`` is what the filter receives (the slice's own list when the batch is all
+    of one slice: never changed)."""
+
+    __slots__ = ("messages", "parts")
+
+    def __init__(self, parts: list[Piece]) -> None:
+        self.parts = parts
+        if len(parts) == 1 and parts[0].start == 0 and parts[0].stop == parts[0].run.n:
+            self.messages: list[Any] = parts[0].run.raws
+        else:
+            self.messages = [m for run, start, stop in parts for m in run.raws[start:stop]]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def entries(self, itemise: Callable[[Slice], list[Entry]]) -> list[Entry]:
+        """The entries of these messages (each slice itemised: something needs them)."""
+        return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
 
 
 Chunk = list[Entry] | Slice
@@ -272,13 +290,11 @@ class SharedStream:
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
         part = await self.take_part(limit)
-        if isinstance(part, Piece):
-            return self._group.itemise(part.run)[part.start:part.stop]
-        return part
+        return part.entries(self._group.itemise) if isinstance(part, Pieces) else part
 
-    async def take_part(self, limit: int) -> list[Entry] | Piece:
+    async def take_part(self, limit: int) -> list[Entry] | Pieces:
         """Up to ``limit`` queued messages at once, for a batch filter (at least one): a
-        list of entries, or a :class:`Piece` of one counted slice (never mixed).
+        list of entries, or :class:`Pieces` of counted slices (never mixed).
 
         The list returned may be the chunk the group queued, shared with the sibling
         watchers: the caller must not change it. Waits while the queue is empty; ends
@@ -294,9 +310,8 @@ class SharedStream:
         while True:
             out = self._take_queued(limit)
             if out:
-                n = out.stop - out.start if isinstance(out, Piece) else len(out)
-                self._seq += n
-                self._run += n
+                self._seq += len(out)
+                self._run += len(out)
                 group = self._group
                 if group.paused and self._queued <= group.low_queue:
                     group.maybe_resume()
@@ -305,34 +320,41 @@ class SharedStream:
                 self._resume_check()
                 await self._wait_for_more()
 
-    def _take_queued(self, limit: int) -> list[Entry] | Piece:
+    def _take_queued(self, limit: int) -> list[Entry] | Pieces:
         """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
-        what was popped had been dropped), or a piece of a counted slice at the head."""
+        what was popped had been dropped), or the counted slices at the head."""
         queue = self._queue
         out: list[Entry] = []
+        pieces: list[Piece] = []
+        room = limit
         while queue:
             chunk = queue[0]
             pos = self._pos
             if isinstance(chunk, Slice):
                 run = chunk
                 if run.chunk is not None:  # itemised since it was queued
+                    if pieces:
+                        break
                     chunk = queue[0] = run.chunk
                 elif out:
-                    break  # a piece goes alone
+                    break  # counted slices go in batches of their own
                 else:
                     n = run.n
-                    stop = min(n, pos + limit)
+                    stop = min(n, pos + room)
                     if stop == n:
                         queue.popleft()
                         self._pos = 0
                     else:
                         self._pos = stop
                     self._queued -= stop - pos
-                    if run.state is not PENDING:
-                        continue  # dropped (its partition ended)
-                    if not queue:
-                        self._stale = False
-                    return Piece(run, pos, stop)
+                    if run.state is PENDING:  # else dropped (its partition ended)
+                        pieces.append(Piece(run, pos, stop))
+                        room -= stop - pos
+                        if not room:
+                            break
+                    continue
+            elif pieces:
+                break
             entries = chunk
             if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
                 if out:
@@ -357,7 +379,7 @@ class SharedStream:
                 break
         if not queue:
             self._stale = False
-        return out
+        return Pieces(pieces) if pieces else out
 
     async def _wait_for_more(self) -> None:
         """Suspend until the queue may hold something (the slow path of ``__anext__`` and

@@ -14,7 +14,7 @@ from tests.unit.core.test_lifecycles import make_group, turns
 from sharedstream.core.group import Group
 from sharedstream.core.ledger import Slice, State
 from sharedstream.core.memory import MemoryStream
-from sharedstream.core.stream import Piece, SharedStream
+from sharedstream.core.stream import Pieces, SharedStream
 from sharedstream.core.streamconfig import ManualClock
 
 
@@ -29,10 +29,16 @@ async def polling(cohort: tuple[str, ...], batch: tuple[str, ...] | None = None,
     return group, producer, streams
 
 
-async def piece(stream: SharedStream, limit: int = 100) -> Piece:
+async def piece(stream: SharedStream, limit: int = 100) -> Pieces:
     part = await stream.take_part(limit)
-    assert isinstance(part, Piece), part
+    assert isinstance(part, Pieces), part
     return part
+
+
+def ack(group: Group, pieces: Pieces, watcher: str) -> None:
+    """What a batch runner does with a call that said nothing."""
+    for run, start, stop in pieces.parts:
+        group.ack_range(run, start, stop, watcher)
 
 
 def the_slice(group: Group) -> Slice:
@@ -47,15 +53,16 @@ async def test_a_clean_ack_of_a_whole_slice_is_one_count_and_settles_it() -> Non
     run = the_slice(group)
     assert run.entries is None and run.pending == 2 and group.in_flight == 4
     a, b = await piece(streams["a"]), await piece(streams["b"])
-    assert a.messages() == ["t:0", "t:1", "t:2", "t:3"] and a.messages() is run.raws
-    group.ack_range(a.run, a.start, a.stop, "a")
+    assert a.messages == ["t:0", "t:1", "t:2", "t:3"] and a.messages is run.raws
+    ack(group, a, "a")
     assert run.pending == 1 and run.state is State.PENDING
-    group.ack_range(b.run, b.start, b.stop, "b")
+    ack(group, b, "b")
     assert run.state is State.TERMINAL and run.entries is None  # never itemised
     assert group.in_flight == 0 and group.counters.clean == 4
-    assert not group.ledger.partitions[("t", 0)].slices  # trimmed at once
+    assert run.raws == [] and len(run.records) == 4  # the records go with the next trim
     group._publish()
     assert producer.published[("t", 0)][1:] == (4, ())
+    assert not group.ledger.partitions[("t", 0)].slices
     await group.stop()
 
 
@@ -65,12 +72,12 @@ async def test_prefixes_of_a_slice_count_in_order() -> None:
     await turns()
     run = the_slice(group)
     first = await piece(streams["a"], limit=2)
-    assert (first.start, first.stop) == (0, 2) and first.messages() == ["t:0", "t:1"]
-    group.ack_range(run, 0, 2, "a")
+    assert first.parts == [(run, 0, 2)] and first.messages == ["t:0", "t:1"]
+    ack(group, first, "a")
     assert run.progress == {"a": 2} and run.pending == 1
     rest = await piece(streams["a"], limit=10)
-    assert (rest.start, rest.stop) == (2, 5)
-    group.ack_range(run, 2, 5, "a")
+    assert rest.parts == [(run, 2, 5)]
+    ack(group, rest, "a")
     assert run.state is State.TERMINAL and run.entries is None and group.in_flight == 0
     await group.stop()
 
@@ -83,7 +90,7 @@ async def test_a_failure_itemises_the_slice_with_what_each_watcher_still_owes() 
     await piece(streams["a"], limit=2)
     group.ack_range(run, 0, 2, "a")  # a resolved 0 and 1
     b = await piece(streams["b"])
-    entries = group.itemise(b.run)
+    entries = b.entries(group.itemise)
     assert [e.pending for e in entries] == [1, 1, 2, 2] and run.entries is not None
     group.fail(entries[3], "b", "boom", counts=True)
     group.ack_many(entries[:3], "b")
@@ -134,7 +141,39 @@ async def test_a_partition_that_ends_drops_its_counted_slices() -> None:
     producer.feed(("u", 0))
     await turns()
     part = await piece(streams["a"])  # the dropped slice is skipped
-    assert part.messages() == ["u:0"]
+    assert part.messages == ["u:0"]
+    await group.stop()
+
+
+async def test_one_batch_takes_several_counted_slices_and_counts_each() -> None:
+    group, producer, streams = await polling(("a",))
+    producer.feed(("t", 0), ("t", 1))
+    producer.feed(("t", 2))
+    producer.feed(("u", 0))
+    await turns()
+    part = await piece(streams["a"], limit=3)
+    assert part.messages == ["t:0", "t:1", "t:2"] and len(part.parts) == 2
+    ack(group, part, "a")
+    assert group.in_flight == 1 and all(
+        s.state is State.TERMINAL for s in group.ledger.partitions[("t", 0)].slices)
+    assert (await piece(streams["a"])).messages == ["u:0"]
+    await group.stop()
+
+
+async def test_a_slice_settled_above_an_open_one_keeps_only_its_offsets() -> None:
+    group, producer, streams = await polling(("a",))
+    producer.feed(("t", 0))
+    producer.feed(("t", 1), ("t", 2))
+    await turns()
+    first, second = group.ledger.partitions[("t", 0)].slices
+    part = await piece(streams["a"], limit=1)
+    rest = await piece(streams["a"])
+    ack(group, rest, "a")  # the first is still with the filter
+    assert second.state is State.TERMINAL and second.records == [] and second.offsets == [1, 2]
+    assert group.ledger.partitions[("t", 0)].commit_target() == (0, [1, 2])
+    ack(group, part, "a")
+    assert group.ledger.partitions[("t", 0)].commit_target() == (3, [])
+    assert first.state is State.TERMINAL
     await group.stop()
 
 

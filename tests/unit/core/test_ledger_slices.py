@@ -1,8 +1,8 @@
-"""The partition ledger's slices: one per run of a partition's records in a consumed batch.
+"""The partition ledger's slices: one per partition read in a consumed batch.
 
-Admission appends each run to one slice; trim drops settled slices whole and cuts the
-terminal prefix of the first open one; duplicates are found by read order, not by
-lookup; the bound counts entries across slices.
+Admission appends a partition's records of one batch to one slice; trim drops settled
+slices whole and cuts the terminal prefix of the first open one; duplicates are found by
+read order, not by lookup; the bound counts entries across slices.
 """
 
 from __future__ import annotations
@@ -46,14 +46,16 @@ def fetch(lane: PartitionLedger) -> Fetch:
     return lane.fetch
 
 
-def test_each_partition_run_of_a_batch_is_one_slice() -> None:
+def test_each_partition_of_a_batch_is_one_slice() -> None:
     book = ledger()
-    book.admit([(o, Record("t", p, o)) for p, o in ((0, 0), (0, 1), (1, 0), (0, 2))],
-               lambda raw: 1)
+    slices = book.admit([(o, Record("t", p, o)) for p, o in ((0, 0), (0, 1), (1, 0), (0, 2))],
+                        lambda raw: 1)
+    assert [s.counted_offsets() for s in slices] == [[0, 1, 2], [0]]  # first read first
     lane = book.partitions[("t", 0)]
-    assert [s.counted_offsets() for s in lane.slices] == [[0, 1], [2]]
     assert all(s.entries is None for s in lane.slices)  # counted: no entry per message
-    assert [s.open for s in lane.slices] == [2, 1] and lane.count == 3 and lane.next == 3
+    assert [s.open for s in lane.slices] == [3] and lane.count == 3 and lane.next == 3
+    book.admit([(3, Record("t", 0, 3))], lambda raw: 1)
+    assert [s.counted_offsets() for s in lane.slices] == [[0, 1, 2], [3]]
     assert [e.offset for e in book.partitions[("t", 1)]] == [0]
 
 
