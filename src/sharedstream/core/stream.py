@@ -102,10 +102,13 @@ class Pieces:
 
     def __init__(self, parts: list[Piece]) -> None:
         self.parts = parts
-        if len(parts) == 1 and parts[0].start == 0 and parts[0].stop == parts[0].run.n:
-            self.messages: list[Any] = parts[0].run.raws
+        run, start, stop = parts[0]
+        if len(parts) == 1 and start == 0 and stop == run.n:
+            self.messages: list[Any] = run.raws
         else:
-            self.messages = [m for run, start, stop in parts for m in run.raws[start:stop]]
+            self.messages = run.raws[start:stop]  # a new list: never extend a slice's own
+            for run, start, stop in parts[1:]:
+                self.messages += run.raws[start:stop]
 
     def __len__(self) -> int:
         return len(self.messages)
