@@ -60,7 +60,7 @@ from typing import Any
 
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.ledger import Entry, State
-from sharedstream.core.message import ValueDecodeError
+from sharedstream.core.message import ValueDecodeError, where_read
 from sharedstream.core.stream import Pieces, SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
@@ -267,8 +267,8 @@ class BatchRunner:
             self._done = len(self._taken)
             raise exc  # the runner backs off, as a per-message filter does
         if len(part) == 1:
-            log.warning("watcher %r: filter_shared_batch raised %r on %r", name, exc,
-                        part[0].payload, exc_info=(type(exc), exc, exc.__traceback__),
+            log.warning("watcher %r: filter_shared_batch raised %r on %s", name, exc,
+                        where_read(part[0].payload), exc_info=(type(exc), exc, exc.__traceback__),
                         extra={"watcher": name})
             self._done += 1
             group.fail(part[0], name, why, counts=True)

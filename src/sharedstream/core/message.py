@@ -270,3 +270,15 @@ class Coordinates:
 
 def format_identity(topic_id: str, partition: int, offset: int) -> str:
     return f"{topic_id}:{partition}:{offset}"
+
+
+def where_read(record: object) -> str:
+    """``topic[partition]@offset``: how log lines name a message. Never its repr: the
+    Kafka adapter's ledger record is the message itself, whose repr holds the value, and
+    a value can hold anything a producer sent (log stores are kept and read widely).
+    A record without a position (a unit test's bare window) is named by its type: a log
+    line must not raise."""
+    try:
+        return f"{record.topic}[{record.partition}]@{record.offset}"  # type: ignore[attr-defined]
+    except AttributeError:
+        return f"<{type(record).__name__}>"

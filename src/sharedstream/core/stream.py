@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from sharedstream.core.ledger import Entry, Slice, State
 from sharedstream.core.lifecycle import check_move
+from sharedstream.core.message import where_read
 from sharedstream.core.streamconfig import (
     ABSENT,
     Clock,
@@ -488,8 +489,8 @@ class SharedStream:
 
     def window_failed(self, window: Window, exc: BaseException) -> None:
         self._in_sink.discard(window)
-        log.warning("unit of work of watcher %r failed for %r: %r (held, retried)",
-                    self.name, window.payload, exc)
+        log.warning("unit of work of watcher %r failed for %s: %r (held, retried)",
+                    self.name, where_read(window.payload), exc)
         self._group.fail(window.entry, self.name, f"unit of work failed: {exc!r}",
                          counts=False)
 
@@ -575,7 +576,8 @@ class SharedStream:
         if self._group.clock.now() < self._received + timeout:
             self._arm_timer()
             return
-        log.warning("watcher %r: ack timeout (%ss) on %r", self.name, timeout, self._open.payload)
+        log.warning("watcher %r: ack timeout (%ss) on %s", self.name, timeout,
+                    where_read(self._open.payload))
         self._abandon_open(f"ack timeout after {timeout}s")
         if self.on_stuck is not None:
             self.on_stuck()

@@ -40,6 +40,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sharedstream.core.lifecycle import InvalidState
+from sharedstream.core.message import where_read
 
 if TYPE_CHECKING:
     from sharedstream.core.event import TriggerEvent
@@ -233,7 +234,7 @@ class Window:
             raise self._not_the_sinks("reject")
 
     def __repr__(self) -> str:
-        return (f"Window(watcher={self.watcher!r}, payload={self.payload!r}, "
+        return (f"Window(watcher={self.watcher!r}, {where_read(self.payload)}, "
                 f"events={len(self.events)}, rejected={self.rejected!r})")
 
 

@@ -75,6 +75,7 @@ from sqlalchemy.engine import Connection
 
 from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
+from sharedstream.core.message import where_read
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
 from sharedstream.statestore.events import EVENT_COLUMNS, insert_event_rows
@@ -201,8 +202,8 @@ class DatabaseWorkSink:
             try:
                 texts = [encode_payload(event.payload, limit) for event in window.events]
             except PayloadRefused as refused:
-                log.error("watcher %r: %s; rejecting %r", window.watcher, refused,
-                          window.payload)
+                log.error("watcher %r: %s; rejecting %s", window.watcher, refused,
+                          where_read(window.payload))
                 self.windows_rejected += 1
                 window.reject(str(refused))
                 if watches is not None:
@@ -321,7 +322,8 @@ class DatabaseWorkSink:
             return [part[:half], part[half:]]
         window = part[0].window
         reason = f"the database refused the unit of work: {describe_error(exc)}"
-        log.error("watcher %r: %s; rejecting %r", window.watcher, reason, window.payload)
+        log.error("watcher %r: %s; rejecting %s", window.watcher, reason,
+                  where_read(window.payload))
         self.windows_rejected += 1
         window.reject(reason)
         if part[0].watches is not None:
