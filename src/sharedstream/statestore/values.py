@@ -87,16 +87,20 @@ def _check_json(key: str, value: object, path: str) -> None:
 def encode_value(key: str, value: object, max_bytes: int) -> str:
     """Return the JSON text stored for ``value``; refuse None, non-JSON, text that is not
     valid Unicode (a lone surrogate, which no backend stores) and oversize."""
-    if value is None:
-        raise ValueError(f"state key {key!r}: None is not a storable value; use delete()")
-    _check_json(key, value, "$")
-    text = encode_json(value)
-    if (found := lone_surrogate(text)) is not None:
-        raise ValueError(
-            f"value of state key {key!r} is not valid Unicode: lone surrogate {found[1]} at "
-            f"character {found[0]} of its JSON (decode bytes with errors='replace', or "
-            "store base64)")
-    size = len(text.encode("utf-8"))
+    if type(value) is int:  # the usual cursor (an offset): its JSON is its ASCII digits
+        text = repr(value)
+        size = len(text)
+    else:
+        if value is None:
+            raise ValueError(f"state key {key!r}: None is not a storable value; use delete()")
+        _check_json(key, value, "$")
+        text = encode_json(value)
+        if (found := lone_surrogate(text)) is not None:
+            raise ValueError(
+                f"value of state key {key!r} is not valid Unicode: lone surrogate {found[1]} "
+                f"at character {found[0]} of its JSON (decode bytes with errors='replace', "
+                "or store base64)")
+        size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise ValueTooLargeError(
             f"value of state key {key!r} is {size} bytes, over the limit "
