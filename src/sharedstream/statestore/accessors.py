@@ -26,6 +26,8 @@ from sharedstream.statestore.staging import (
 from sharedstream.statestore.uow import UnitOfWork
 from sharedstream.statestore.values import check_key, encode_value
 
+_NO_LOCK = nullcontext()  # reusable: it holds nothing (one per write was an allocation)
+
 
 class TaskState:
     """Task state of one ``TaskScope`` (its map index is its own namespace)."""
@@ -148,7 +150,7 @@ class AssetState:
 
     def _guard(self) -> AbstractContextManager[object]:
         """Held around a read-then-stage, so threads sharing a unit of work stay atomic."""
-        return self.uow.lock if self.uow is not None else nullcontext()
+        return self.uow.lock if self.uow is not None else _NO_LOCK
 
     def _staged(self, key: str) -> Any:
         """The staged value of ``key`` (MISSING if deleted), else NOT_STAGED."""
