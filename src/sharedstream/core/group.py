@@ -16,27 +16,12 @@ Every ``commit_interval`` the group hands the adapter the commit targets of the
 partitions that changed. Held entries count towards ``max_in_flight``: an absent
 watcher lets its siblings run ahead by at most that many messages.
 
-Lifecycle of a group (:class:`GroupState`; any other move raises
-:class:`~sharedstream.core.lifecycle.InvalidState`)::
+Its lifecycle and flow control are :mod:`sharedstream.core.groupstate`'s enums; what
+a watcher's outcome does to an entry (ack, reject, fail, hold, redeliver, dead letter)
+is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, a base of :class:`Group`.
 
-    GATHERING -> POLLING     the whole cohort subscribed, or the grace period ran out
-    GATHERING -> STOPPING    stop() (the last watcher left, or shutdown)
-    POLLING   -> STOPPING
-    GATHERING -> FAILED      the adapter's stream raised or ended, or it refused a
-    POLLING   -> FAILED      dead letter: every watcher's stream raises GroupFailedError
-    STOPPING  -> CLOSING     the adapter is closing: what resolves now is not settled
-
-CLOSING and FAILED are final (the adapter's close task says when it is closed).
-
-Flow control, while polling (:class:`Flow`)::
-
-    FLOWING -> PAUSED     max_in_flight reached, or every watcher's queue full
-    PAUSED  -> FLOWING    in flight down to half its bound and some queue to half
-    FLOWING -> QUIESCED   quiesce() (shutdown): nothing new is fetched again
-    PAUSED  -> QUIESCED
-
-QUIESCED is final. The group knows its manager only through the ``evict`` callback it
-is built with, so this module does not import the manager's.
+The group knows its manager only through the ``evict`` callback it is built with, so
+this module does not import the manager's.
 
 Failure windows: if the process dies, nothing beyond the published targets is
 committed, so everything else is read again; what the ledger knew (acks of earlier
@@ -46,13 +31,11 @@ rounds, attempt counts) is lost with the process, and a re-read goes to everyone
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Callable, Coroutine, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core import tracing
-from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import (
     PartitionRewound,
     PartitionsEnded,
@@ -61,9 +44,23 @@ from sharedstream.core.contract import (
     SharedStreamProducer,
 )
 from sharedstream.core.counters import GroupCounters
-from sharedstream.core.ledger import Entry, Ledger, Slice, State
+from sharedstream.core.groupstate import (
+    CLOSING,
+    FAILED,
+    FLOW_MOVES,
+    FLOWING,
+    GATHERING,
+    MOVES,
+    PAUSED,
+    POLLING,
+    QUIESCED,
+    STOPPING,
+    Flow,
+    GroupState,
+)
+from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.core.lifecycle import check_move
-from sharedstream.core.message import KafkaMessage
+from sharedstream.core.resolution import Resolution
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
@@ -82,46 +79,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_IN_COHORT = "not in the cohort"
-# A held message is never handed out again sooner than this, whatever the backoff says.
-MIN_RETRY_S = 0.05
-PENDING, HELD = State.PENDING, State.HELD
 
 
 class ProducerStreamEnded(RuntimeError):
     """``open_stream()`` returned: a producer must stream for the group's whole life."""
 
 
-class GroupState(enum.Enum):
-    """Where a group is in its lifecycle (the module docstring lists the moves)."""
-
-    GATHERING = "gathering"
-    POLLING = "polling"
-    STOPPING = "stopping"
-    CLOSING = "closing"
-    FAILED = "failed"
-
-
-class Flow(enum.Enum):
-    """Whether a polling group fetches (the module docstring lists the moves)."""
-
-    FLOWING = "flowing"
-    PAUSED = "paused"
-    QUIESCED = "quiesced"
-
-
-GATHERING, POLLING, STOPPING = GroupState.GATHERING, GroupState.POLLING, GroupState.STOPPING
-CLOSING, FAILED = GroupState.CLOSING, GroupState.FAILED
-FLOWING, PAUSED, QUIESCED = Flow.FLOWING, Flow.PAUSED, Flow.QUIESCED
-_NONE: frozenset[Any] = frozenset()
-MOVES: dict[GroupState, frozenset[GroupState]] = {
-    GATHERING: frozenset({POLLING, STOPPING, FAILED}), POLLING: frozenset({STOPPING, FAILED}),
-    STOPPING: frozenset({CLOSING}), CLOSING: _NONE, FAILED: _NONE}
-FLOW_MOVES: dict[Flow, frozenset[Flow]] = {
-    FLOWING: frozenset({PAUSED, QUIESCED}), PAUSED: frozenset({FLOWING, QUIESCED}),
-    QUIESCED: _NONE}
-
-
-class Group:
+class Group(Resolution):
     """Runtime state of one ``shared_stream_key``. Internal to the manager.
 
     ``evict`` is the manager's: called once when the group fails, so a later
@@ -349,23 +313,6 @@ class Group:
         if not pending:
             self._resolved(entry)
 
-    def _redeliver(self, entry: Entry) -> None:
-        """A held entry's retry time came: hand it to the watchers that still owe it."""
-        if self.state is not POLLING or not self.ledger.release(entry):
-            return
-        entry.rounds += 1
-        self.counters.redelivered += 1
-        if isinstance(entry.raw, KafkaMessage):  # the filter can tell a retry (catching_up)
-            entry.raw = entry.raw._replace(delivery=entry.rounds)
-        owed = entry.targets - (entry.acked_before or frozenset())
-        if entry.rejected:
-            owed = owed - entry.rejected.keys()
-        self._deliver(entry, owed)
-        for name in owed:
-            stream = self.streams.get(name)
-            if stream is not None:
-                stream.wake()
-
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
         self.in_flight -= self.ledger.end(keys)
@@ -406,228 +353,6 @@ class Group:
             self._set_flow(FLOWING)
             self.producer.resume()
 
-    # -- resolution ------------------------------------------------------------------------
-
-    def ack(self, entry: Entry, watcher: str) -> None:
-        if entry.state is not PENDING:
-            return
-        if tracing.tracer is not None:  # each outcome has its watch span (core.tracing)
-            tracing.acked(entry.payload, watcher)
-        entry.pending -= 1
-        if not entry.pending:
-            self._resolved(entry)
-
-    def ack_many(self, entries: list[Entry], watcher: str) -> None:
-        """``ack`` for every entry of a batch (one call per watcher per batch).
-
-        The entries it resolves cleanly (every watcher of the cohort acked in their
-        first round) settle in bulk: counters, ``in_flight`` and the ledger's
-        partitions once per batch, not once per message. The others go through
-        ``_resolved`` one by one, in order.
-        """
-        if tracing.tracer is not None:
-            for entry in entries:
-                if entry.state is PENDING:
-                    tracing.acked(entry.payload, watcher)
-        cohort = self.cohort
-        clean: list[Entry] = []
-        for entry in entries:
-            if entry.state is PENDING:
-                entry.pending -= 1
-                if entry.pending:
-                    continue
-                if entry.failed is None and entry.rejected is None and (
-                        entry.acked_before is None and entry.round_targets is cohort):
-                    clean.append(entry)
-                else:
-                    self._resolved(entry)
-        if clean:
-            self._settled_clean(clean)
-
-    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
-        """A batch watcher resolved ``[start, stop)`` of a counted slice cleanly.
-
-        In order (the watcher's acks so far cover ``[0, start)``) it is one count: the
-        slice's ``pending`` drops when the watcher reaches its end, and the slice settles
-        when no watcher owes it. Out of order (an earlier part still waits for its unit
-        of work), or once the slice is itemised, each message is acked on its own.
-        """
-        if run.entries is None:
-            if run.state is not PENDING:
-                return  # dropped: its partition ended
-            progress = run.progress
-            done = 0 if progress is None else progress.get(watcher, 0)
-            if done == start:
-                if stop < run.n:
-                    if progress is None:
-                        progress = run.progress = {}
-                    progress[watcher] = stop
-                    return
-                if progress is not None:
-                    progress.pop(watcher, None)
-                run.pending -= 1
-                if not run.pending:
-                    self._settle_slice(run)
-                return
-        self.ack_many(self.itemise(run)[start:stop], watcher)
-
-    def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (a counted slice gets them now)."""
-        return run.ledger.itemise(run)
-
-    def _settle_slice(self, run: Slice) -> None:
-        """Every watcher acked a counted slice cleanly: settle it in one step."""
-        state = self.state
-        if state is CLOSING or state is FAILED:
-            return  # as in _resolved: left uncommitted, read again by the next consumer
-        n = run.n
-        counters = self.counters
-        counters.clean += n
-        counters.settled += n
-        self.in_flight -= n
-        self.ledger.settle(run)
-        if self._publish_handle is None:
-            self._schedule_publish()
-        half = self.settings.max_in_flight // 2
-        if self.paused and self.in_flight <= half < self.in_flight + n:
-            self.maybe_resume()  # only where in flight crosses the resume mark
-
-    def _settled_clean(self, entries: list[Entry]) -> None:
-        """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
-        state = self.state
-        if state is CLOSING or state is FAILED:
-            return  # as in _resolved: left uncommitted, read again by the next consumer
-        n = len(entries)
-        counters = self.counters
-        counters.clean += n
-        counters.settled += n
-        self.in_flight -= n
-        self.ledger.finish_many(entries)
-        if self._publish_handle is None:
-            self._schedule_publish()
-        half = self.settings.max_in_flight // 2
-        if self.paused and self.in_flight <= half < self.in_flight + n:
-            self.maybe_resume()  # only where in flight crosses the resume mark
-
-    def reject(self, entry: Entry, watcher: str, reason: str) -> None:
-        if entry.state is not PENDING:
-            return
-        if tracing.tracer is not None:  # before the dead letter, its span's parent
-            tracing.rejected(entry.payload, watcher, reason)
-        if entry.rejected is None:
-            entry.rejected = {}
-        entry.rejected[watcher] = reason
-        entry.pending -= 1
-        if not entry.pending:
-            self._resolved(entry)
-
-    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
-        """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
-        if entry.state is not PENDING:
-            return
-        if counts:
-            if entry.attempts is None:
-                entry.attempts = {}
-            attempts = entry.attempts[watcher] = entry.attempts.get(watcher, 0) + 1
-            if attempts >= self.settings.max_attempts:
-                self.reject(entry, watcher, f"max attempts: {why}")
-                return
-        if tracing.tracer is not None:
-            tracing.failed(entry.payload, watcher, why)
-        if entry.failed is None:
-            entry.failed = {}
-        entry.failed[watcher] = why
-        entry.pending -= 1
-        if not entry.pending:
-            self._resolved(entry)
-
-    def _resolved(self, entry: Entry) -> None:
-        """The last watcher of a delivery round resolved it: settle it in the ledger now.
-
-        Not once the adapter is closing: what resolves then stays uncommitted and is
-        read again by the next consumer.
-        """
-        state = self.state
-        if state is CLOSING or state is FAILED:
-            return
-        failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
-        counters = self.counters
-        if failed is None and rejected is None and before is None and (
-                entry.round_targets is self.cohort):
-            counters.clean += 1
-            counters.settled += 1
-            self.in_flight -= 1
-            self.ledger.finish(entry)
-        else:
-            acked = entry.round_targets
-            if failed:
-                acked = acked - failed.keys()
-            if rejected:
-                acked = acked - rejected.keys()
-            if before:
-                acked = acked | before
-            if failed:
-                counters.failed.update(failed.keys())
-                entry.acked_before = acked
-                self.ledger.hold(entry)
-                self._hold(entry)
-                return
-            counters.acked.update(acked)
-            counters.settled += 1
-            self.in_flight -= 1
-            if rejected:
-                counters.rejected.update(rejected.keys())
-                entry.state = State.DELIVERING
-                try:
-                    self.producer.dead_letter(entry.payload, dict(rejected),
-                                              lambda: self._dead_lettered(entry))
-                except Exception as exc:
-                    log.exception("group %r: the adapter refused a dead letter; evicting the "
-                                  "group", self.key)
-                    self._fail_group(exc)
-                    return
-            else:
-                self.ledger.finish(entry)
-        if self._publish_handle is None:
-            self._schedule_publish()
-        # In flight falls one at a time: check the resume mark only where it is crossed.
-        if self.paused and self.in_flight == self.settings.max_in_flight // 2:
-            self.maybe_resume()
-
-    def _hold(self, entry: Entry) -> None:
-        """Hand a held entry out again after the backoff of its delivery round."""
-        if self.state is not POLLING:
-            return
-        delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
-        handle: TimerHandle
-
-        def due() -> None:
-            self._redeliveries.discard(handle)
-            self._held_due.pop(entry, None)
-            self._held_timer.pop(entry, None)
-            self._redeliver(entry)
-
-        when = self.clock.now() + delay
-        handle = self.clock.call_at(when, due)
-        self._redeliveries.add(handle)
-        self._held_due[entry] = when
-        self._held_timer[entry] = handle
-
-    def retry_now(self, topic: str, partition: int, offset: int) -> bool:
-        """Hand a held message out again at once, as if its backoff had ended (an
-        operator's ``held retry``). False when this group does not hold it between
-        attempts: resolved, in an attempt, or on a partition it no longer owns."""
-        ledger = self.ledger.partitions.get((topic, partition))
-        entry = None if ledger is None else ledger.get(offset)
-        handle = None if entry is None else self._held_timer.pop(entry, None)
-        if entry is None or handle is None:
-            return False
-        handle.cancel()
-        self._redeliveries.discard(handle)
-        self._held_due.pop(entry, None)
-        self._redeliver(entry)
-        return True
-
     def snapshot(self) -> GroupSnapshot:
         """Partitions and held messages now (on the loop; for ``/status``)."""
         now = self.clock.now()
@@ -651,10 +376,6 @@ class Group:
                                          entry.rounds,
                                          None if due is None else max(0.0, due - now)))
         return GroupSnapshot(partitions, held)
-
-    def _dead_lettered(self, entry: Entry) -> None:
-        if self.ledger.delivered(entry):
-            self._schedule_publish()
 
     # -- commit targets -------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ from sharedstream.core.batch import BatchRunner, batch_filter, value_preparer
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
-from sharedstream.core.group import POLLING, Group
+from sharedstream.core.group import Group
+from sharedstream.core.groupstate import POLLING
 from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (

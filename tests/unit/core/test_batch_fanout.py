@@ -13,7 +13,8 @@ import asyncio
 
 from tests.unit.core.test_lifecycles import make_group, state, turns
 
-from sharedstream.core.group import Flow, Group
+from sharedstream.core.group import Group
+from sharedstream.core.groupstate import Flow
 from sharedstream.core.ledger import Entry, PartitionLedger, State
 from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.core.stream import SharedStream

@@ -18,7 +18,8 @@ import asyncio
 
 from tests.unit.core.test_lifecycles import make_group, turns
 
-from sharedstream.core.group import Flow, Group
+from sharedstream.core.group import Group
+from sharedstream.core.groupstate import Flow
 from sharedstream.core.memory import MemoryStream
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ManualClock

@@ -13,14 +13,8 @@ from typing import Any
 
 import pytest
 
-from sharedstream.core.group import (
-    FLOW_MOVES,
-    MOVES,
-    Flow,
-    Group,
-    GroupState,
-    ProducerStreamEnded,
-)
+from sharedstream.core.group import Group, ProducerStreamEnded
+from sharedstream.core.groupstate import FLOW_MOVES, MOVES, Flow, GroupState
 from sharedstream.core.ledger import Entry
 from sharedstream.core.lifecycle import InvalidState, check_move
 from sharedstream.core.memory import MemoryStream

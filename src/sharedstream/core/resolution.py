@@ -1,0 +1,313 @@
+"""A group's resolution side: each watcher's outcome of a message, and what settles it.
+
+A watcher's stream reports every outcome here (ack, reject, fail; a batch watcher's
+``ack_many`` and ``ack_range``); the last outcome of a delivery round settles the entry
+at once, as the group's module docstring lists: all acked -> terminal in the ledger;
+someone failed -> held, then handed out again after the backoff of its round (or at
+once, on an operator's ``retry_now``); clean with rejections -> dead-lettered by the
+adapter, terminal once durable. Entries every watcher acked cleanly in their first
+round settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a
+counted slice in one step when the last watcher reaches its end.
+
+:class:`Resolution` is a base of :class:`~sharedstream.core.group.Group`, which sets
+the fields it declares; the few group methods it calls back into are declared here as
+attributes, so this module does not import the group's. A base, not an object of its
+own, keeps the per-message calls (a stream's ``ack``) one call, as before the split.
+
+Invariants: an entry's outcome counts only while it is PENDING (a late outcome, after
+its partition ended or the round settled, is ignored); nothing settles once the group
+is CLOSING or FAILED: what resolves then stays uncommitted and is read again by the
+next consumer. Failure window: held entries, their attempt counts and acks of earlier
+rounds live only in the process; if it dies they are read again and go to everyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from sharedstream.core import tracing
+from sharedstream.core.backoff import jittered
+from sharedstream.core.contract import SharedStreamProducer
+from sharedstream.core.counters import GroupCounters
+from sharedstream.core.groupstate import CLOSING, FAILED, POLLING, GroupState
+from sharedstream.core.ledger import Entry, Ledger, Slice, State
+from sharedstream.core.message import KafkaMessage
+from sharedstream.core.stream import SharedStream
+from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
+
+# The group's logger: its lines are the group's (docs/architecture.md names them).
+log = logging.getLogger("sharedstream.core.group")
+
+# A held message is never handed out again sooner than this, whatever the backoff says.
+MIN_RETRY_S = 0.05
+PENDING = State.PENDING
+
+
+class Resolution:
+    """Outcomes and settlement of one group's entries (a base of ``Group``)."""
+
+    key: Hashable
+    cohort: frozenset[str]
+    producer: SharedStreamProducer[Any]
+    settings: ManagerSettings
+    clock: Clock
+    ledger: Ledger
+    counters: GroupCounters
+    streams: dict[str, SharedStream]
+    # Entries pending or held: what the group-wide in-flight bound counts.
+    in_flight: int
+    state: GroupState
+    paused: bool
+    _publish_handle: asyncio.TimerHandle | None
+    _redeliveries: set[TimerHandle]
+    _held_due: dict[Entry, float]
+    _held_timer: dict[Entry, TimerHandle]
+    # The group's own methods this side calls back into.
+    _deliver: Callable[[Entry, frozenset[str]], None]
+    _schedule_publish: Callable[[], None]
+    _fail_group: Callable[[BaseException], None]
+    maybe_resume: Callable[[], None]
+
+    def ack(self, entry: Entry, watcher: str) -> None:
+        if entry.state is not PENDING:
+            return
+        if tracing.tracer is not None:  # each outcome has its watch span (core.tracing)
+            tracing.acked(entry.payload, watcher)
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def ack_many(self, entries: list[Entry], watcher: str) -> None:
+        """``ack`` for every entry of a batch (one call per watcher per batch).
+
+        The entries it resolves cleanly (every watcher of the cohort acked in their
+        first round) settle in bulk: counters, ``in_flight`` and the ledger's
+        partitions once per batch, not once per message. The others go through
+        ``_resolved`` one by one, in order.
+        """
+        if tracing.tracer is not None:
+            for entry in entries:
+                if entry.state is PENDING:
+                    tracing.acked(entry.payload, watcher)
+        cohort = self.cohort
+        clean: list[Entry] = []
+        for entry in entries:
+            if entry.state is PENDING:
+                entry.pending -= 1
+                if entry.pending:
+                    continue
+                if entry.failed is None and entry.rejected is None and (
+                        entry.acked_before is None and entry.round_targets is cohort):
+                    clean.append(entry)
+                else:
+                    self._resolved(entry)
+        if clean:
+            self._settled_clean(clean)
+
+    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
+        """A batch watcher resolved ``[start, stop)`` of a counted slice cleanly.
+
+        In order (the watcher's acks so far cover ``[0, start)``) it is one count: the
+        slice's ``pending`` drops when the watcher reaches its end, and the slice settles
+        when no watcher owes it. Out of order (an earlier part still waits for its unit
+        of work), or once the slice is itemised, each message is acked on its own.
+        """
+        if run.entries is None:
+            if run.state is not PENDING:
+                return  # dropped: its partition ended
+            progress = run.progress
+            done = 0 if progress is None else progress.get(watcher, 0)
+            if done == start:
+                if stop < run.n:
+                    if progress is None:
+                        progress = run.progress = {}
+                    progress[watcher] = stop
+                    return
+                if progress is not None:
+                    progress.pop(watcher, None)
+                run.pending -= 1
+                if not run.pending:
+                    self._settle_slice(run)
+                return
+        self.ack_many(self.itemise(run)[start:stop], watcher)
+
+    def itemise(self, run: Slice) -> list[Entry]:
+        """The entries of a slice, aligned with it (a counted slice gets them now)."""
+        return run.ledger.itemise(run)
+
+    def _settle_slice(self, run: Slice) -> None:
+        """Every watcher acked a counted slice cleanly: settle it in one step."""
+        state = self.state
+        if state is CLOSING or state is FAILED:
+            return  # as in _resolved: left uncommitted, read again by the next consumer
+        n = run.n
+        counters = self.counters
+        counters.clean += n
+        counters.settled += n
+        self.in_flight -= n
+        self.ledger.settle(run)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        half = self.settings.max_in_flight // 2
+        if self.paused and self.in_flight <= half < self.in_flight + n:
+            self.maybe_resume()  # only where in flight crosses the resume mark
+
+    def _settled_clean(self, entries: list[Entry]) -> None:
+        """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
+        state = self.state
+        if state is CLOSING or state is FAILED:
+            return  # as in _resolved: left uncommitted, read again by the next consumer
+        n = len(entries)
+        counters = self.counters
+        counters.clean += n
+        counters.settled += n
+        self.in_flight -= n
+        self.ledger.finish_many(entries)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        half = self.settings.max_in_flight // 2
+        if self.paused and self.in_flight <= half < self.in_flight + n:
+            self.maybe_resume()  # only where in flight crosses the resume mark
+
+    def reject(self, entry: Entry, watcher: str, reason: str) -> None:
+        if entry.state is not PENDING:
+            return
+        if tracing.tracer is not None:  # before the dead letter, its span's parent
+            tracing.rejected(entry.payload, watcher, reason)
+        if entry.rejected is None:
+            entry.rejected = {}
+        entry.rejected[watcher] = reason
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
+        """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
+        if entry.state is not PENDING:
+            return
+        if counts:
+            if entry.attempts is None:
+                entry.attempts = {}
+            attempts = entry.attempts[watcher] = entry.attempts.get(watcher, 0) + 1
+            if attempts >= self.settings.max_attempts:
+                self.reject(entry, watcher, f"max attempts: {why}")
+                return
+        if tracing.tracer is not None:
+            tracing.failed(entry.payload, watcher, why)
+        if entry.failed is None:
+            entry.failed = {}
+        entry.failed[watcher] = why
+        entry.pending -= 1
+        if not entry.pending:
+            self._resolved(entry)
+
+    def _resolved(self, entry: Entry) -> None:
+        """The last watcher of a delivery round resolved it: settle it in the ledger now.
+
+        Not once the adapter is closing: what resolves then stays uncommitted and is
+        read again by the next consumer.
+        """
+        state = self.state
+        if state is CLOSING or state is FAILED:
+            return
+        failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
+        counters = self.counters
+        if failed is None and rejected is None and before is None and (
+                entry.round_targets is self.cohort):
+            counters.clean += 1
+            counters.settled += 1
+            self.in_flight -= 1
+            self.ledger.finish(entry)
+        else:
+            acked = entry.round_targets
+            if failed:
+                acked = acked - failed.keys()
+            if rejected:
+                acked = acked - rejected.keys()
+            if before:
+                acked = acked | before
+            if failed:
+                counters.failed.update(failed.keys())
+                entry.acked_before = acked
+                self.ledger.hold(entry)
+                self._hold(entry)
+                return
+            counters.acked.update(acked)
+            counters.settled += 1
+            self.in_flight -= 1
+            if rejected:
+                counters.rejected.update(rejected.keys())
+                entry.state = State.DELIVERING
+                try:
+                    self.producer.dead_letter(entry.payload, dict(rejected),
+                                              lambda: self._dead_lettered(entry))
+                except Exception as exc:
+                    log.exception("group %r: the adapter refused a dead letter; evicting the "
+                                  "group", self.key)
+                    self._fail_group(exc)
+                    return
+            else:
+                self.ledger.finish(entry)
+        if self._publish_handle is None:
+            self._schedule_publish()
+        # In flight falls one at a time: check the resume mark only where it is crossed.
+        if self.paused and self.in_flight == self.settings.max_in_flight // 2:
+            self.maybe_resume()
+
+    def _hold(self, entry: Entry) -> None:
+        """Hand a held entry out again after the backoff of its delivery round."""
+        if self.state is not POLLING:
+            return
+        delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
+        handle: TimerHandle
+
+        def due() -> None:
+            self._redeliveries.discard(handle)
+            self._held_due.pop(entry, None)
+            self._held_timer.pop(entry, None)
+            self._redeliver(entry)
+
+        when = self.clock.now() + delay
+        handle = self.clock.call_at(when, due)
+        self._redeliveries.add(handle)
+        self._held_due[entry] = when
+        self._held_timer[entry] = handle
+
+    def retry_now(self, topic: str, partition: int, offset: int) -> bool:
+        """Hand a held message out again at once, as if its backoff had ended (an
+        operator's ``held retry``). False when this group does not hold it between
+        attempts: resolved, in an attempt, or on a partition it no longer owns."""
+        ledger = self.ledger.partitions.get((topic, partition))
+        entry = None if ledger is None else ledger.get(offset)
+        handle = None if entry is None else self._held_timer.pop(entry, None)
+        if entry is None or handle is None:
+            return False
+        handle.cancel()
+        self._redeliveries.discard(handle)
+        self._held_due.pop(entry, None)
+        self._redeliver(entry)
+        return True
+
+    def _dead_lettered(self, entry: Entry) -> None:
+        if self.ledger.delivered(entry):
+            self._schedule_publish()
+
+    def _redeliver(self, entry: Entry) -> None:
+        """A held entry's retry time came: hand it to the watchers that still owe it."""
+        if self.state is not POLLING or not self.ledger.release(entry):
+            return
+        entry.rounds += 1
+        self.counters.redelivered += 1
+        if isinstance(entry.raw, KafkaMessage):  # the filter can tell a retry (catching_up)
+            entry.raw = entry.raw._replace(delivery=entry.rounds)
+        owed = entry.targets - (entry.acked_before or frozenset())
+        if entry.rejected:
+            owed = owed - entry.rejected.keys()
+        self._deliver(entry, owed)
+        for name in owed:
+            stream = self.streams.get(name)
+            if stream is not None:
+                stream.wake()
