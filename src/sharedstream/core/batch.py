@@ -58,10 +58,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import suppress
 from typing import Any
 
+from sharedstream.core.batchtake import Pieces
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
-from sharedstream.core.stream import Pieces, SharedStream, StreamOwner
+from sharedstream.core.stream import SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
 

@@ -9,12 +9,10 @@ queue is empty, so a busy watcher costs no Task, Future or timer per message.
 The queue holds chunks, not messages: the group hands each stream one list per
 consumed batch (the same list to every watcher, never changed after), so fan-out
 costs one call per watcher per batch. A batch watcher's chunk may be a counted
-:class:`~sharedstream.core.ledger.Slice` (no entry per message): :meth:`take_part` hands
-out parts of such slices as :class:`Pieces`, which the runner acknowledges with one call
-per slice.
-``take`` returns a chunk, or a slice of one, without looking at its messages unless the
-group dropped entries (a revoked partition) while some of the queue was waiting;
-``__anext__`` walks the head chunk.
+:class:`~sharedstream.core.ledger.Slice` (no entry per message). A batch filter's side,
+``take`` and ``take_part``, is :mod:`sharedstream.core.batchtake`'s :class:`BatchTaking`,
+a base of :class:`SharedStream` that owns the queue's fields; ``__anext__`` walks the
+head chunk itself, one message at a time.
 
 Acks of a per-message filter go to the group together: a message the filter moved past
 with nothing bound is acked in one ``ack_many`` with the others when the stream next
@@ -61,8 +59,9 @@ import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaking, Chunk, TakeOwner
 from sharedstream.core.ledger import Entry, Slice, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.message import where_read
@@ -82,44 +81,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PENDING = State.PENDING
-HANDOUT_RUN = 128
-"""Messages handed out in a row before the stream lets the loop run other work."""
-
-
-class Piece(NamedTuple):
-    """``[start, stop)`` of a counted slice."""
-
-    run: Slice
-    start: int
-    stop: int
-
-
-class Pieces:
-    """Parts of counted slices handed to a batch watcher as one batch, in queue order;
-    ``messages`` is what the filter receives (the slice's own list when the batch is all
-    of one slice: never changed)."""
-
-    __slots__ = ("messages", "parts")
-
-    def __init__(self, parts: list[Piece]) -> None:
-        self.parts = parts
-        run, start, stop = parts[0]
-        if len(parts) == 1 and start == 0 and stop == run.n:
-            self.messages: list[Any] = run.raws
-        else:
-            self.messages = run.raws[start:stop]  # a new list: never extend a slice's own
-            for run, start, stop in parts[1:]:
-                self.messages += run.raws[start:stop]
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def entries(self, itemise: Callable[[Slice], list[Entry]]) -> list[Entry]:
-        """The entries of these messages (each slice itemised: something needs them)."""
-        return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
-
-
-Chunk = list[Entry] | Slice
 
 
 class StreamState(enum.Enum):
@@ -135,7 +96,7 @@ MOVES = {ACTIVE: frozenset({CLOSED, FAILED}), CLOSED: frozenset[StreamState](),
          FAILED: frozenset[StreamState]()}
 
 
-class StreamOwner(Protocol):
+class StreamOwner(TakeOwner, Protocol):
     """What a stream calls back into: its group (the callbacks keep the import one-way)."""
 
     @property
@@ -147,14 +108,6 @@ class StreamOwner(Protocol):
     @property
     def settings(self) -> ManagerSettings: ...
 
-    @property
-    def paused(self) -> bool:
-        """True while the group fetches nothing new (read on every hand-out: cheap)."""
-
-    @property
-    def low_queue(self) -> int:
-        """The queue length at or below which a paused group may resume."""
-
     def ack(self, entry: Entry, watcher: str) -> None: ...
 
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
@@ -163,19 +116,14 @@ class StreamOwner(Protocol):
     def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
         """A clean acknowledgement of ``[start, stop)`` of a counted slice."""
 
-    def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (built now for a counted one)."""
-
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 
     def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None: ...
 
     def submit(self, window: Window) -> None: ...
 
-    def maybe_resume(self) -> None: ...
 
-
-class SharedStream:
+class SharedStream(BatchTaking):
     """Async iterator of one watcher's messages (``raw`` as the producer yielded it).
 
     Its group's side of it: :meth:`offer` queues a chunk of entries, :attr:`queued`
@@ -184,10 +132,12 @@ class SharedStream:
     :attr:`on_stuck` (told of an ack timeout) and :attr:`closed`.
     """
 
-    __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_pos", "_queue",
-                 "_queued", "_received", "_run", "_seq", "_stale", "_state", "_timer",
-                 "_wait_since", "_waiter", "_waiting", "_waits", "_window", "batch", "name",
-                 "on_release", "on_stuck")
+    # The queue's fields are BatchTaking's slots.
+    __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_received",
+                 "_state", "_timer", "_wait_since", "_waiter", "_waiting", "_waits", "_window",
+                 "batch", "name", "on_release", "on_stuck")
+
+    _group: StreamOwner
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -290,100 +240,6 @@ class SharedStream:
                     return entry.raw
             self._resume_check()
             await self._wait_for_more()
-
-    async def take(self, limit: int) -> list[Entry]:
-        """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
-        part = await self.take_part(limit)
-        return part.entries(self._group.itemise) if isinstance(part, Pieces) else part
-
-    async def take_part(self, limit: int) -> list[Entry] | Pieces:
-        """Up to ``limit`` queued messages at once, for a batch filter (at least one): a
-        list of entries, or :class:`Pieces` of counted slices (never mixed).
-
-        The list returned may be the chunk the group queued, shared with the sibling
-        watchers: the caller must not change it. Waits while the queue is empty; ends
-        like iteration (StopAsyncIteration when detached, GroupFailedError when the group
-        failed). A message handed out again (a later delivery round, queued as a chunk
-        of its own) comes alone, so a batch never mixes a retry in. Yields the loop
-        first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
-        """
-        queue = self._queue
-        if self._run >= HANDOUT_RUN and queue:
-            self._run = 0
-            await asyncio.sleep(0)
-        while True:
-            out = self._take_queued(limit)
-            if out:
-                self._seq += len(out)
-                self._run += len(out)
-                group = self._group
-                if group.paused and self._queued <= group.low_queue:
-                    group.maybe_resume()
-                return out
-            if not queue:  # else only dropped entries were at its head: look again
-                self._resume_check()
-                await self._wait_for_more()
-
-    def _take_queued(self, limit: int) -> list[Entry] | Pieces:
-        """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
-        what was popped had been dropped), or the counted slices at the head."""
-        queue = self._queue
-        out: list[Entry] = []
-        pieces: list[Piece] = []
-        room = limit
-        while queue:
-            chunk = queue[0]
-            pos = self._pos
-            if isinstance(chunk, Slice):
-                run = chunk
-                if run.chunk is not None:  # itemised since it was queued
-                    if pieces:
-                        break
-                    chunk = queue[0] = run.chunk
-                elif out:
-                    break  # counted slices go in batches of their own
-                else:
-                    n = run.n
-                    stop = min(n, pos + room)
-                    if stop == n:
-                        queue.popleft()
-                        self._pos = 0
-                    else:
-                        self._pos = stop
-                    self._queued -= stop - pos
-                    if run.state is PENDING:  # else dropped (its partition ended)
-                        pieces.append(Piece(run, pos, stop))
-                        room -= stop - pos
-                        if not room:
-                            break
-                    continue
-            elif pieces:
-                break
-            entries = chunk
-            if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
-                if out:
-                    break
-                queue.popleft()
-                self._pos = 0
-                self._queued -= 1
-                return [entries[0]] if entries[0].state is PENDING else []
-            room = limit - len(out)
-            if pos + room >= len(entries):
-                part = entries[pos:] if pos else entries
-                queue.popleft()
-                self._pos = 0
-            else:
-                part = entries[pos:pos + room]
-                self._pos = pos + room
-            self._queued -= len(part)
-            if self._stale:  # the group dropped entries since some were queued
-                part = [entry for entry in part if entry.state is PENDING]
-            out = out + part if out else part  # never extend: ``part`` may be shared
-            if len(out) >= limit:
-                break
-        if not queue:
-            self._stale = False
-        return Pieces(pieces) if pieces else out
 
     async def _wait_for_more(self) -> None:
         """Suspend until the queue may hold something (the slow path of ``__anext__`` and

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from tests.unit.core.test_lifecycles import make_group, turns
 
+from sharedstream.core.batchtake import Pieces
 from sharedstream.core.group import Group
 from sharedstream.core.ledger import Slice, State
 from sharedstream.core.memory import MemoryStream
-from sharedstream.core.stream import Pieces, SharedStream
+from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ManualClock
 
 

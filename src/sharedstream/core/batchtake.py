@@ -1,0 +1,196 @@
+"""A batch watcher's side of its stream: what ``take_part`` cuts from the queue.
+
+A stream's queue holds chunks (:data:`Chunk`): lists of entries, or, for a batch
+watcher, counted slices (:class:`~sharedstream.core.ledger.Slice`, no entry per message).
+``take_part`` pops up to ``limit`` messages at once, whole chunks where they fit, and
+hands out parts of counted slices as :class:`Pieces`, which the batch runner
+acknowledges with one call per slice (``ack_range``). It never mixes the two kinds, and
+a message handed out again (a later delivery round, queued as a chunk of its own) comes
+alone, so a batch never mixes a retry in. Cost: O(chunks taken), not O(messages),
+unless the group dropped entries while some of the queue waited (``_stale``: each
+entry taken is checked once, until the queue empties).
+
+:class:`BatchTaking` is a base of :class:`~sharedstream.core.stream.SharedStream`,
+which holds the queue fields it declares; the per-message path (``__anext__``) stays
+in the stream. It knows the group only as a :class:`TakeOwner`, so this module imports
+neither the group's nor the stream's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple, Protocol
+
+from sharedstream.core.ledger import Entry, Slice, State
+
+PENDING = State.PENDING
+# Messages handed out in a row before the stream lets the loop run other work.
+HANDOUT_RUN = 128
+
+
+class Piece(NamedTuple):
+    """``[start, stop)`` of a counted slice."""
+
+    run: Slice
+    start: int
+    stop: int
+
+
+class Pieces:
+    """Parts of counted slices handed to a batch watcher as one batch, in queue order;
+    ``messages`` is what the filter receives (the slice's own list when the batch is all
+    of one slice: never changed)."""
+
+    __slots__ = ("messages", "parts")
+
+    def __init__(self, parts: list[Piece]) -> None:
+        self.parts = parts
+        run, start, stop = parts[0]
+        if len(parts) == 1 and start == 0 and stop == run.n:
+            self.messages: list[Any] = run.raws
+        else:
+            self.messages = run.raws[start:stop]  # a new list: never extend a slice's own
+            for run, start, stop in parts[1:]:
+                self.messages += run.raws[start:stop]
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def entries(self, itemise: Callable[[Slice], list[Entry]]) -> list[Entry]:
+        """The entries of these messages (each slice itemised: something needs them)."""
+        return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
+
+
+Chunk = list[Entry] | Slice
+
+
+class TakeOwner(Protocol):
+    """What taking calls back into: the stream's group."""
+
+    @property
+    def paused(self) -> bool:
+        """True while the group fetches nothing new (read on every hand-out: cheap)."""
+
+    @property
+    def low_queue(self) -> int:
+        """The queue length at or below which a paused group may resume."""
+
+    def itemise(self, run: Slice) -> list[Entry]:
+        """The entries of a slice, aligned with it (built now for a counted one)."""
+
+    def maybe_resume(self) -> None: ...
+
+
+class BatchTaking:
+    """``take`` and ``take_part`` of a stream (a base of ``SharedStream``)."""
+
+    __slots__ = ("_pos", "_queue", "_queued", "_run", "_seq", "_stale")
+
+    _group: TakeOwner
+    # Chunks queued; the head chunk is handed out from ``_pos``; ``_queued`` counts the
+    # messages not handed out yet; ``_stale``: some queued entry may have been dropped.
+    _queue: deque[Chunk]
+    _pos: int
+    _queued: int
+    _stale: bool
+    _seq: int  # messages handed out so far
+    _run: int  # messages handed out since the stream last let the loop run
+    # The stream's own methods taking calls back into.
+    _resume_check: Callable[[], None]
+    _wait_for_more: Callable[[], Awaitable[None]]
+
+    async def take(self, limit: int) -> list[Entry]:
+        """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
+        part = await self.take_part(limit)
+        return part.entries(self._group.itemise) if isinstance(part, Pieces) else part
+
+    async def take_part(self, limit: int) -> list[Entry] | Pieces:
+        """Up to ``limit`` queued messages at once, for a batch filter (at least one): a
+        list of entries, or :class:`Pieces` of counted slices (never mixed).
+
+        The list returned may be the chunk the group queued, shared with the sibling
+        watchers: the caller must not change it. Waits while the queue is empty; ends
+        like iteration (StopAsyncIteration when detached, GroupFailedError when the group
+        failed). A message handed out again (a later delivery round, queued as a chunk
+        of its own) comes alone, so a batch never mixes a retry in. Yields the loop
+        first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
+        """
+        queue = self._queue
+        if self._run >= HANDOUT_RUN and queue:
+            self._run = 0
+            await asyncio.sleep(0)
+        while True:
+            out = self._take_queued(limit)
+            if out:
+                self._seq += len(out)
+                self._run += len(out)
+                group = self._group
+                if group.paused and self._queued <= group.low_queue:
+                    group.maybe_resume()
+                return out
+            if not queue:  # else only dropped entries were at its head: look again
+                self._resume_check()
+                await self._wait_for_more()
+
+    def _take_queued(self, limit: int) -> list[Entry] | Pieces:
+        """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
+        what was popped had been dropped), or the counted slices at the head."""
+        queue = self._queue
+        out: list[Entry] = []
+        pieces: list[Piece] = []
+        room = limit
+        while queue:
+            chunk = queue[0]
+            pos = self._pos
+            if isinstance(chunk, Slice):
+                run = chunk
+                if run.chunk is not None:  # itemised since it was queued
+                    if pieces:
+                        break
+                    chunk = queue[0] = run.chunk
+                elif out:
+                    break  # counted slices go in batches of their own
+                else:
+                    n = run.n
+                    stop = min(n, pos + room)
+                    if stop == n:
+                        queue.popleft()
+                        self._pos = 0
+                    else:
+                        self._pos = stop
+                    self._queued -= stop - pos
+                    if run.state is PENDING:  # else dropped (its partition ended)
+                        pieces.append(Piece(run, pos, stop))
+                        room -= stop - pos
+                        if not room:
+                            break
+                    continue
+            elif pieces:
+                break
+            entries = chunk
+            if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
+                if out:
+                    break
+                queue.popleft()
+                self._pos = 0
+                self._queued -= 1
+                return [entries[0]] if entries[0].state is PENDING else []
+            room = limit - len(out)
+            if pos + room >= len(entries):
+                part = entries[pos:] if pos else entries
+                queue.popleft()
+                self._pos = 0
+            else:
+                part = entries[pos:pos + room]
+                self._pos = pos + room
+            self._queued -= len(part)
+            if self._stale:  # the group dropped entries since some were queued
+                part = [entry for entry in part if entry.state is PENDING]
+            out = out + part if out else part  # never extend: ``part`` may be shared
+            if len(out) >= limit:
+                break
+        if not queue:
+            self._stale = False
+        return Pieces(pieces) if pieces else out
