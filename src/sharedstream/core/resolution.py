@@ -2,12 +2,11 @@
 
 A watcher's stream reports every outcome here (ack, reject, fail; a batch watcher's
 ``ack_many`` and ``ack_range``); the last outcome of a delivery round settles the entry
-at once, as the group's module docstring lists: all acked -> terminal in the ledger;
-someone failed -> held, then handed out again after the backoff of its round (or at
-once, on an operator's ``retry_now``); clean with rejections -> dead-lettered by the
-adapter, terminal once durable. Entries every watcher acked cleanly in their first
-round settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a
-counted slice in one step when the last watcher reaches its end.
+at once (terminal, held or dead-lettered: :mod:`sharedstream.core.group` lists when). A
+held entry is handed out again after the backoff of its round, or at once on an
+operator's ``retry_now``. Entries every watcher acked cleanly in their first round
+settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a counted
+slice in one step when the last watcher reaches its end.
 
 :class:`Resolution` is a base of :class:`~sharedstream.core.group.Group`, which sets
 the fields it declares; the few group methods it calls back into are declared here as
