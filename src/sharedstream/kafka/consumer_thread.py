@@ -137,10 +137,12 @@ class ConsumerThread(Rebalancing):
                 if generation < 0:
                     continue  # not owned in this generation (raced a revocation)
                 watched = topics if topic == replay_topic else ()
+                topic_id = topic_ids.get(topic, "")
                 found = read_classes.get(key)
-                if found is None or found.generation != generation:
-                    found = read_classes[key] = first_read_class(key, generation,
-                                                                 topic_ids.get(topic, ""))
+                # A new class once an id is learnt too: a topic the start-up resolve did
+                # not answer for is read with no id until the topic watch learns it.
+                if found is None or found.generation != generation or found.topic_id != topic_id:
+                    found = read_classes[key] = first_read_class(key, generation, topic_id)
                 read_as = found
             elif generation < 0:
                 continue
@@ -151,7 +153,7 @@ class ConsumerThread(Rebalancing):
                 append((read, read))
                 continue
             payload = build_payload(record, topic, partition, record.offset(),
-                                    topic_ids.get(topic, ""), generation, watched, read_as)
+                                    read_as.topic_id, generation, watched, read_as)
             append((payload.message, payload))
         if out:
             self.hand.post_batch(Records(out))
