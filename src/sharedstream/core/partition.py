@@ -234,7 +234,9 @@ class PartitionLedger:
         """Give a counted slice one entry per message (the chunk, aligned with the run).
 
         Each entry is owed by the watchers that still owe the slice and had not resolved
-        it up to there (``progress``); a settled slice's entries are terminal.
+        it up to there (``progress``); a settled slice's entries are terminal. Entries
+        nobody owes any more (``pending`` 0: a prefix every owing watcher acked) are left
+        pending for the group's ``itemise`` to settle, which owns the counters they move.
         """
         if run.chunk is not None:
             return run.chunk
@@ -266,12 +268,20 @@ class PartitionLedger:
         run.offsets = run.progress = None
         return chunk
 
-    def get(self, offset: int) -> Entry | None:
+    def get(self, offset: int, itemise: bool = True) -> Entry | None:
         """The entry of an offset from ``base`` on (O(slices + log slice): slow paths;
-        itemises the slice it is in)."""
+        itemises the slice it is in, or, with ``itemise`` False, finds none in a counted
+        slice: what is held or delivering is always itemised).
+
+        Itemising here settles nothing the watchers acked of the slice before (the
+        group's ``itemise`` does): a lookup for a held entry passes False."""
         for run in self.slices:
             if run.last() >= offset:
+                if run.first() > offset:
+                    return None  # below the base, or in a gap between slices
                 if run.entries is None:
+                    if not itemise:
+                        return None
                     self.itemise(run)
                 entries = run.entries
                 assert entries is not None

@@ -134,8 +134,23 @@ class Resolution:
         self.ack_many(self.itemise(run)[start:stop], watcher)
 
     def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (a counted slice gets them now)."""
-        return run.ledger.itemise(run)
+        """The entries of a slice, aligned with it (a counted slice gets them now).
+
+        A counted slice's entries that every watcher still owing it had resolved already
+        (each acked a prefix of it: ``progress``) are owed by nobody: they settle here, as
+        the clean acknowledgement they had (counters, ``in_flight``, the ledger, the resume
+        mark). Left pending, nothing would ever finish them: the commit target would stop
+        on the first of them. Itemise through here, not the partition ledger, for that.
+        """
+        counted = run.entries is None and run.state is PENDING
+        chunk = run.ledger.itemise(run)
+        if counted:
+            resolved = 0  # pending falls to 0 only on a prefix: progress covers prefixes
+            while resolved < len(chunk) and not chunk[resolved].pending:
+                resolved += 1
+            if resolved:
+                self._settled_clean(chunk[:resolved])
+        return chunk
 
     def _settle_slice(self, run: Slice) -> None:
         """Every watcher acked a counted slice cleanly: settle it in one step."""
@@ -280,7 +295,7 @@ class Resolution:
         operator's ``held retry``). False when this group does not hold it between
         attempts: resolved, in an attempt, or on a partition it no longer owns."""
         ledger = self.ledger.partitions.get((topic, partition))
-        entry = None if ledger is None else ledger.get(offset)
+        entry = None if ledger is None else ledger.get(offset, itemise=False)  # held: itemised
         handle = None if entry is None else self._held_timer.pop(entry, None)
         if entry is None or handle is None:
             return False
