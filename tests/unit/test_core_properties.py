@@ -1,6 +1,6 @@
 """Property test of the core: the manager and the Kafka producer on the in-memory Kafka.
 
-Hypothesis draws a scenario: partitions, messages, two or three watchers each with a
+Hypothesis draws a scenario: partitions, messages, one to three watchers each with a
 script per message (raise a few times, then make an event, filter the message out, or
 reject it), a fault (a second triggerer joining and leaving, or a session expiry), a
 small or large in-flight bound, and a replay of some dead letters (some twice). The
@@ -26,13 +26,17 @@ only when it raises alone, after the framework split its batch down to it; so th
 of hand-outs is the per-message one (a hand-out is a call that settled the message, or
 that raised on it alone). In the first few runs whose fault is a session expiry, the
 first batch call waits for the partitions to move before it returns, so a rebalance
-lands mid-batch.
+lands mid-batch. In some runs one or two watchers, all batch watchers, take pieces of two
+(``subscriber_queue_size``) of scripts that mostly filter out: a counted slice is then
+taken in several batches, and a later piece that needs entries itemises it after every
+owing watcher acked a prefix cleanly (counted as "split slice itemised").
 
 Each run counts what it exercised (acks, failures, rejections, holds and redeliveries,
 windows, partitions moved, replays, bound pauses, batch splits, partial batch failures,
-rejections inside a batch, rebalances mid-batch) through ``hypothesis.event``; the test
-fails when a kind never happened over all examples, so the property cannot pass by
-exercising nothing (run alone, it runs the property's examples first).
+rejections inside a batch, rebalances mid-batch, split slices itemised) through
+``hypothesis.event``; the test fails when a kind never happened over all examples, so the
+property cannot pass by exercising nothing (run alone, it runs the property's examples
+first).
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ FINALS = ("event", "event", "event", "skip", "reject")
 Coordinates = tuple[int, int]  # (partition, offset) of the original message
 KINDS = ("ack", "failure", "rejection", "redelivery", "window", "moved", "replay",
          "bound pause", "batch split", "partial batch failure", "batch rejection",
-         "rebalance mid-batch")
+         "rebalance mid-batch", "split slice itemised")
 SEEN: Counter[str] = Counter()
 # Examples whose first batch call is held until an expiry moves its partitions (each
 # costs about a second, the broker's time to notice).
@@ -142,23 +146,30 @@ class Scenario:
     # quick retries as well (the kinds test checks).
     slow_retries: bool
     batch_watchers: frozenset[str] = frozenset()  # these use filter_shared_batch
+    queue_size: int = 1024  # subscriber_queue_size: 2 splits slices into pieces
 
 
 @st.composite
 def scenarios(draw: st.DrawFn) -> Scenario:
     partitions = draw(st.integers(1, 3))
     messages = draw(st.integers(4, 40))
-    watchers = WATCHERS[:draw(st.integers(2, 3))]
+    # Pieces: one or two batch watchers taking two at a time, mostly filtering out (clean
+    # pieces); alone, a watcher's clean prefix is all the slice owes before it is itemised.
+    pieces = draw(st.integers(0, 3)) == 0
+    watchers = WATCHERS[:draw(st.integers(1, 2) if pieces else st.integers(2, 3))]
     action = st.tuples(st.sampled_from((0, 0, 0, 1, 2)), st.sampled_from(FINALS))
+    if pieces:
+        action = st.sampled_from([(0, "skip")] * 6 + [(1, "skip"), (0, "event"),
+                                                      (0, "reject")])
     script = {w: tuple(draw(st.lists(action, min_size=messages, max_size=messages)))
               for w in watchers}
     fault = draw(st.sampled_from(("none", "join", "expire")))
     max_in_flight, replay, replay_twice = (draw(st.sampled_from((3, 8, 10_000))),
                                            draw(st.booleans()), draw(st.booleans()))
     slow_retries = fault != "none" and draw(st.booleans())
+    batch = frozenset(w for w in watchers if pieces or draw(st.booleans()))
     return Scenario(partitions, messages, watchers, script, fault, max_in_flight, replay,
-                    replay_twice, slow_retries,
-                    frozenset(w for w in watchers if draw(st.booleans())))
+                    replay_twice, slow_retries, batch, 2 if pieces else 1024)
 
 
 @dataclass
@@ -175,6 +186,16 @@ class Run:
     batch: Counter[str] = field(default_factory=Counter)  # batch kinds exercised
     in_batch: int = 0  # batch calls running now
     hold_batch: bool = False  # the next batch call waits for partitions to move
+    managers: list[SharedStreamManager] = field(default_factory=list)
+
+    def resolved_prefix(self, partition: int, offset: int) -> bool:
+        """Whether ``offset`` is in a counted slice every watcher still owing it acked a
+        prefix of (itemising it now must settle that prefix)."""
+        return any(s.entries is None and s.progress and len(s.progress) == s.pending
+                   and s.first() <= offset <= s.last()
+                   for manager in self.managers for group in manager._groups.values()
+                   for lane in group.ledger.partitions.values() if lane.partition == partition
+                   for s in lane.slices)
 
     def submit(self, windows: Sequence[Window]) -> None:
         for window in windows:
@@ -233,9 +254,17 @@ class BatchScripted(Scripted):
     async def filter_shared_batch(self, batch: MessageBatch) -> None:
         run = self.run
         run.in_batch += 1
+        first: KafkaMessage = batch.messages[0]
+        prefix = run.resolved_prefix(first.partition, first.offset)
         try:
             moved = Scripted.broker.moved
-            await self._follow(batch)
+            try:
+                await self._follow(batch)
+            except Exception:
+                run.batch["split slice itemised"] += prefix  # split: the slice gets entries
+                raise
+            if prefix and (batch.emitted or batch.rejected):  # so do events and rejections
+                run.batch["split slice itemised"] += 1
             if run.hold_batch:  # this call stays in flight until a partition moves
                 run.hold_batch = False
                 with contextlib.suppress(AssertionError):  # no move: counted as none
@@ -283,6 +312,7 @@ class BatchScripted(Scripted):
 
 def start(run: Run, settings: ManagerSettings) -> tuple[SharedStreamManager, list[Any]]:
     manager = SharedStreamManager(run, settings)
+    run.managers.append(manager)
     triggers = {w: BatchScripted(w) if w in run.scenario.batch_watchers else Scripted(w)
                 for w in run.scenario.watchers}
     manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
@@ -335,7 +365,8 @@ async def play(scenario: Scenario) -> None:
                                retry_backoff_initial=0.05 if scenario.slow_retries
                                else 0.002, retry_backoff_max=0.1 if scenario.slow_retries
                                else 0.02,
-                               cohort_grace_period=5.0)
+                               cohort_grace_period=5.0,
+                               subscriber_queue_size=scenario.queue_size)
     # Only a lost assignment (expiry) moves partitions under a call that waits: a revocation
     # waits for what its watchers were handed, so a held call would only delay it.
     # The broker notices an expiry about a second later: held in a few examples only.
