@@ -44,7 +44,11 @@ PayloadT = TypeVar("PayloadT")
 
 class Records(NamedTuple, Generic[PayloadT]):
     """Records read, as ``(raw, payload)``: ``raw`` is what filters receive
-    (``KafkaMessage``), ``payload`` the ledger record (``KafkaPayload``)."""
+    (``KafkaMessage``), ``payload`` the ledger record (``KafkaPayload``).
+
+    ``items`` may be a :class:`~sharedstream.core.reads.ReadBatch` (the Kafka adapter's):
+    the same pairs to a reader, kept as runs of one partition's reads that are their own
+    payload, with their bytes summed, so the ledger admits a run at once."""
 
     items: Sequence[tuple[Any, PayloadT]]
 

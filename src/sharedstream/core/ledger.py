@@ -73,6 +73,7 @@ from sharedstream.core.partition import (
     Slice,
     State,
 )
+from sharedstream.core.reads import PartitionRun, ReadBatch
 
 log = logging.getLogger(__name__)
 # What the consumer thread is told per partition: (generation, offset to commit,
@@ -206,13 +207,75 @@ class Ledger:
         meet; otherwise it is itemised as it is read, and its ``chunk`` is the entries to
         hand out.
         """
+        runs: dict[Key, Slice] = {}  # this batch's slice of each partition
+        if type(items) is ReadBatch:
+            pairs: list[tuple[Any, Any]] = []
+            for part in items.parts:
+                if isinstance(part, tuple):
+                    pairs.append(part)
+                    continue
+                if pairs:
+                    self._admit_pairs(pairs, size, counted, runs)
+                    pairs = []
+                if not (counted and self._admit_run(part, size, runs)):
+                    self._admit_pairs([(read, read) for read in part.reads], size, counted,
+                                      runs)
+            if pairs:
+                self._admit_pairs(pairs, size, counted, runs)
+        else:
+            self._admit_pairs(items, size, counted, runs)
         out: list[Slice] = []
+        for run in runs.values():
+            self._close_run(run, out)
+        return out
+
+    def _admit_run(self, part: PartitionRun, size: Callable[[Any], int],
+                   runs: dict[Key, Slice]) -> bool:
+        """Admit a run of one partition's reads into a counted slice at once; False (nothing
+        done) unless that is exactly what admitting them one by one would do.
+
+        That is: the ledger is of the run's generation and admits (or the run is skipped
+        whole), its base is known, no remembered offset is left to meet, nothing in the
+        run was read already, this batch's slice of the partition (if any) is counted,
+        and the whole run stays under both bounds (the bound is checked after each
+        record one by one, and count and bytes only grow).
+        """
+        ledger = self.partitions.get(part.key)
+        if ledger is None or ledger.generation != part.generation or ledger.fetch is not OPEN:
+            return True  # every record of it would be skipped
+        reads = part.reads
+        n = len(reads)
+        bound = self.bound
+        if ledger.base is None or ledger.remembered or reads[0].offset < ledger.next or (
+                bound is not None and (ledger.count + n >= bound or
+                                       ledger.open_bytes + part.size >= self.bytes_bound)):
+            return False
+        run = runs.get(ledger.key)
+        if run is None:
+            run = runs[ledger.key] = Slice(ledger, None if bound is None else size)
+            ledger.slices.append(run)
+            run.records = reads
+            run.raws = reads[:]  # handed to batch watchers: never the ledger's own list
+        elif run.entries is not None:
+            return False
+        else:
+            run.raws += reads
+            run.records += reads
+        ledger.next = part.last + 1
+        ledger.count += n
+        if bound is not None:
+            run.size += part.size
+            ledger.open_bytes += part.size
+        return True
+
+    def _admit_pairs(self, items: Iterable[tuple[Any, Any]], size: Callable[[Any], int],
+                     counted: bool, runs: dict[Key, Slice]) -> None:
+        """Admit ``(raw, record)`` pairs one by one into this batch's slices (``runs``)."""
         partitions = self.partitions
         bound = self.bound
         bytes_bound = self.bytes_bound
         weigh = None if bound is None else size
         ledger: PartitionLedger | None = None
-        runs: dict[Key, Slice] = {}  # this batch's slice of each partition
         run: Slice | None = None
         raws: list[Any] = []
         records: list[Any] = []
@@ -279,9 +342,6 @@ class Ledger:
                 ledger.trim()  # what resolved since the last publish is no distance
                 if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
                     self._stop_at_bound(ledger, offset + 1)
-        for run in runs.values():
-            self._close_run(run, out)
-        return out
 
     def _close_run(self, run: Slice, out: list[Slice]) -> None:
         """The run of one partition ends: count it, or forget it if nothing was admitted."""

@@ -211,6 +211,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._outbox.send(payload, rejections, done)
 
     def size(self, raw: KafkaMessage) -> int:
+        # ConsumerThread._hand_over sums the same per PartitionRun (keep them alike).
         return len(raw.value or b"") + len(raw.key or b"")
 
     def pause(self) -> None:

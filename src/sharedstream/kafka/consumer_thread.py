@@ -24,6 +24,7 @@ from sharedstream.core.contract import PartitionRewound, PartitionsEnded, Partit
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.core.ledger import Key
 from sharedstream.core.message import KafkaMessage
+from sharedstream.core.reads import PartitionRun, ReadBatch
 from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.handoff import StreamNotOpenError
 from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
@@ -112,17 +113,25 @@ class ConsumerThread(Rebalancing):
 
         Runs once per record: lookups are hoisted, a run of records of one partition
         (the usual shape of a batch) reuses its generation and its class of first reads,
-        and a first read without headers (nearly every record) is built right here, one
-        tuple that is message and payload at once (kafka/payload.py).
+        and a first read (nearly every record) is built right here, one tuple that is
+        message and payload at once (kafka/payload.py), appended to its partition's
+        :class:`PartitionRun` with its bytes (``KafkaSharedConsumer.size``, summed here so
+        the loop weighs a run at once). A replayed dead letter is a pair of its own.
         """
-        out: list[tuple[KafkaMessage, KafkaPayload]] = []
-        append = out.append
+        parts: list[PartitionRun | tuple[KafkaMessage, KafkaPayload]] = []
         owned, topic_ids, read_classes = self.owned, self.watch.ids, self.read_as
         replay_topic, topics = self.s.replay_topic, self.s.topics
         key: Key | None = None
         generation = -1
         watched: tuple[str, ...] = ()
         read_as: type[FirstRead] = FirstRead
+        run: PartitionRun | None = None
+        run_reads: list[Any] = []  # the current run's reads, and their append
+        append = run_reads.append
+        # The current run's last offset and bytes, kept local and written to it when it
+        # ends (another partition, a replayed dead letter, an offset not rising, the end).
+        last = size = 0
+        n = 0  # records of the runs ended, and pairs
         for record in records:
             error = record.error()
             if error is not None:
@@ -134,6 +143,9 @@ class ConsumerThread(Rebalancing):
             if key is None or key[1] != partition or key[0] != topic:
                 key = (topic, partition)
                 generation = owned.get(key, -1)
+                if run is not None:
+                    run.last, run.size, run = last, size, None
+                    n += len(run_reads)
                 if generation < 0:
                     continue  # not owned in this generation (raced a revocation)
                 watched = topics if topic == replay_topic else ()
@@ -146,17 +158,42 @@ class ConsumerThread(Rebalancing):
                 read_as = found
             elif generation < 0:
                 continue
+            offset = record.offset()
             if record.headers() is None:
-                read: FirstRead = new_message(read_as, (
-                    topic, partition, record.offset(), record.timestamp()[1], record.key(),
-                    record.value(), (), 0, None, 1))
-                append((read, read))
-                continue
-            payload = build_payload(record, topic, partition, record.offset(),
-                                    read_as.topic_id, generation, watched, read_as)
-            append((payload.message, payload))
-        if out:
-            self.hand.post_batch(Records(out))
+                value, record_key = record.value(), record.key()
+                read: Any = new_message(read_as, (
+                    topic, partition, offset, record.timestamp()[1], record_key, value,
+                    (), 0, None, 1))
+            else:
+                read = build_payload(record, topic, partition, offset,
+                                     read_as.topic_id, generation, watched, read_as)
+                if not isinstance(read, FirstRead):  # a replayed dead letter
+                    if run is not None:
+                        run.last, run.size, run = last, size, None
+                        n += len(run_reads)
+                    parts.append((read.message, read))
+                    n += 1
+                    continue
+                value, record_key = read.value, read.key
+            if run is None or offset <= last:  # a new run keeps offsets rising
+                if run is not None:
+                    run.last, run.size = last, size
+                    n += len(run_reads)
+                run = PartitionRun(key, generation)
+                parts.append(run)
+                run_reads = run.reads
+                append, size = run_reads.append, 0
+            append(read)
+            last = offset
+            if value:
+                size += len(value)
+            if record_key:
+                size += len(record_key)
+        if run is not None:
+            run.last, run.size = last, size
+            n += len(run_reads)
+        if n:
+            self.hand.post_batch(Records(ReadBatch(parts, n)))
 
     # -- backpressure: the policy decides, this applies --------------------------------
 
