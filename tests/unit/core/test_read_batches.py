@@ -102,6 +102,14 @@ def test_a_run_that_reaches_the_count_bound_stops_where_one_by_one_stops() -> No
     assert got[0].counted_offsets() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("bounds", [{"bound": 3}, {"bound": 100, "max_bytes": 12}])
+def test_a_run_ending_exactly_at_a_bound_pauses_its_partition(bounds: dict[str, Any]) -> None:
+    both_ways(batch(run(0, 0, 1, 2)), **bounds)
+    book, requests = fresh(**bounds)
+    book.admit(batch(run(0, 0, 1, 2)), size)
+    assert requests and book.partitions[("t", 0)].at_bound
+
+
 def test_a_run_that_reaches_the_byte_bound_stops_where_one_by_one_stops() -> None:
     got = both_ways(batch(run(0, 0, 1, 2, 3)), bound=100, max_bytes=9)
     assert got[0].counted_offsets() == [0, 1, 2]
