@@ -185,11 +185,13 @@ class Ledger:
         return handed
 
     def current(self, record: LedgerRecord) -> tuple[PartitionLedger, Entry] | None:
-        """The ledger and entry of a record if it belongs to the current generation."""
+        """The ledger and entry of a record if it belongs to the current generation and is
+        itemised (a lookup never itemises a counted slice: only the group may, since it
+        settles what the watchers acked of it before)."""
         ledger = self.partitions.get(record.partition_key)
         if ledger is None or ledger.generation != record.generation:
             return None
-        entry = ledger.get(record.offset)
+        entry = ledger.get(record.offset, itemise=False)
         return None if entry is None else (ledger, entry)
 
     # -- records in ---------------------------------------------------------------------

@@ -83,3 +83,21 @@ async def test_a_held_retry_lookup_in_a_counted_slice_leaves_it_counted() -> Non
     group._publish()
     assert producer.published[("t", 0)][1:] == (4, ())
     await group.stop()
+
+
+async def test_asking_whether_a_dead_letter_is_still_owed_leaves_the_slice_counted() -> None:
+    # The dead-letter outbox asks ``delivering`` of a record it holds; a record of a counted
+    # slice is never delivering, and the question must not itemise the slice behind the
+    # group's back (its acked prefix would then be owed by nobody and never settle).
+    group, producer, streams = await polling(("a",))
+    records = producer.feed(*(("t", o) for o in range(4)))
+    await turns()
+    run = the_slice(group)
+    ack(group, await piece(streams["a"], limit=2), "a")
+    assert not group.ledger.delivering(records[1])
+    assert not group.ledger.delivering(records[3])
+    ack(group, await piece(streams["a"], limit=2), "a")
+    assert run.state is State.TERMINAL and group.in_flight == 0
+    group._publish()
+    assert producer.published[("t", 0)][1:] == (4, ())
+    await group.stop()
