@@ -76,3 +76,31 @@ async def test_a_slice_split_across_batches_commits_whole(second: SecondBatch) -
     assert h.group.in_flight == 0 and h.group.counters.settled == 4
     assert h.group.ledger.partitions[("p", 0)].open_bytes == 0
     await h.stop()
+
+
+async def test_a_batch_whose_partition_ends_during_the_call_submits_nothing_of_it() -> None:
+    # The call emits for a message of a counted slice whose partition is revoked while the
+    # call runs: the dropped slice kept no record, so a window for it would carry no
+    # payload to key its events by (the sink failed it, and the watcher was handed the
+    # message again and again). A late outcome of a dropped partition changes nothing.
+    ended = asyncio.Event()
+
+    async def handler(batch: MessageBatch) -> None:
+        await ended.wait()
+        batch.emit(batch.messages[-1], TriggerEvent("event"))
+
+    h = Harness(["a"], subscriber_queue_size=2, retry_backoff_initial=1.0)
+    h.sink.auto = True
+    a = start_batch(h, "a", handler)
+    await settle()
+    h.producer.feed(*lane(2))
+    await settle()
+    h.producer.end("p")
+    await settle()
+    ended.set()
+    await settle()
+    h.clock.advance(1.0)  # a failed window would be retried by now
+    await settle()
+    assert a.calls == [["p:0", "p:1"]]
+    assert h.sink.windows == [] and not h.group.counters.failed
+    await h.stop()
