@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from sharedstream.core.partition import (
     OPEN,
@@ -73,35 +73,12 @@ from sharedstream.core.partition import (
     Slice,
     State,
 )
-from sharedstream.core.reads import PartitionRun, ReadBatch
+from sharedstream.core.reads import LedgerRecord, PartitionRun, ReadBatch
 
 log = logging.getLogger(__name__)
 # What the consumer thread is told per partition: (generation, offset to commit,
 # terminal offsets above it).
 Target = tuple[int, int, tuple[int, ...]]
-
-
-class LedgerRecord(Protocol):
-    """What the ledger needs of a record: where it was read, and in which generation."""
-
-    @property
-    def partition_key(self) -> Key: ...
-
-    @property
-    def topic(self) -> str: ...
-
-    @property
-    def partition(self) -> int: ...
-
-    @property
-    def offset(self) -> int: ...
-
-    @property
-    def generation(self) -> int: ...
-
-    @property
-    def targets(self) -> frozenset[str] | None:
-        """The watchers it is addressed to (a replayed dead letter), or None for all."""
 
 
 class PartitionLoad(NamedTuple):

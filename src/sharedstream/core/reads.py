@@ -13,9 +13,32 @@ Failure window: none; plain data, built on the consumer thread and read on the l
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
-Key = tuple[str, int]
+from sharedstream.core.partition import Key
+
+
+class LedgerRecord(Protocol):
+    """What the ledger needs of a record: where it was read, and in which generation."""
+
+    @property
+    def partition_key(self) -> Key: ...
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def targets(self) -> frozenset[str] | None:
+        """The watchers it is addressed to (a replayed dead letter), or None for all."""
 
 
 class PartitionRun:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import Any, Protocol
 
-from sharedstream.core.ledger import Key
+from sharedstream.core.ledger import Key, LedgerRecord
 from sharedstream.core.message import Coordinates, KafkaMessage, ReadPosition
 from sharedstream.kafka.dlq_headers import parse_replay
 
@@ -25,9 +25,9 @@ from sharedstream.kafka.dlq_headers import parse_replay
 new_message = tuple.__new__
 
 
-class KafkaPayload(Protocol):
-    """The broker side of one handed-out message: what the ledger, dead letters and
-    stored events read of it.
+class KafkaPayload(LedgerRecord, Protocol):
+    """The broker side of one handed-out message: what the ledger (a
+    :class:`LedgerRecord`), dead letters and stored events read of it.
 
     ``topic``/``partition``/``offset`` are where the record was actually read
     (they key its partition ledger and commits); ``origin`` is what events are keyed by (the
@@ -40,21 +40,9 @@ class KafkaPayload(Protocol):
     """
 
     @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
     def timestamp(self) -> int: ...
     @property
-    def generation(self) -> int: ...
-    @property
     def topic_id(self) -> str: ...
-    @property
-    def partition_key(self) -> Key: ...
-    @property
-    def targets(self) -> frozenset[str] | None: ...
     @property
     def replay_count(self) -> int: ...
     @property
