@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, TypeVar
 
 from sharedstream.core import tracing
 from sharedstream.core.backoff import jittered
@@ -37,6 +37,7 @@ from sharedstream.core.message import KafkaMessage
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
 
+_T = TypeVar("_T")
 # The group's logger: its lines are the group's (docs/architecture.md names them).
 log = logging.getLogger("sharedstream.core.group")
 
@@ -154,32 +155,23 @@ class Resolution:
 
     def _settle_slice(self, run: Slice) -> None:
         """Every watcher acked a counted slice cleanly: settle it in one step."""
-        state = self.state
-        if state is CLOSING or state is FAILED:
-            return  # as in _resolved: left uncommitted, read again by the next consumer
-        n = run.n
-        counters = self.counters
-        counters.clean += n
-        counters.settled += n
-        self.in_flight -= n
-        self.ledger.settle(run)
-        if self._publish_handle is None:
-            self._schedule_publish()
-        half = self.settings.max_in_flight // 2
-        if self.paused and self.in_flight <= half < self.in_flight + n:
-            self.maybe_resume()  # only where in flight crosses the resume mark
+        self._settle_clean(run.n, self.ledger.settle, run)
 
     def _settled_clean(self, entries: list[Entry]) -> None:
         """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
+        self._settle_clean(len(entries), self.ledger.finish_many, entries)
+
+    def _settle_clean(self, n: int, settle: Callable[[_T], None], what: _T) -> None:
+        """Count ``n`` clean settlements, let the ledger ``settle`` them, then publish and
+        resume where in flight crosses the resume mark (once per batch, not per entry)."""
         state = self.state
         if state is CLOSING or state is FAILED:
             return  # as in _resolved: left uncommitted, read again by the next consumer
-        n = len(entries)
         counters = self.counters
         counters.clean += n
         counters.settled += n
         self.in_flight -= n
-        self.ledger.finish_many(entries)
+        settle(what)
         if self._publish_handle is None:
             self._schedule_publish()
         half = self.settings.max_in_flight // 2
