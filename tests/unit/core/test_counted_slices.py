@@ -60,10 +60,11 @@ async def test_a_clean_ack_of_a_whole_slice_is_one_count_and_settles_it() -> Non
     ack(group, b, "b")
     assert run.state is State.TERMINAL and run.entries is None  # never itemised
     assert group.in_flight == 0 and group.counters.clean == 4
-    assert run.raws == [] and len(run.records) == 4  # the records go with the next trim
+    partition = group.ledger.partitions[("t", 0)]
+    assert run.raws == [] and not partition.slices  # trimmed at once, not at the next tick
+    assert partition.base == 4 and partition.count == 0
     group._publish()
     assert producer.published[("t", 0)][1:] == (4, ())
-    assert not group.ledger.partitions[("t", 0)].slices
     await group.stop()
 
 
