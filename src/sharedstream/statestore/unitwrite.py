@@ -9,9 +9,13 @@ assets by id) are checked once and remembered, up to ``MAX_LIVE_ASSET_IDS``.
 Invariants: nothing done after commit (removing deleted payload objects, remembering
 watermarks) runs before the caller's transaction committed: the returned callables.
 
-Failure windows: a rollback leaves no row and loses no payload object; a crash after the
-commit and before the callables ran leaves orphan objects (``state-store orphans``) and
-nothing remembered, which costs the next unit a locked read. An asset deleted while its
+Failure windows: a rollback leaves no row and loses no payload object of a deleted key.
+Payload objects of set keys are written before the rows, outside the transaction, and a
+rollback does not undo them: a new key's object is left an orphan, and an existing key's
+object, overwritten in place, keeps the rolled-back value under the old row until the
+key is set again. A crash after the commit and before the callables ran leaves orphan
+objects (``state-store orphans``) and nothing remembered, which costs the next unit a
+count and a locked read. An asset deleted while its
 id is remembered fails the unit on the foreign key, turned back into the lookup error a
 fresh check raises (:meth:`UnitWriter._forget_missing`).
 """
