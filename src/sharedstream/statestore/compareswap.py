@@ -90,6 +90,10 @@ class CompareSwap(StateRows):
 
     def _advance_in(self, connection: Connection, asset_id: int, key: str, value: Any,
                     text: str, writer: Writer, lock: bool) -> bool:
+        """:meth:`_advance_once` inside the caller's transaction until it moves the key or
+        finds it not forwards. Every retry runs in the same transaction, so on MySQL it
+        needs ``lock`` to see the winner's row; past ``MAX_CAS_ATTEMPTS`` the error fails
+        the caller's whole transaction, which it rolls back."""
         for _ in range(MAX_CAS_ATTEMPTS):
             outcome = self._advance_once(connection, asset_id, key, value, text, writer, lock)
             if outcome is not None:
