@@ -72,7 +72,10 @@ class StateRows:
     def _task_rows(
         self, scope: TaskScope, writes: Sequence[tuple[str, str, datetime | None]]
     ) -> list[dict[str, Any]]:
-        """Rows for ``writes`` of (key, text, expires_at); payload objects written first."""
+        """Rows for ``writes`` of (key, text, expires_at); payload objects written first.
+
+        The objects are written here, before the caller's transaction commits the rows,
+        and no rollback undoes them: see the failure windows of ``unitwrite.py``."""
         now = self.clock()
         rows = []
         for key, text, expires_at in writes:
