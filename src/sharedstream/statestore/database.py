@@ -49,8 +49,9 @@ class DatabaseBackend(UnitWriter, StateBackend):
         self.payload = payload
         # Units of work name the triggerer's assets by id and advance the same keys batch
         # after batch; these spare them the id check and the locked read (see
-        # _asset_ids and _swap_remembered). Plain dict/set operations: several writer
-        # threads may share a backend, and a stale entry only costs a slower path.
+        # UnitWriter._asset_ids and CompareSwap._swap_remembered). Plain dict/set
+        # operations: several writer threads may share a backend, and a stale entry only
+        # costs a slower path.
         self._live_asset_ids = set()
         self._watermarks = {}
 
