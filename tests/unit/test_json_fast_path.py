@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sharedstream.core.message import KafkaMessage, ValueDecodeError
+from sharedstream.core.message import JSON, KafkaMessage, ValueDecodeError
 
 pytestmark = pytest.mark.unit
 
@@ -31,10 +31,17 @@ def expected(value: bytes) -> tuple[str, Any]:
 
 
 def actual(value: bytes) -> tuple[str, Any]:
+    """``msg.json`` (its own inline fast path), checked against ``decoded(JSON)``."""
     try:
-        return "ok", KafkaMessage("t", 0, 0, 0, None, value).json
+        found = "ok", KafkaMessage("t", 0, 0, 0, None, value).json
     except ValueDecodeError as exc:
-        return "error", exc.reason
+        found = "error", exc.reason
+    try:
+        general = "ok", KafkaMessage("t", 0, 0, 0, None, value).decoded(JSON)
+    except ValueDecodeError as exc:
+        general = "error", exc.reason
+    assert repr(found) == repr(general)
+    return found
 
 
 EDGES = [
