@@ -14,6 +14,15 @@ Each row holds what the bench's ``KeepTrigger`` event holds (the offset and the 
 timestamp as JSON) plus the message's coordinates. Timed like ``kafka_throughput.shared``:
 from the first message consumed until the last offset commit returned.
 
+A second pair (``postgres_schema``, ``sqlite_schema``) writes the same messages as the
+rows sharedstream writes, into sharedstream's own ``asset_event`` table (its four indexes,
+the ids taken from ``event_sequence`` in the same transaction, so they are commit
+ordered, and on PostgreSQL the same notification): what a careful engineer writes by hand
+when the product's readers (delivery, ``events list``) must read the rows. Only the schema
+is made by sharedstream (``StateStore.upgrade``, before the timed part); the writes are
+plain psycopg and ``sqlite3``. The issue's targets are judged on the lean references
+above; these show how much of the gap is the table.
+
 ``DurablePostgres`` is the PostgreSQL the issue 28 figures count on: the project's test
 server (``scripts/localservices``) runs with ``fsync``, ``synchronous_commit`` and
 ``full_page_writes`` off; this one runs with all three on.
@@ -26,12 +35,16 @@ import sqlite3
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from sharedstream.statestore import StateStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from localservices import PostgresServer  # type: ignore[import-not-found]
@@ -149,4 +162,82 @@ def sqlite(bootstrap: str, topic: str, messages: int, path: Path) -> float:
     finally:
         conn.close()
     assert stored == messages, stored
+    return rate
+
+
+# -- the same rows into sharedstream's schema ---------------------------------------------------
+
+WATCHER = "w0"  # the bench's watcher name (its asset: ``bench_w0``)
+EVENT_COLUMNS = ('id, asset_id, watcher, payload, topic, topic_id, partition, "offset", '
+                 "event_index, created_at")
+
+
+def _product_schema(url: str, bootstrap: str, topic: str) -> tuple[int, str]:
+    """Create sharedstream's tables at ``url`` (untimed); the asset id of the bench's
+    watcher and the topic's id, as the product keys its events by them."""
+    store = StateStore.from_url(url)
+    try:
+        store.upgrade()
+        asset_id = store.register_asset(f"bench_{WATCHER}")
+    finally:
+        store.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+    return asset_id, str(described.topic_id)
+
+
+def postgres_schema(bootstrap: str, topic: str, messages: int, url: str) -> float:
+    """psycopg into ``asset_event``: per batch, take the ids from ``event_sequence`` (its
+    row locked until the commit: commit-ordered ids) and ``COPY`` the rows."""
+    asset_id, topic_id = _product_schema(url, bootstrap, topic)
+    with psycopg.connect(libpq(url)) as conn:
+
+        def write(rows: list[Row]) -> None:
+            created = datetime.now(UTC)
+            with conn.transaction(), conn.cursor() as cur:
+                allocated = cur.execute(
+                    "UPDATE event_sequence SET last_id = last_id + %(n)s WHERE id = 1 "
+                    "RETURNING last_id - %(n)s, pg_notify('sharedstream_events', '')",
+                    {"n": len(rows)}).fetchone()
+                assert allocated is not None
+                with cur.copy(f"COPY asset_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                    for event_id, (name, partition, offset, payload) in enumerate(
+                            rows, allocated[0] + 1):
+                        copy.write_row((event_id, asset_id, WATCHER, payload, name, topic_id,
+                                        partition, offset, 0, created))
+
+        rate = _run(bootstrap, topic, messages, write)
+        stored = conn.execute("SELECT count(*), max(id) FROM asset_event").fetchone()
+    assert stored == (messages, messages), stored
+    return rate
+
+
+def sqlite_schema(bootstrap: str, topic: str, messages: int, path: Path) -> float:
+    """``sqlite3`` into ``asset_event``: per batch, in one transaction, take the ids from
+    ``event_sequence`` and ``executemany`` one ``INSERT``."""
+    asset_id, topic_id = _product_schema(f"sqlite:///{path}", bootstrap, topic)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+        def write(rows: list[Row]) -> None:
+            # How SQLAlchemy stores a UTC instant on SQLite (naive, microseconds).
+            created = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            conn.execute("BEGIN")
+            (last,) = conn.execute("UPDATE event_sequence SET last_id = last_id + ? "
+                                   "WHERE id = 1 RETURNING last_id", (len(rows),)).fetchone()
+            first = last - len(rows) + 1
+            conn.executemany(
+                f"INSERT INTO asset_event ({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?)", [(event_id, asset_id, WATCHER, payload, name, topic_id, partition,
+                           offset, 0, created)
+                          for event_id, (name, partition, offset, payload)
+                          in enumerate(rows, first)])
+            conn.execute("COMMIT")
+
+        rate = _run(bootstrap, topic, messages, write)
+        stored = conn.execute("SELECT count(*), max(id) FROM asset_event").fetchone()
+    finally:
+        conn.close()
+    assert stored == (messages, messages), stored
     return rate
