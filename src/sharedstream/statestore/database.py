@@ -61,15 +61,17 @@ class DatabaseBackend(UnitWriter, StateBackend):
         t = task_state_store.c
         return or_(t.expires_at.is_(None), t.expires_at > self.clock())
 
-    def _decode_task(self, value: str | None, ref: str | None) -> Any:
+    def _task_text(self, scope: TaskScope, key: str, value: str | None,
+                   ref: str | None) -> str | None:
+        """A task row's text; None when its key was deleted since the row was read."""
         if ref is not None:
             if self.payload is None:
                 raise RuntimeError(
                     f"row references payload {ref!r} but no [workers] state_backend is set"
                 )
-            return decode_value(self.payload.read(ref))
+            return self.payload_text(scope, key, ref)
         assert value is not None, "the value_or_ref check constraint guarantees one"
-        return decode_value(value)
+        return value
 
     def task_get(self, scope: TaskScope, key: str) -> Any:
         t = task_state_store.c
@@ -79,14 +81,21 @@ class DatabaseBackend(UnitWriter, StateBackend):
                     task_scope_filter(scope), t.key == key, self._not_expired()
                 )
             ).first()
-        return MISSING if row is None else self._decode_task(row.value, row.payload_ref)
+        text = None if row is None else self._task_text(scope, key, row.value, row.payload_ref)
+        return MISSING if text is None else decode_value(text)
 
     def task_set(
         self, scope: TaskScope, key: str, value: Any, text: str, expires_at: datetime | None
     ) -> None:
-        rows = self._task_rows(scope, [(key, text, expires_at)])
-        with self.engine.begin() as connection:
-            self._upsert_task_rows(connection, rows)
+        rows, written = self._task_rows(scope, [(key, text, expires_at)])
+        try:
+            with self.engine.begin() as connection:
+                superseded = self.superseded_refs(connection, scope, [key])
+                self._upsert_task_rows(connection, rows)
+        except BaseException:
+            self.discard_payloads(written)
+            raise
+        self.delete_payloads(superseded)
 
     def task_delete(self, scope: TaskScope, key: str) -> bool:
         with self.engine.begin() as connection:
@@ -114,12 +123,12 @@ class DatabaseBackend(UnitWriter, StateBackend):
             ).all()
         entries = []
         for row in rows:
-            value = self._decode_task(row.value, row.payload_ref)
-            size = len((row.value or "").encode("utf-8"))
-            if row.payload_ref is not None and self.payload is not None:
-                size = len(self.payload.read(row.payload_ref).encode("utf-8"))
+            text = self._task_text(scope, row.key, row.value, row.payload_ref)
+            if text is None:
+                continue
             entries.append(StateEntry(
-                key=row.key, value=value, size=size, updated_at=row.updated_at,
+                key=row.key, value=decode_value(text), size=len(text.encode("utf-8")),
+                updated_at=row.updated_at,
                 expires_at=row.expires_at, payload_ref=row.payload_ref,
             ))
         return entries

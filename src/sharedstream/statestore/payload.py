@@ -1,14 +1,23 @@
 """Payload backends (``[workers] state_backend``): task values outside the database.
 
-The database row keeps only a reference; the reference is a pure function of scope and
-key, so rewriting a key overwrites its object instead of leaking a new one.
+The database row keeps only a reference. Every write stores its value under a reference of
+its own, the key's stem (:meth:`PayloadBackend.reference`, a pure function of scope and
+key) plus a per-write suffix, and the row is pointed at it in the writing transaction: a
+live object is never overwritten in place, so a write that does not commit cannot change
+what the key reads. Rows written by versions before per-write references point at the
+plain stem; they keep reading, and their object goes when the key is next set or deleted.
 
 Write order and failure windows (the filesystem has no transaction with the database):
-- set writes the object first, then the row: a crash in between leaves an unreferenced
-  object (an orphan, listed by ``state-store orphans``), never a row without its object.
-- delete removes the row first, then the object: a crash in between leaves an orphan.
-- Overwriting a key replaces the object in place before the row commits; a reader between
-  the two sees the new value under the old row (same key, so no other key is affected).
+- set writes the new object, then the row; the superseded object is removed only after
+  the commit. A failed or rolled-back write removes the objects it wrote (best effort,
+  and only those no row references, in case a commit reported as failed did land).
+- delete removes the row first, then the object, after the commit.
+- A crash between the object write and the commit, or between the commit and the removal,
+  leaves an object no row references: an orphan, never a wrong read, listed and removed
+  by ``state-store orphans``. So do two concurrent sets of one key (each removes the object
+  it read as current; the one the other committed in between is left over).
+- A reader that read a row just before a writer superseded its object finds the object
+  gone and reads the row again (:meth:`~sharedstream.statestore.staterows.StateRows.payload_text`).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,7 +55,11 @@ class PayloadBackend(ABC):
 
     @abstractmethod
     def reference(self, scope: TaskScope, key: str) -> str:
-        """The deterministic reference of ``scope`` + ``key``."""
+        """The deterministic stem of ``scope`` + ``key`` (what rows of older versions hold)."""
+
+    def fresh_reference(self, scope: TaskScope, key: str) -> str:
+        """A reference no write has used: the stem plus a random per-write suffix."""
+        return f"{self.reference(scope, key)}.{uuid.uuid4().hex}"
 
     @abstractmethod
     def write(self, ref: str, text: str) -> None:
@@ -75,6 +89,10 @@ class FilesystemPayloadBackend(PayloadBackend):
         identity = json.dumps([scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key])
         digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()
         return f"{digest[:2]}/{digest}.json"
+
+    def fresh_reference(self, scope: TaskScope, key: str) -> str:
+        # The suffix goes before ".json", so list_objects still finds every object.
+        return f"{self.reference(scope, key)[:-len('.json')]}.{uuid.uuid4().hex}.json"
 
     def _path(self, ref: str) -> Path:
         path = (self.root / ref).resolve()
