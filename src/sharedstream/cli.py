@@ -18,28 +18,53 @@ import click
 from sharedstream import __version__
 from sharedstream.triggerer.signals import stop_while_starting
 
-# Command name -> "module:attribute" of its click command.
+# Command name -> ("module:attribute" of its click command, its short help). The short
+# help is the first sentence of the command's own help, kept here so ``sharedstream
+# --help`` lists the commands without importing them (that would load FastAPI,
+# SQLAlchemy and the rest: over a second); tests/unit/test_cli_startup.py fails when
+# one drifts from the command's.
 COMMANDS = {
-    "run": "sharedstream.ops.run_command:run",
-    "deliver": "sharedstream.ops.run_command:deliver",
-    "check": "sharedstream.ops.run_command:check",
-    "demo": "sharedstream.demo.command:demo",
-    "config": "sharedstream.ops.config_commands:config_group",
-    "db": "sharedstream.ops.db_commands:db_group",
-    "state-store": "sharedstream.ops.state_commands:state_store_group",
-    "events": "sharedstream.ops.events_commands:events_group",
-    "web": "sharedstream.web.command:web",
-    "offsets": "sharedstream.ops.offsets_commands:offsets_group",
-    "publish-airflow": "sharedstream.ops.airflow_commands:publish_airflow",
-    "dlq": "sharedstream.ops.dlq_commands:dlq_group",
-    "held": "sharedstream.web.held_command:held_group",
-    "triggerers": "sharedstream.ops.action_commands:triggerers_group",
-    "audit": "sharedstream.ops.action_commands:audit_group",
+    "run": ("sharedstream.ops.run_command:run",
+            "Run the triggerer on WATCHERS: Python files, module paths or folders of "
+            "modules."),
+    "deliver": ("sharedstream.ops.run_command:deliver",
+                "Deliver persisted asset events to the [destinations], without ingesting."),
+    "check": ("sharedstream.ops.run_command:check",
+              "Check everything `run WATCHERS` checks before it reads a message, then exit."),
+    "demo": ("sharedstream.demo.command:demo",
+             "Watch the triggerer work on an in-process Kafka and SQLite: nothing to set "
+             "up."),
+    "config": ("sharedstream.ops.config_commands:config_group",
+               "The configuration: what is in effect, and from where."),
+    "db": ("sharedstream.ops.db_commands:db_group", "Database schema."),
+    "state-store": ("sharedstream.ops.state_commands:state_store_group",
+                    "Task and asset state stores."),
+    "events": ("sharedstream.ops.events_commands:events_group",
+               "Asset events persisted by the watchers."),
+    "web": ("sharedstream.web.command:web",
+            "Serve the console and REST API (/api/v1) over every triggerer of the "
+            "database: processes, groups and lag, held messages, assets and events, "
+            "state, rejections and dead letters, destinations; and, with an operate token "
+            "([web] operate_tokens), the actions: retry a held message, replay dead "
+            "letters, reset offsets, forget a stale triggerer, each audited."),
+    "offsets": ("sharedstream.ops.offsets_commands:offsets_group",
+                "Committed offsets of shared-stream consumer groups."),
+    "publish-airflow": ("sharedstream.ops.airflow_commands:publish_airflow",
+                        "Publish INSTANCE's asset events to TOPIC; the cursor lives in the "
+                        "asset state store."),
+    "dlq": ("sharedstream.ops.dlq_commands:dlq_group",
+            "Dead-letter topics: inspect and replay the records the triggerer rejected."),
+    "held": ("sharedstream.web.held_command:held_group",
+             "Messages the live triggerers hold for redelivery."),
+    "triggerers": ("sharedstream.ops.action_commands:triggerers_group",
+                   "The `sharedstream run` processes recorded in the database."),
+    "audit": ("sharedstream.ops.action_commands:audit_group",
+              "The audit of operator actions (console and CLI)."),
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose commands are imported on first use."""
+    """A group whose commands are imported on first use, and listed without it."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -48,9 +73,19 @@ class LazyGroup(click.Group):
         target = COMMANDS.get(cmd_name)
         if target is None:
             return None
-        module, attribute = target.split(":")
+        module, attribute = target[0].split(":")
         command: click.Command = getattr(importlib.import_module(module), attribute)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The "Commands" section as click writes it, from the static short helps, each
+        shortened to the terminal's width by click as the command's own help would be."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit))
+                for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
