@@ -378,9 +378,14 @@ class PartitionLedger:
         slices = self.slices
         if self.terminal:
             while slices and not slices[0].open:  # settled: every entry terminal
-                passed = len(slices.popleft())
+                run = slices.popleft()
+                passed = len(run)
                 self.count -= passed
                 self.terminal -= passed
+                # Entries point back at their slice: let go of them here, or every dropped
+                # itemised slice would be a cycle only the garbage collector frees.
+                run.entries = run.chunk = None
+                run.n = passed
             if slices:
                 entries = slices[0].entries
                 if entries is not None and entries[0].state is TERMINAL:
