@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import Table, UniqueConstraint, func, select, text, tuple_
@@ -140,21 +141,38 @@ def _insert_ignore_sqlite(
                                 [tuple(row[n] for n in names) for row in bound])
 
 
+# Rows per multi-row statement of insert_ignore_tuples: within SQLite's 32,766 bound
+# parameters for tables of up to 127 columns.
+TUPLES_PER_STATEMENT = 256
+
+
 def insert_ignore_tuples(connection: Connection, table: Table, names: Sequence[str],
                          rows: Sequence[tuple[Any, ...]]) -> int:
     """SQLite: insert ``rows`` (tuples of columns ``names``, already bind-processed),
-    skipping each row whose unique key exists; return how many were inserted. One
-    ``INSERT ... ON CONFLICT DO NOTHING`` run by the driver's ``executemany`` over the
-    tuples, as a hand-written sqlite3 writer would. Through SQLAlchemy's Core insert the
-    same batch cost about twice as much client CPU (per-row parameter processing, pages
-    of multi-row VALUES rendered for RETURNING). The driver's row count of an
-    executemany is the sum of the rows each execution changed, so skipped duplicates
-    are not counted."""
+    skipping each row whose unique key exists; return how many were inserted.
+
+    ``INSERT ... ON CONFLICT DO NOTHING`` of ``TUPLES_PER_STATEMENT`` rows at a time
+    (the rest by the driver's ``executemany`` of the one-row form). Why not
+    ``executemany`` of all of them: ``sqlite3`` lets go of the GIL around every row's
+    step, and on the writer thread each row then waited for the event loop to hand it
+    back. Through SQLAlchemy's Core insert the same batch cost about twice as much
+    client CPU (per-row parameter processing). A statement's row count, and the sum of
+    an executemany's, counts only rows inserted, not skipped duplicates."""
     quote = connection.dialect.identifier_preparer.quote
     target = connection.dialect.identifier_preparer.format_table(table)
-    sql = (f"INSERT INTO {target} ({', '.join(quote(n) for n in names)}) "
-           f"VALUES ({', '.join('?' * len(names))}) ON CONFLICT DO NOTHING")
-    return int(connection.exec_driver_sql(sql, list(rows)).rowcount)
+    head = f"INSERT INTO {target} ({', '.join(quote(n) for n in names)}) VALUES "
+    one = f"({', '.join('?' * len(names))})"
+    full = len(rows) - len(rows) % TUPLES_PER_STATEMENT
+    inserted = 0
+    if full:
+        many = f"{head}{', '.join([one] * TUPLES_PER_STATEMENT)} ON CONFLICT DO NOTHING"
+        for start in range(0, full, TUPLES_PER_STATEMENT):
+            flat = tuple(chain.from_iterable(rows[start:start + TUPLES_PER_STATEMENT]))
+            inserted += connection.exec_driver_sql(many, flat).rowcount
+    if full < len(rows):
+        inserted += connection.exec_driver_sql(f"{head}{one} ON CONFLICT DO NOTHING",
+                                               list(rows[full:])).rowcount
+    return inserted
 
 
 def bound_columns(connection: Connection, table: Table, names: Sequence[str],
