@@ -15,15 +15,12 @@ The browser tests (``test_console_browser.py``) build their own stack: two real
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +35,7 @@ for helper_dir in (TESTS / "e2e", TESTS / "integration"):
     if str(helper_dir) not in sys.path:
         sys.path.insert(0, str(helper_dir))
 
+from console_seed import GROUP, MARKUP, Seeded, StatusServer, status_document  # noqa: E402
 from db_schemas import postgres_schema_url  # noqa: E402
 
 from sharedstream.core.message import Coordinates  # noqa: E402
@@ -51,82 +49,11 @@ from sharedstream.statestore.types import utcnow  # noqa: E402
 from sharedstream.triggerer.heartbeat import Heartbeat  # noqa: E402
 from sharedstream.triggerer.registration import GroupDeclaration, register_groups  # noqa: E402
 
-GROUP = "sharedstream.orders"
-MARKUP = "<script>document.title='pwned'</script>"
-
-
-def status_document(process_id: str) -> dict[str, Any]:
-    """What a triggerer's ``/status`` answers (see triggerer/status.py), canned."""
-    partitions = [{"topic": "orders", "partition": p, "base": 0, "floor": 10 + p,
-                   "position": 20, "remembered": 0, "held": 1 if p == 0 else 0,
-                   "open_bytes": 100, "fetch": "open", "committed": 10 + p, "end": 25,
-                   "lag": 15 - p, "paused": False} for p in range(2)]
-    return {
-        "version": "0.1.0", "process": {"id": process_id}, "ready": False,
-        "not_ready": ["group sharedstream.orders: a watcher is not subscribed"],
-        "groups": [{"consumer_group": GROUP, "cohort": ["audit", "paid"],
-                    "present": ["audit", "paid"], "polling": True, "paused": False,
-                    "in_flight": 3, "queued": 0, "received": 40, "redelivered": 2,
-                    "partitions": partitions,
-                    "held": [{"topic": "orders", "partition": 0, "offset": 10,
-                              "reasons": {"paid": f"ValueError: {MARKUP}"},
-                              "attempts": {"paid": 2}, "rounds": 2, "retry_in": 0.5}]}],
-        "destinations": [{"id": "hooks", "kind": "webhook", "holder": True, "cursor": 1,
-                          "lag_events": 4, "lag_seconds": 1.5, "delivered": 1,
-                          "undeliverable": 1, "failing": True,
-                          "last_error": "HTTP 503 from the receiver", "failures": {}}]}
-
-
-class StatusServer:
-    """A canned ``GET /status`` on a free loopback port (``host``: which loopback address),
-    counting the requests it got; ``sized=False`` leaves out ``Content-Length`` (the
-    body ends when the connection closes)."""
-
-    def __init__(self, document: dict[str, Any] | bytes, *, host: str = "127.0.0.1",
-                 sized: bool = True) -> None:
-        body = document if isinstance(document, bytes) else json.dumps(document).encode()
-        self.requests = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.requests += 1
-                self.send_response(200 if self.path == "/status" else 404)
-                self.send_header("Content-Type", "application/json")
-                if sized:
-                    self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                # The console may stop reading (a body over its cap).
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.url = f"http://{host}:{self.server.server_address[1]}/status"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
 
 def pytest_configure(config: pytest.Config) -> None:
     # Starlette's TestClient (schemathesis uses it too) nags about httpx: nothing to act on.
     config.addinivalue_line("filterwarnings",
                             "ignore:Using `httpx` with `starlette.testclient`")
-
-
-@dataclass
-class Seeded:
-    url: str
-    store: StateStore
-    live_id: str
-    stale_id: str
-    dlq_topic: str
-    bootstrap: str
-    event_ids: list[int]
 
 
 def _dlq_records(bootstrap: str, topic: str) -> None:

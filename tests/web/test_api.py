@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 import schemathesis
+from console_seed import GROUP, MARKUP, Seeded
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from starlette.testclient import TestClient
-
-from conftest import GROUP, MARKUP, Seeded
 
 pytestmark = pytest.mark.integration
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from console_seed import GROUP, StatusServer, status_document
 from db_schemas import postgres_schema_url
 from starlette.testclient import TestClient
 
-from conftest import GROUP, StatusServer, status_document
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.config import load_config, parse_networks
 from sharedstream.triggerer.heartbeat import Heartbeat

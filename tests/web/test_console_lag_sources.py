@@ -22,11 +22,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+from console_seed import StatusServer
 from db_schemas import postgres_schema_url
 from sqlalchemy import update
 from starlette.testclient import TestClient
 
-from conftest import StatusServer
 from sharedstream.statestore.models import triggerer_process
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.heartbeat import Heartbeat

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from console_seed import Seeded
 from starlette.testclient import TestClient
-
-from conftest import Seeded
 
 pytestmark = pytest.mark.integration
 

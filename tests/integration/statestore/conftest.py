@@ -4,33 +4,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from statestore_helpers import FakeClock, MakeStore
 
 from sharedstream.statestore import StateStore, StateStoreSettings
-
-
-@dataclass
-class FakeClock:
-    now: datetime
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
 
 
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
-
-
-MakeStore = Callable[..., StateStore]
 
 
 @pytest.fixture

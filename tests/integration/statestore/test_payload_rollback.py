@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from statestore_helpers import MakeStore
 
-from conftest import MakeStore
 from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.models import task_state_store
 

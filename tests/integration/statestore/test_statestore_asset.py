@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from statestore_helpers import FakeClock
 
-from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
 from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset, asset_event, asset_state_store

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from statestore_helpers import FakeClock, MakeStore
 
-from conftest import FakeClock, MakeStore
 from sharedstream.statestore import (
     AssetScope,
     StateBackend,

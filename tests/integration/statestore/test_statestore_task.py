@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from statestore_helpers import FakeClock, MakeStore
 
-from conftest import FakeClock, MakeStore
 from sharedstream.statestore import (
     NEVER_EXPIRE,
     AssetScope,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from statestore_helpers import FakeClock
 
-from conftest import FakeClock
 from sharedstream.statestore import AssetScope, StateStore, TaskScope, Writer
 from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset, asset_event, asset_state_store

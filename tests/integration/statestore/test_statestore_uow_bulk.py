@@ -12,8 +12,8 @@ import threading
 from typing import Any
 
 import sqlalchemy as sa
+from statestore_helpers import MakeStore
 
-from conftest import MakeStore
 from sharedstream.statestore import AssetScope, StateStore, Writer
 
 ORDERS = AssetScope(name="orders")

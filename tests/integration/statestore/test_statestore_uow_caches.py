@@ -13,8 +13,8 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from statestore_helpers import MakeStore
 
-from conftest import MakeStore
 from sharedstream.statestore import AssetScope, StateStore, Writer
 
 WATCHER = Writer.watcher("w")
