@@ -12,27 +12,20 @@ offsets, every partition is committed to its end."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
-import pytest
-from db_schemas import postgres_schema_url
+from kafka_triggerer import QUICK_RETRIES, running_group
 from sqlalchemy import select
-from test_kafka_shared_stream import committed, produce
+from test_kafka_shared_stream import produce
 
 from sharedstream import MessageBatch
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -72,51 +65,23 @@ class EveryMessage(KafkaSharedStreamTrigger):
             yield TriggerEvent({"offset": message.offset})
 
 
-@pytest.fixture
-def pg_url(database_url: str) -> Iterator[str]:
-    yield from postgres_schema_url(database_url)
-
-
 async def test_a_batch_watcher_commits_its_events_and_state_and_isolates_the_poison(
-    kafka_bootstrap: str, create_topic: Callable[..., str], pg_url: str
+    kafka_bootstrap: str, create_topic: Callable[..., str], postgres_store: StateStore
 ) -> None:
     topic = create_topic("batch", partitions=PARTITIONS)
     produce(kafka_bootstrap, topic, MESSAGES, partitions=PARTITIONS)
-    store = StateStore.from_url(pg_url)
-    store.upgrade()
-    assets = {"batch": store.register_asset("kept_orders"),
-              "each": store.register_asset("all_orders")}
-    before = kafka_runtime()
+    store = postgres_store
     group_id = f"batch-{uuid.uuid4().hex[:8]}"
-    configure_kafka_runtime({"k": {"bootstrap.servers": kafka_bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=200))
-    manager = SharedStreamManager(sink, ManagerSettings(
-        retry_backoff_initial=0.05, retry_backoff_max=0.2, max_attempts=2))
     batch_watcher = BatchKeeper(topics=[topic], kafka_config_id="k")
     triggers: dict[str, KafkaSharedStreamTrigger] = {
         "batch": batch_watcher, "each": EveryMessage(topics=[topic], kafka_config_id="k")}
-    manager.declare_cohort(batch_watcher.shared_stream_key(), triggers)
-    batch_watcher.asset_state_store = WatcherStateAccess(store, "batch", "kept_orders",
-                                                         assets["batch"])
-    triggers["each"].asset_state_store = WatcherStateAccess(store, "each", "all_orders",
-                                                            assets["each"])
-    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
     ends = [len(range(p, MESSAGES, PARTITIONS)) for p in range(PARTITIONS)]
-    try:
-        deadline = asyncio.get_running_loop().time() + 120
-        offsets: list[int] = []
-        while offsets != ends:
-            assert asyncio.get_running_loop().time() < deadline, f"committed {offsets}"
-            await asyncio.sleep(0.1)
-            offsets[:] = [tp.offset for tp in await asyncio.to_thread(
-                committed, kafka_bootstrap, f"{group_id}.{topic}", topic, PARTITIONS)]
-    finally:
-        await sink.drain(30)
-        await manager.stop_all()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
+    async with running_group(
+            kafka_bootstrap, store, group_id, triggers,
+            {"batch": "kept_orders", "each": "all_orders"},
+            process=ProcessSettings(uow_batch_size=200),
+            settings=replace(QUICK_RETRIES, max_attempts=2)) as running:
+        await running.until_committed(topic, ends, within=120)
 
     e, r = asset_event.c, rejected_message.c
     with store.engine.connect() as conn:
@@ -141,4 +106,3 @@ async def test_a_batch_watcher_commits_its_events_and_state_and_isolates_the_poi
     for p in range(PARTITIONS):
         assert watermarks.get(f"last/{p}") == max(o for q, o in kept if q == p)
     assert batch_watcher.read_own_writes
-    store.close()

@@ -25,21 +25,16 @@ import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import Consumer, Producer, TopicPartition
 from db_schemas import postgres_schema_url
+from kafka_triggerer import running_group
 from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
 from sharedstream.cli import cli
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import Coordinates, KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka import dlq_headers as h
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -157,31 +152,14 @@ def write_dead_letters(bootstrap: str, dlq: str, source: str, count: int,
 async def triggerer(bootstrap: str, store: StateStore, topic: str, dlq: str, group_id: str,
                     *, fixed: bool) -> AsyncIterator[dict[str, Picky]]:
     """Watchers ``all`` (accepts everything) and ``picky`` in one shared stream."""
-    before = kafka_runtime()
-    configure_kafka_runtime({"k": {"bootstrap.servers": bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    assets = {"all": store.register_asset("all_orders"),
-              "picky": store.register_asset("picky_orders")}
-    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=50))
-    manager = SharedStreamManager(sink, ManagerSettings(retry_backoff_initial=0.05,
-                                                        retry_backoff_max=0.2))
     triggers = {name: Picky(topics=[topic], kafka_config_id="k", dlq_topic=dlq)
-                for name in assets}
+                for name in ("all", "picky")}
     triggers["all"].fixed = True
     triggers["picky"].fixed = fixed
-    for name, trigger in triggers.items():
-        trigger.asset_state_store = WatcherStateAccess(store, name, f"{name}_orders",
-                                                       assets[name])
-    manager.declare_cohort(triggers["all"].shared_stream_key(), triggers)
-    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
-    try:
+    async with running_group(bootstrap, store, group_id, triggers,
+                             {name: f"{name}_orders" for name in triggers},
+                             process=ProcessSettings(uow_batch_size=50)):
         yield triggers
-    finally:
-        await sink.drain(30)
-        await manager.stop_all()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
 
 def event_counts(store: StateStore) -> dict[tuple[str, int, int], int]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from kafka_triggerer import running_group
 from readme_example import produce_avro_orders, registry_id, watcher_source
 from sqlalchemy import select
 from test_dlq_commands import (
@@ -32,18 +32,12 @@ from test_dlq_commands import (
     write_dead_letters,
 )
 
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka import dlq_headers as h
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.serde.registries import configure_schema_registries
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -51,6 +45,7 @@ __all__ = ["env", "pg_url"]  # fixtures, used by name
 
 NO_AMOUNT = (2, 3, 5, 8, 11, 13, 17)  # order ids; 7 of 20
 REJECTS = "if order.amount is None:"
+BATCHES = ProcessSettings(uow_batch_size=50)
 
 
 def readme_watcher(*, fixed: bool) -> tuple[type[KafkaSharedStreamTrigger], Any]:
@@ -65,33 +60,6 @@ def readme_watcher(*, fixed: bool) -> tuple[type[KafkaSharedStreamTrigger], Any]
     exec(compile(source, "README.md", "exec"), namespace)
     cls: type[KafkaSharedStreamTrigger] = namespace["PaidOrders"]
     return cls, namespace["order_values"]
-
-
-@asynccontextmanager
-async def running(bootstrap: str, store: StateStore, group_id: str,
-                  triggers: Mapping[str, KafkaSharedStreamTrigger]) -> AsyncIterator[None]:
-    """The triggerer's own path (Kafka producer, manager, PostgreSQL sink) for
-    ``triggers`` (watcher name -> trigger, one shared stream on connection ``k``); each
-    watcher's asset is named after it."""
-    before = kafka_runtime()
-    configure_kafka_runtime({"k": {"bootstrap.servers": bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    assets = {name: store.register_asset(name) for name in triggers}
-    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=50))
-    manager = SharedStreamManager(sink, ManagerSettings(retry_backoff_initial=0.05,
-                                                        retry_backoff_max=0.2))
-    for name, trigger in triggers.items():
-        trigger.asset_state_store = WatcherStateAccess(store, name, name, assets[name])
-    manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
-    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
-    try:
-        yield
-    finally:
-        await sink.drain(30)
-        await manager.stop_all()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
 
 def event_offsets(store: StateStore, watcher: str) -> list[tuple[str, int, int]]:
@@ -155,14 +123,16 @@ async def test_the_readme_watcher_creates_the_events_of_a_replay_after_its_fix(
         return cls(topics=[source], kafka_config_id="k", dlq_topic=dlq,
                    value_deserializer=values)
 
-    async with running(kafka_bootstrap, store, group_id, {"paid_orders": trigger(False)}):
+    async with running_group(kafka_bootstrap, store, group_id, {"paid_orders": trigger(False)},
+                             process=BATCHES):
         await until(lambda: committed_sum(kafka_bootstrap, group, source) == 20,
                     "first read committed")
     assert end_offsets(kafka_bootstrap, dlq) == [7]
     assert [o for _, _, o in event_offsets(store, "paid_orders")] == [
         i - 1 for i in range(1, 21) if i not in NO_AMOUNT]
 
-    async with running(kafka_bootstrap, store, group_id, {"paid_orders": trigger(True)}):
+    async with running_group(kafka_bootstrap, store, group_id, {"paid_orders": trigger(True)},
+                             process=BATCHES):
         summary = await asyncio.to_thread(as_json, "dlq", "replay", dlq, "--reason",
                                           "missing amount")
         assert (summary["replayed"], summary["examined"]) == (7, 7)
@@ -256,7 +226,8 @@ async def test_a_filter_tells_a_replay_from_a_first_read_and_a_redelivery(
     group = f"{group_id}.{source}"  # the consumer group: the replay topic is not in it
 
     first = Recorder(topics=[source], kafka_config_id="k", dlq_topic=dlq)
-    async with running(kafka_bootstrap, store, group_id, {"recorder": first}):
+    async with running_group(kafka_bootstrap, store, group_id, {"recorder": first},
+                             process=BATCHES):
         await until(lambda: committed_sum(kafka_bootstrap, group, source) == 4, "first read")
     # First reads, and the crash redelivery: count 0, read where they are.
     assert sorted(first.seen) == sorted([
@@ -269,7 +240,8 @@ async def test_a_filter_tells_a_replay_from_a_first_read_and_a_redelivery(
 
     again = Recorder(topics=[source], kafka_config_id="k", dlq_topic=dlq)
     again.fixed = True
-    async with running(kafka_bootstrap, store, group_id, {"recorder": again}):
+    async with running_group(kafka_bootstrap, store, group_id, {"recorder": again},
+                             process=BATCHES):
         summary = await asyncio.to_thread(as_json, "dlq", "replay", dlq)
         assert summary["replayed"] == 1
         await until(lambda: committed_sum(kafka_bootstrap, group, replay) == 1,

@@ -18,24 +18,20 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka_triggerer import QUICK_RETRIES, running_group
 from localservices import PostgresServer
 from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka.dlq_headers import REJECTIONS
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -108,23 +104,10 @@ async def test_database_outage_during_state_reads_dead_letters_nothing(
     server = stoppable_postgres
     store = StateStore.from_url(server.create_database(), async_workers=2)
     store.upgrade()
-    asset_id = store.register_asset("entities")
     topic = create_topic("entities")
     dlq = create_topic("entities-dlq")
     group_id = f"outage-{uuid.uuid4().hex[:8]}"
-    before = kafka_runtime()
-    configure_kafka_runtime({"k": {"bootstrap.servers": kafka_bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    sink = DatabaseWorkSink(store, {"w": asset_id}, ProcessSettings(uow_max_delay=0.01),
-                            retry_initial=0.05, retry_cap=0.5)
-    manager = SharedStreamManager(sink, ManagerSettings(
-        ack_timeout=ACK_TIMEOUT, max_attempts=MAX_ATTEMPTS, retry_backoff_initial=0.05,
-        retry_backoff_max=0.2))
     trigger = EntityWatermarks(topics=[topic], kafka_config_id="k", dlq_topic=dlq)
-    state = WatcherStateAccess(store, "w", "entities", asset_id)
-    trigger.asset_state_store = state
-    manager.declare_cohort(trigger.shared_stream_key(), ["w"])
-    task = asyncio.create_task(manager.run_watcher("w", trigger))
     entities = [f"entity-{n}" for n in range(1 + DURING_OUTAGE)]
 
     def count_events() -> int:
@@ -138,7 +121,12 @@ async def test_database_outage_during_state_reads_dead_letters_nothing(
         return await asyncio.to_thread(
             committed_offset, kafka_bootstrap, f"{group_id}.{topic}", topic) == offset
 
-    try:
+    async with running_group(
+            kafka_bootstrap, store, group_id, {"w": trigger}, {"w": "entities"},
+            process=ProcessSettings(uow_max_delay=0.01), retry_initial=0.05, retry_cap=0.5,
+            settings=replace(QUICK_RETRIES, ack_timeout=ACK_TIMEOUT,
+                             max_attempts=MAX_ATTEMPTS)) as running:
+        manager, state = running.manager, running.states["w"]
         # The watcher is live and reads the database: the first message gets its event.
         produce_keyed(kafka_bootstrap, topic, entities[:1])
         await until(lambda: events_written(1), 60, "the first message's event")
@@ -155,13 +143,8 @@ async def test_database_outage_during_state_reads_dead_letters_nothing(
 
         # Every message resolves (acked, or on the old code dead-lettered and committed past).
         await until(lambda: committed_to(len(entities)), 60, "everything committed")
-        await sink.drain(30)
+        await running.sink.drain(30)
         outcomes = manager.status()[0].counters.outcomes("w")
-    finally:
-        await manager.stop_all()
-        await asyncio.gather(task, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
     dead_letters = dead_letter_reasons(kafka_bootstrap, dlq)
     with store.engine.connect() as conn:

@@ -9,24 +9,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest
-from db_schemas import postgres_schema_url
+from kafka_triggerer import running_group
 from sqlalchemy import select
-from test_kafka_shared_stream import committed, produce
+from test_kafka_shared_stream import produce
 
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -71,37 +64,20 @@ class Keeper(KafkaSharedStreamTrigger):
                 raise RuntimeError(f"planted failure at {where}")
 
 
-@pytest.fixture
-def pg_url(database_url: str) -> Iterator[str]:
-    yield from postgres_schema_url(database_url)
-
-
 async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark(
-    kafka_bootstrap: str, create_topic: Callable[..., str], pg_url: str
+    kafka_bootstrap: str, create_topic: Callable[..., str], postgres_store: StateStore
 ) -> None:
     topic = create_topic("uow", partitions=PARTITIONS)
     produce(kafka_bootstrap, topic, MESSAGES, partitions=PARTITIONS)
-    store = StateStore.from_url(pg_url)
-    store.upgrade()
-    assets = {"all": store.register_asset("all_orders"),
-              "marks": store.register_asset("marked_orders")}
-    before = kafka_runtime()
+    store = postgres_store
     group_id = f"uow-{uuid.uuid4().hex[:8]}"
-    configure_kafka_runtime({"k": {"bootstrap.servers": kafka_bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=200))
-    manager = SharedStreamManager(sink, ManagerSettings(retry_backoff_initial=0.05,
-                                                        retry_backoff_max=0.2))
-    triggers = {name: Keeper(topics=[topic], kafka_config_id="k") for name in assets}
+    triggers = {name: Keeper(topics=[topic], kafka_config_id="k") for name in ("all", "marks")}
     triggers["marks"].keep_every = 3
     triggers["marks"].watermark = True
     triggers["marks"].fail_once_every = 90
-    manager.declare_cohort(triggers["all"].shared_stream_key(), triggers)
-    for name, trigger in triggers.items():
-        asset_name = "all_orders" if name == "all" else "marked_orders"
-        trigger.asset_state_store = WatcherStateAccess(store, name, asset_name, assets[name])
-    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
-    try:
+    async with running_group(kafka_bootstrap, store, group_id, triggers,
+                             {"all": "all_orders", "marks": "marked_orders"},
+                             process=ProcessSettings(uow_batch_size=200)) as running:
         def events() -> list[tuple[str, int, int, int]]:
             e = asset_event.c
             with store.engine.connect() as conn:
@@ -119,19 +95,9 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
             assert asyncio.get_running_loop().time() < deadline, f"{len(found)} events"
             await asyncio.sleep(0.1)
         ends = [len(range(p, MESSAGES, PARTITIONS)) for p in range(PARTITIONS)]
-        offsets: list[int] = []
-        while offsets != ends:
-            assert asyncio.get_running_loop().time() < deadline, f"committed {offsets}"
-            await asyncio.sleep(0.1)
-            offsets[:] = [tp.offset for tp in await asyncio.to_thread(
-                committed, kafka_bootstrap, f"{group_id}.{topic}", topic, PARTITIONS)]
+        await running.until_committed(topic, ends,
+                                      within=deadline - asyncio.get_running_loop().time())
         found[:] = await asyncio.to_thread(events)
-    finally:
-        await sink.drain(30)
-        await manager.stop_all()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
     marks_watcher, all_watcher = triggers["marks"], triggers["all"]
     # The redeliveries happened, and only to the watcher that failed.
@@ -157,5 +123,4 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
     watermarks = store.asset(AssetScope(name="marked_orders"))
     for p in range(PARTITIONS):
         assert watermarks.get(f"last_seen/{p}") == max(o for q, o in marks if q == p)
-    assert sink.healthy and sink.events_written == len(found)
-    store.close()
+    assert running.sink.healthy and running.sink.events_written == len(found)

@@ -14,24 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import pytest
-from db_schemas import postgres_schema_url
+from kafka_triggerer import running_group
 from sqlalchemy import select
 from test_kafka_shared_stream import committed, produce
 
-from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
-from sharedstream.core.streamconfig import ManagerSettings
-from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
-from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 
@@ -54,11 +47,6 @@ class Recorder(KafkaSharedStreamTrigger):
             yield TriggerEvent({"offset": message.offset})
 
 
-@pytest.fixture
-def pg_url(database_url: str) -> Iterator[str]:
-    yield from postgres_schema_url(database_url)
-
-
 async def _until(check: Callable[[], Awaitable[bool]], within: float, what: str) -> None:
     deadline = asyncio.get_running_loop().time() + within
     while not await check():
@@ -68,28 +56,14 @@ async def _until(check: Callable[[], Awaitable[bool]], within: float, what: str)
 
 
 async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
-    kafka_bootstrap: str, create_topic: Callable[..., str], pg_url: str
+    kafka_bootstrap: str, create_topic: Callable[..., str], postgres_store: StateStore
 ) -> None:
     topic = create_topic("uow-poison", partitions=1)
     produce(kafka_bootstrap, topic, MESSAGES)
-    store = StateStore.from_url(pg_url)
-    store.upgrade()
-    assets = {"a": store.register_asset("a_orders"), "b": store.register_asset("b_orders")}
-    before = kafka_runtime()
+    store = postgres_store
     group_id = f"uow-poison-{uuid.uuid4().hex[:8]}"
-    configure_kafka_runtime({"k": {"bootstrap.servers": kafka_bootstrap, "group.id": group_id}},
-                            DatabaseRejectionRecorder(store))
-    sink = DatabaseWorkSink(store, assets, ProcessSettings(uow_batch_size=40),
-                            retry_initial=0.05, retry_cap=0.5)
-    manager = SharedStreamManager(sink, ManagerSettings(retry_backoff_initial=0.05,
-                                                        retry_backoff_max=0.2))
-    triggers = {name: Recorder(topics=[topic], kafka_config_id="k") for name in assets}
+    triggers = {name: Recorder(topics=[topic], kafka_config_id="k") for name in ("a", "b")}
     triggers["a"].poison = POISON
-    manager.declare_cohort(triggers["a"].shared_stream_key(), triggers)
-    for name, trigger in triggers.items():
-        trigger.asset_state_store = WatcherStateAccess(store, name, f"{name}_orders",
-                                                       assets[name])
-    tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
 
     def events() -> list[tuple[str, int, int]]:
         e = asset_event.c
@@ -109,7 +83,11 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
             committed, kafka_bootstrap, f"{group_id}.{topic}", topic)]
         return offsets == [MESSAGES]
 
-    try:
+    async with running_group(kafka_bootstrap, store, group_id, triggers,
+                             {name: f"{name}_orders" for name in triggers},
+                             process=ProcessSettings(uow_batch_size=40),
+                             retry_initial=0.05, retry_cap=0.5) as running:
+        sink = running.sink
         try:
             await _until(all_events, 90, "every event but a's poisoned one")
         except AssertionError as exc:
@@ -120,11 +98,6 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
         await _until(committed_to_end, 60, f"committed offset {MESSAGES} (at {offsets})")
         await sink.drain(30)
         found[:] = await asyncio.to_thread(events)
-    finally:
-        await manager.stop_all()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await sink.aclose()
-        configure_kafka_runtime(before.connections, before.recorder, before.environ)
 
     r = rejected_message.c
     with store.engine.connect() as conn:
@@ -133,7 +106,6 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
     a_state = store.asset(AssetScope(name="a_orders"))
     b_state = store.asset(AssetScope(name="b_orders"))
     a_last, b_last = a_state.get("last/0"), b_state.get("last/0")
-    store.close()
 
     # (d) nothing twice (the unique key would refuse a duplicate; events_written would not count it)
     assert len(found) == len(set(found)) == sink.events_written
