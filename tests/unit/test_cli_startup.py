@@ -1,7 +1,7 @@
 """What the CLI imports before it does anything: ``--help`` lists the commands from
 their static short helps, which must not drift from the commands' own; ``run``'s
 schema check knows the packaged revisions without Alembic, which must not drift from
-the migrations folder."""
+the migrations folder; and it loads only the SQL dialect in use."""
 
 from __future__ import annotations
 
@@ -88,11 +88,15 @@ def test_the_packaged_revisions_are_the_migrations_folders() -> None:
     assert head_revision() == scripts.get_current_head()
 
 
-def test_the_schema_check_of_a_database_at_head_imports_no_alembic(tmp_path: Path) -> None:
+def test_the_schema_check_of_a_database_at_head_imports_only_what_it_uses(
+        tmp_path: Path) -> None:
+    """No Alembic (nothing to migrate), no rich (no table to print), and of SQLAlchemy's
+    dialects only SQLite's."""
     url = f"sqlite:///{tmp_path / 'state.db'}"
     with StateStore.from_url(url) as store:
         store.upgrade()
     config = tmp_path / "sharedstream.toml"
     config.write_text(f'[database]\nurl = "{url}"\n')
-    loaded = {name.split(".")[0] for name in loaded_after(SCHEMA_CHECK, str(config))}
-    assert not loaded & {"alembic", "mako", "pygments"}
+    loaded = loaded_after(SCHEMA_CHECK, str(config))
+    assert not {name.split(".")[0] for name in loaded} & {"alembic", "mako", "pygments", "rich"}
+    assert not loaded & {"sqlalchemy.dialects.postgresql", "sqlalchemy.dialects.mysql"}

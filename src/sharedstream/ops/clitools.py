@@ -26,6 +26,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
+from sharedstream.ops.exitcodes import EXIT_FAILURE as EXIT_FAILURE
+from sharedstream.ops.exitcodes import EXIT_USAGE as EXIT_USAGE
 from sharedstream.statestore.engine import DatabaseURLError, describe_error
 from sharedstream.statestore.migrate import SchemaRevisionError, head_revision
 from sharedstream.statestore.store import StateStore
@@ -35,8 +37,6 @@ from sharedstream.triggerer.extras import missing_module
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 DEFAULT_KAFKA_CONNECTION = "kafka_default"
 
 # Piped or redirected output is read by scripts and wide logs: no 80-column wrapping there.

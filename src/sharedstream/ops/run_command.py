@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sharedstream.ops.clitools import EXIT_FAILURE, EXIT_USAGE
+from sharedstream.ops.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -1,4 +1,8 @@
-"""Column types that behave the same on SQLite, PostgreSQL and MySQL/MariaDB."""
+"""Column types that behave the same on SQLite, PostgreSQL and MySQL/MariaDB.
+
+Their MySQL types are picked when a MySQL engine first uses them: the MySQL dialect is
+imported then, not by every process at start-up.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,29 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import DateTime, Dialect, Text
-from sqlalchemy.dialects import mysql
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-# JSON values are stored as text we encode ourselves (stable across dialects); MySQL's TEXT
-# stops at 64 KiB, below a value at the limit plus multi-byte characters, hence MEDIUMTEXT.
-JsonText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+
+def _is_mysql(dialect: Dialect) -> bool:
+    return dialect.name in ("mysql", "mariadb")
+
+
+class JsonText(TypeDecorator[str]):
+    """JSON values, stored as text we encode ourselves (stable across dialects): TEXT, and
+    MEDIUMTEXT on MySQL, whose TEXT stops at 64 KiB, below a value at the limit plus
+    multi-byte characters."""
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        # The types themselves, not their dialect's adaptations: DDL renders these (and
+        # PostgreSQL's psycopg adapts Text to a String that renders as VARCHAR).
+        if _is_mysql(dialect):
+            from sqlalchemy.dialects import mysql
+
+            return mysql.MEDIUMTEXT()
+        return self.impl_instance
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -26,7 +47,9 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
+        if _is_mysql(dialect):
+            from sqlalchemy.dialects import mysql
+
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 
