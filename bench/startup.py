@@ -1,11 +1,24 @@
 """Issue 27's start-up probe: where the time from process start to the first delivery goes.
 
-Each run starts a fresh process (``python -m bench.startup --child``) with one watcher
-keeping nothing of a small topic (``bench.issue27``'s child), and reads its phases from
-its own marks and log lines, in seconds after ``Popen``: interpreter up, imports done,
-the consumer group subscribed (``open_stream``), partitions assigned (group join), the
-first message at the watcher. Plain confluent-kafka's join and its first record after
-assignment are timed beside it, in this process.
+Each run starts two fresh processes on a small topic and reads their phases from their
+marks and log lines, in seconds after ``Popen``:
+
+* ``sharedstream``, the bare child (``python -m bench.startup --child``): one watcher
+  keeping nothing (``bench.issue27``'s child), no database. Interpreter up, imports
+  done, the consumer group subscribed (``open_stream``), partitions assigned (group
+  join), the first message at the watcher.
+* ``cli``, what users run: ``sharedstream run watchers.py --config sharedstream.toml``
+  with one watcher keeping every message (``bench.process_runs``), a SQLite state store
+  already at the schema head (a restart, the common case: a first start also creates
+  the schema), health server on, sharedstream's own fetch defaults (``--config`` is
+  the bare child's). The consumer group subscribed and assigned (its log
+  lines), and the first event persisted (the smallest ``asset_event.created_at``, the
+  time the writing transaction stamped it); and the CPU seconds it had used when its
+  assignment was logged (read from Linux's /proc: steadier than wall time on a loaded
+  machine).
+
+Plain confluent-kafka's join and its first record after assignment are timed beside
+them, in this process. Prints one JSON line per run, then the medians.
 
     PYTHONPATH=src python -m bench.startup --bootstrap HOST:PORT [--runs 3] [--config JSON]
 """
@@ -16,10 +29,17 @@ import argparse
 import json
 import logging
 import os
+import shutil
+import sqlite3
+import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import uuid
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 MESSAGES = 3_000
@@ -51,6 +71,74 @@ def phases(stderr: str, started: float) -> dict[str, float]:
     return {name: round(found[name], 3) for name in order}
 
 
+def logged_at(line: str) -> float | None:
+    """The epoch time of a ``sharedstream run`` text log line (its local ``asctime``)."""
+    try:
+        return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None  # a continuation line
+
+
+def cli_run(bootstrap: str, topic: str, workdir: Path, schema: Path) -> dict[str, float]:
+    """One ``sharedstream run`` from ``Popen`` to its first persisted event, on a copy of
+    the SQLite database ``schema``; stopped by SIGTERM once that event is there."""
+    from bench.process_runs import COMMAND
+
+    import sharedstream
+
+    database = workdir / f"state-{uuid.uuid4().hex[:8]}.db"
+    shutil.copyfile(schema, database)
+    config = workdir / "sharedstream.toml"
+    config.write_text("\n".join([
+        "[database]", f'url = "sqlite:///{database}"', "[triggerer]", "health_port = 0",
+        "[connections.bench]", f'"bootstrap.servers" = "{bootstrap}"',
+        f'"group.id" = "startup-{uuid.uuid4().hex[:8]}"']) + "\n")
+    src = str(Path(sharedstream.__file__).resolve().parents[1])  # the code measured here
+    env = {**os.environ, "BENCH_TOPIC": topic,
+           "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    lines: list[str] = []
+    cpu: list[float] = []
+
+    def read(stream: Any, pid: int) -> None:
+        for line in stream:
+            lines.append(line)
+            if not cpu and ": assigned " in line:
+                cpu.append(cpu_seconds(pid))
+
+    started = time.time()
+    process = subprocess.Popen([*COMMAND, "run", str(workdir / "watchers.py"), "--config",
+                                str(config), "--log-level", "INFO"], cwd=workdir, env=env,
+                               stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    reader = threading.Thread(target=read, args=(process.stderr, process.pid), daemon=True)
+    reader.start()
+    first: str | None = None
+    with sqlite3.connect(database) as db:
+        while first is None:
+            assert process.poll() is None, "the triggerer exited:\n" + "".join(lines)
+            time.sleep(0.02)  # polling only finds the row; its stamp is the figure
+            first = db.execute("SELECT MIN(created_at) FROM asset_event").fetchone()[0]
+    process.terminate()
+    assert process.wait(60) == 0, "".join(lines)
+    reader.join()
+    found = {"persisted": datetime.fromisoformat(first).replace(tzinfo=UTC).timestamp()}
+    for line in lines:
+        at = logged_at(line)
+        if at is not None and ": consumer group " in line:
+            found.setdefault("subscribed", at)
+        elif at is not None and ": assigned " in line:
+            found.setdefault("assigned", at)
+    return {**{name: round(found[name] - started, 3)
+               for name in ("subscribed", "assigned", "persisted")},
+            "cpu_to_assigned": round(cpu[0], 2)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used so far (Linux's /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def plain(bootstrap: str, topic: str) -> dict[str, float]:
     from confluent_kafka import Consumer
 
@@ -78,16 +166,33 @@ def main() -> None:
         child(args.bootstrap, args.child, json.loads(args.config))
         return
     from bench import kafka_throughput as kt
+    from bench.__main__ import compile_measured
     from bench.decode_once import value
+    from bench.process_runs import WATCHERS
 
+    from sharedstream.statestore import StateStore
+
+    compile_measured()  # both children load bytecode, as an installed package does
     topic = kt.fill(args.bootstrap, MESSAGES, value)  # JSON orders: the child parses them
-    for _ in range(args.runs):
-        started = time.time()
-        out = subprocess.run([sys.executable, "-m", "bench.startup", "--bootstrap",
-                              args.bootstrap, "--config", args.config, "--child", topic],
-                             check=True, capture_output=True, text=True, env=os.environ)
-        print(json.dumps({"sharedstream": phases(out.stderr, started),
-                          "plain": plain(args.bootstrap, topic)}), flush=True)
+    runs: list[dict[str, dict[str, float]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        (workdir / "watchers.py").write_text(WATCHERS)
+        schema = workdir / "schema.db"
+        with StateStore.from_url(f"sqlite:///{schema}") as store:
+            store.upgrade()
+        for _ in range(args.runs):
+            started = time.time()
+            out = subprocess.run([sys.executable, "-m", "bench.startup", "--bootstrap",
+                                  args.bootstrap, "--config", args.config, "--child", topic],
+                                 check=True, capture_output=True, text=True, env=os.environ)
+            runs.append({"sharedstream": phases(out.stderr, started),
+                         "cli": cli_run(args.bootstrap, topic, workdir, schema),
+                         "plain": plain(args.bootstrap, topic)})
+            print(json.dumps(runs[-1]), flush=True)
+    print(json.dumps({"median": {
+        side: {name: round(statistics.median(run[side][name] for run in runs), 3)
+               for name in runs[0][side]} for side in runs[0]}}))
 
 
 if __name__ == "__main__":
