@@ -106,6 +106,7 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
     deadline = time.monotonic() + timeout
     wait = 0.1  # short requests at first, so a refusal is seen within a fraction of a second
     asked_again = False
+    missing: list[str] | None = None  # what the last answer lacked; None: none came
     while True:
         try:
             existing = admin.list_topics(timeout=max(min(wait, deadline - time.monotonic()),
@@ -132,6 +133,10 @@ def missing_topics(connection_id: str, config: Mapping[str, Any], topics: Iterab
             if refused is not None:
                 raise refused from None
         if time.monotonic() >= deadline:
+            if missing is not None:
+                # The cluster answered: a request asking again near the deadline (given
+                # what was left of it) timing out does not make it unreachable.
+                return missing
             reason = failure.args[0].str() if failure.args else str(failure)
             last = next((e.str() for e in reversed(errors)
                          if e.code() != KafkaError._ALL_BROKERS_DOWN), None)
