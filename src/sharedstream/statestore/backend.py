@@ -34,19 +34,6 @@ class StateEntry:
     payload_ref: str | None = None
 
 
-@dataclass(frozen=True)
-class AfterCommit:
-    """One of :meth:`StateBackend.apply_staged`'s actions for after the caller's
-    transaction: calling it runs ``committed`` once that committed; ``rolled_back`` runs
-    instead when it did not (the unit discarded, or applied again in a new transaction)."""
-
-    committed: Callable[[], None]
-    rolled_back: Callable[[], None] | None = None
-
-    def __call__(self) -> None:
-        self.committed()
-
-
 class StateBackend(ABC):
     """Storage of both state stores.
 
@@ -112,8 +99,7 @@ class StateBackend(ABC):
         ``connection``: a backend that does not live in the caller's database cannot join
         its transaction, so state and the caller's rows may then diverge if one side fails.
         The database backend overrides this to write inside ``connection``. Returns
-        actions to run once the caller's transaction has committed; an
-        :class:`AfterCommit` among them also says what to undo if it did not.
+        actions to run once the caller's transaction has committed.
         """
         del connection
         for group in staged.cleared_task_groups:

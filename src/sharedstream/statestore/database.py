@@ -87,15 +87,9 @@ class DatabaseBackend(UnitWriter, StateBackend):
     def task_set(
         self, scope: TaskScope, key: str, value: Any, text: str, expires_at: datetime | None
     ) -> None:
-        rows, written = self._task_rows(scope, [(key, text, expires_at)])
-        try:
-            with self.engine.begin() as connection:
-                superseded = self.superseded_refs(connection, scope, [key])
-                self._upsert_task_rows(connection, rows)
-        except BaseException:
-            self.discard_payloads(written)
-            raise
-        self.delete_payloads(superseded)
+        with self.engine.begin() as connection:
+            written = self.write_task_rows(connection, scope, [(key, text, expires_at)])
+        self.release_old_slots(written)
 
     def task_delete(self, scope: TaskScope, key: str) -> bool:
         with self.engine.begin() as connection:

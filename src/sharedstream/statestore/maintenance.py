@@ -153,9 +153,11 @@ class OrphanReport:
 
 
 def orphans(backend: DatabaseBackend, delete_them: bool, min_age: timedelta) -> OrphanReport:
-    """Payload objects no row references. Objects younger than ``min_age`` are skipped:
-    a ``set`` writes its object before its row, so a fresh object may be about to be
-    referenced."""
+    """Payload objects no row references (both slots of a key end in ``.json``).
+    Objects younger than ``min_age`` are skipped: a ``set`` writes its object under its
+    row's lock and points the row at it in the same transaction, so until that commits
+    the object is unreferenced; ``min_age`` must exceed how long such a transaction
+    lasts (a set waiting for its lock has written nothing yet)."""
     if backend.payload is None:
         raise ValueError("no [workers] state_backend is configured: there are no payloads")
     newest = utcnow() - min_age

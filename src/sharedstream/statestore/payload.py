@@ -1,23 +1,30 @@
 """Payload backends (``[workers] state_backend``): task values outside the database.
 
-The database row keeps only a reference. Every write stores its value under a reference of
-its own, the key's stem (:meth:`PayloadBackend.reference`, a pure function of scope and
-key) plus a per-write suffix, and the row is pointed at it in the writing transaction: a
-live object is never overwritten in place, so a write that does not commit cannot change
-what the key reads. Rows written by versions before per-write references point at the
-plain stem; they keep reading, and their object goes when the key is next set or deleted.
+The database row keeps only a reference. Each key has two deterministic references, its
+slots (:meth:`PayloadBackend.slots`, a pure function of scope and key; slot 0 is the name
+rows of older versions hold). A set writes the slot its row does not reference and points
+the row at it in the same transaction, so a live object is never overwritten in place: a
+write that does not commit cannot change what the key reads.
 
 Write order and failure windows (the filesystem has no transaction with the database):
-- set writes the new object, then the row; the superseded object is removed only after
-  the commit. A failed or rolled-back write removes the objects it wrote (best effort,
-  and only those no row references, in case a commit reported as failed did land).
-- delete removes the row first, then the object, after the commit.
-- A crash between the object write and the commit, or between the commit and the removal,
-  leaves an object no row references: an orphan, never a wrong read, listed and removed
-  by ``state-store orphans``. So do two concurrent sets of one key (each removes the object
-  it read as current; the one the other committed in between is left over).
-- A reader that read a row just before a writer superseded its object finds the object
-  gone and reads the row again (:meth:`~sharedstream.statestore.staterows.StateRows.payload_text`).
+- set takes the row's lock first (its first statement is an upsert of the row), then writes
+  the other slot, then points the row at it, then commits. Writers of one key serialise on
+  that lock, so no slot is written by two transactions at once. After the commit the old
+  slot is removed under the row's lock again, best effort: a failure is logged, not raised.
+- A set that fails inside its transaction removes the slot it wrote (the lock still held);
+  a rollback after that (a unit the caller rolls back) leaves the row on its untouched old
+  slot and the written one as an orphan no row references, which the next write of the key
+  overwrites; ``state-store orphans`` lists it.
+- delete removes the row first, then both slots, after the commit, keeping a slot a row
+  references again by then. Window: a set of the same key that has written its object but
+  not committed when that check runs loses it (its reads fail until the key is set again).
+- Only the commit separates a set's object from its row: ``state-store orphans --delete``
+  run at that moment removes it unless the object is younger than ``--min-age``. A crash
+  in between, or between a commit and its clean-up, leaves an orphan, never a wrong read.
+- A reader that read a row just before a writer removed its old slot finds the object gone
+  and reads the row again (:meth:`~sharedstream.statestore.staterows.StateRows.payload_text`).
+  A reader held up past a whole write and into the next one's object write would read that
+  uncommitted object: the one window where a read can see a value before its commit.
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ import hashlib
 import json
 import os
 import tempfile
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,11 +61,12 @@ class PayloadBackend(ABC):
 
     @abstractmethod
     def reference(self, scope: TaskScope, key: str) -> str:
-        """The deterministic stem of ``scope`` + ``key`` (what rows of older versions hold)."""
+        """The deterministic reference of ``scope`` + ``key``: its slot 0."""
 
-    def fresh_reference(self, scope: TaskScope, key: str) -> str:
-        """A reference no write has used: the stem plus a random per-write suffix."""
-        return f"{self.reference(scope, key)}.{uuid.uuid4().hex}"
+    def slots(self, scope: TaskScope, key: str) -> tuple[str, str]:
+        """The key's two references; a set writes the one its row does not hold."""
+        first = self.reference(scope, key)
+        return first, f"{first}.1"
 
     @abstractmethod
     def write(self, ref: str, text: str) -> None:
@@ -90,9 +97,10 @@ class FilesystemPayloadBackend(PayloadBackend):
         digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()
         return f"{digest[:2]}/{digest}.json"
 
-    def fresh_reference(self, scope: TaskScope, key: str) -> str:
-        # The suffix goes before ".json", so list_objects still finds every object.
-        return f"{self.reference(scope, key)[:-len('.json')]}.{uuid.uuid4().hex}.json"
+    def slots(self, scope: TaskScope, key: str) -> tuple[str, str]:
+        # Slot 1 keeps the ".json" ending, so list_objects (state-store orphans) finds it.
+        first = self.reference(scope, key)
+        return first, f"{first[:-len('.json')]}.1.json"
 
     def _path(self, ref: str) -> Path:
         path = (self.root / ref).resolve()

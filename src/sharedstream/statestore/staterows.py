@@ -6,11 +6,12 @@ unit of work: one upsert per table and batch, never a read-then-write.
 An asset row starts at version 1 and every upsert bumps it, which is what the guarded
 swaps of ``compareswap.py`` compare against.
 
-Failure windows (task payloads, see ``sharedstream.statestore.payload``): each write's
-object is new and written before its row, so a crash in between leaves an orphan object,
-never a row without one, and a write that does not commit changes no object a row
-references; a superseded or deleted row's object is removed only after the transaction
-committed (:meth:`StateRows.delete_payloads`), so a rollback never loses an object.
+Failure windows (task payloads, see ``sharedstream.statestore.payload``): a set locks its
+row first, then writes the slot the row does not reference, then points the row at it, so
+a write that does not commit changes no object a row references and a crash before the
+commit leaves an orphan, never a row without its object; the old slot of a set, and both
+slots of a deleted row, are removed only after the transaction committed
+(:meth:`StateRows.release_old_slots`, :meth:`StateRows.delete_payloads`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, select
+from sqlalchemy import ColumnElement, and_, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from sharedstream.statestore.models import asset, asset_state_store, task_state_store
@@ -29,6 +30,10 @@ from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.sql import insert_if_absent, upsert
 
 log = logging.getLogger(__name__)
+
+TASK_ROW_KEY = ("dag_id", "run_id", "task_id", "map_index", "key")
+# A payload write: the scope, the key and the slot its row now references.
+SlotWrite = tuple[TaskScope, str, str]
 
 
 def task_scope_filter(scope: TaskScope, all_map_indices: bool = False) -> ColumnElement[bool]:
@@ -73,80 +78,134 @@ class StateRows:
                                        .with_for_update(read=True)).scalar_one()
         return found
 
-    def _task_rows(
-        self, scope: TaskScope, writes: Sequence[tuple[str, str, datetime | None]]
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        """Rows for ``writes`` of (key, text, expires_at), and the payload objects written
-        for them, each under a fresh reference before the rows commit.
+    def write_task_rows(
+        self, connection: Connection, scope: TaskScope,
+        writes: Sequence[tuple[str, str, datetime | None]],
+    ) -> list[SlotWrite]:
+        """Upsert rows for ``writes`` of (key, text, expires_at); with a payload backend,
+        return the slots written, whose old slots the caller removes after its commit
+        (:meth:`release_old_slots`).
 
-        The caller removes the objects the rows supersede after its commit
-        (:meth:`superseded_refs`, then :meth:`delete_payloads`) and the written ones if
-        it does not commit (:meth:`discard_payloads`)."""
+        The rows' locks come first, by an upsert, which locks a missing row too without
+        the gap lock a locking read of it takes on MariaDB (two such readers inserting
+        deadlock); a new row holds slot 1 until the write below, so a new key's first
+        value goes to slot 0. The read after it locks as well, so MariaDB's snapshot
+        cannot show an older reference. A failure before the commit removes the objects
+        written, while the locks are still held (no writer of these keys is between its
+        lock and its commit)."""
         now = self.clock()
-        rows = []
-        written: list[str] = []
-        for key, text, expires_at in writes:
-            ref = None
-            if self.payload is not None:
-                ref = self.payload.fresh_reference(scope, key)
-                try:
-                    self.payload.write(ref, text)
-                except BaseException:
-                    for made in written:  # no row references them yet
-                        self.payload.delete(made)
-                    raise
-                written.append(ref)
-            rows.append({
-                "dag_id": scope.dag_id, "run_id": scope.run_id, "task_id": scope.task_id,
-                "map_index": scope.map_index, "key": key,
-                "value": None if ref else text, "payload_ref": ref,
-                "updated_at": now, "expires_at": expires_at,
-            })
-        return rows, written
 
-    def superseded_refs(
-        self, connection: Connection, scope: TaskScope, keys: Sequence[str]
-    ) -> list[str]:
-        """The payload refs the rows of ``keys`` hold before this transaction overwrites
-        them (read in it, before the upsert), whose objects go after the commit."""
-        if self.payload is None or not keys:
+        def row(key: str, text: str | None, ref: str | None,
+                expires_at: datetime | None) -> dict[str, Any]:
+            return {"dag_id": scope.dag_id, "run_id": scope.run_id, "task_id": scope.task_id,
+                    "map_index": scope.map_index, "key": key, "value": text,
+                    "payload_ref": ref, "updated_at": now, "expires_at": expires_at}
+
+        if self.payload is None:
+            self._upsert_task_rows(connection, [row(k, text, None, e) for k, text, e in writes])
             return []
+        payload = self.payload
+        writes = sorted(writes, key=lambda write: write[0])  # one lock order for all writers
+        slots = {key: payload.slots(scope, key) for key, _, _ in writes}
+        upsert(connection, task_state_store,
+               [row(key, None, slots[key][1], e) for key, _, e in writes],
+               conflict=TASK_ROW_KEY, update=("updated_at",))
         t = task_state_store.c
-        return [r for r in connection.execute(
-            select(t.payload_ref).where(task_scope_filter(scope), t.key.in_(keys),
-                                        t.payload_ref.is_not(None))
-        ).scalars() if r is not None]
+        held: dict[str, str | None] = {key: ref for key, ref in connection.execute(
+            select(t.key, t.payload_ref).where(task_scope_filter(scope), t.key.in_(list(slots)))
+            .with_for_update())}
+        written: list[SlotWrite] = []
+        rows = []
+        try:
+            for key, text, expires_at in writes:
+                first, second = slots[key]
+                ref = second if held.get(key) == first else first
+                payload.write(ref, text)
+                written.append((scope, key, ref))
+                rows.append(row(key, None, ref, expires_at))
+            self._upsert_task_rows(connection, rows)
+        except BaseException:
+            self.drop_written(written)
+            raise
+        return written
 
     @staticmethod
     def _upsert_task_rows(connection: Connection, rows: list[dict[str, Any]]) -> None:
-        upsert(connection, task_state_store, rows,
-               conflict=("dag_id", "run_id", "task_id", "map_index", "key"),
+        upsert(connection, task_state_store, rows, conflict=TASK_ROW_KEY,
                update=("value", "payload_ref", "updated_at", "expires_at"))
+
+    def drop_written(self, written: Sequence[SlotWrite]) -> None:
+        """Remove the slots a write made in a transaction that fails, before its rollback
+        (the rows' locks still held, so no other writer of those keys is writing them).
+
+        Best effort: the write's own error is the one to raise; an object left over is
+        an orphan no row references, overwritten by the key's next write. Window: when the
+        failure is a lost connection, the server has already released the locks."""
+        if self.payload is None:
+            return
+        try:
+            for _, _, ref in written:
+                self.payload.delete(ref)
+        except Exception as exc:  # the write's own error is the one to raise
+            log.warning("left payload objects of a failed write as orphans (%s); "
+                        "state-store orphans --delete removes them", type(exc).__name__)
+
+    def release_old_slots(self, written: Sequence[SlotWrite]) -> None:
+        """After the commit of ``written``: remove each key's other slot, its old value.
+
+        Under the row's lock again (a locking read; on SQLite a no-op UPDATE, which takes
+        the one write lock), so no set of the key is between its lock and its commit,
+        writing that slot; a row that moved on since, or is gone, is left to whoever
+        moved it. Best effort: the value has committed, so a failure is logged, never
+        raised, and leaves an orphan."""
+        if self.payload is None or not written:
+            return
+        t = task_state_store.c
+        by_scope: dict[TaskScope, dict[str, str]] = {}
+        for scope, key, ref in written:
+            by_scope.setdefault(scope, {})[key] = ref
+        try:
+            with self.engine.begin() as connection:
+                for scope, refs in by_scope.items():
+                    where = and_(task_scope_filter(scope), t.key.in_(sorted(refs)))
+                    rows = select(t.key, t.payload_ref).where(where)
+                    if connection.dialect.name == "sqlite":  # no row locks: the write lock
+                        connection.execute(update(task_state_store).where(where)
+                                           .values(updated_at=t.updated_at))
+                    else:
+                        rows = rows.with_for_update()
+                    for key, held in connection.execute(rows):
+                        if held == refs[key]:
+                            first, second = self.payload.slots(scope, key)
+                            self.payload.delete(second if held == first else first)
+        except Exception as exc:  # the write committed: never turn it into an error
+            log.warning("left old payload objects of a committed write as orphans (%s); "
+                        "state-store orphans --delete removes them", type(exc).__name__)
 
     def delete_task_rows(
         self, connection: Connection, condition: ColumnElement[bool]
     ) -> tuple[int, list[str]]:
-        """Delete rows matching ``condition``; return the count and their payload refs,
-        whose objects the caller removes only after the transaction commits."""
+        """Delete rows matching ``condition``; return the count and both slots of each
+        payload row, whose objects the caller removes only after the transaction commits."""
         t = task_state_store.c
         refs: list[str] = []
         if self.payload is not None:
-            refs = [r for r in connection.execute(
-                select(t.payload_ref).where(condition, t.payload_ref.is_not(None))
-            ).scalars() if r is not None]
+            for r in connection.execute(
+                select(t.dag_id, t.run_id, t.task_id, t.map_index, t.key)
+                .where(condition, t.payload_ref.is_not(None))
+            ):
+                refs += self.payload.slots(TaskScope(r.dag_id, r.run_id, r.task_id,
+                                                     r.map_index), r.key)
         deleted = connection.execute(delete(task_state_store).where(condition)).rowcount
         return deleted, refs
 
     def delete_payloads(self, refs: Sequence[str]) -> None:
-        """Remove the objects of deleted or superseded rows, after their transaction
-        committed, or of a write that did not commit (:meth:`discard_payloads`).
+        """Remove the objects of deleted rows (or orphans), after their transaction
+        committed; a ref a row references again by now (the key set since) is kept.
 
-        A ref that a row references is kept: a write's reference is never used again, so
-        that is a commit reported as failed that did land, or a row of an older version
-        (plain per-key references) set again since. The remaining window is such an older
-        version's ``set`` of the same key that has rewritten its object but not yet
-        committed its row: the object can be removed under it.
-        """
+        The remaining window is a set of such a key that has written its object but not
+        committed its row: the object can be removed under it, and a read of that key
+        fails until it is set again."""
         if self.payload is None or not refs:
             return
         t = task_state_store.c
@@ -157,27 +216,12 @@ class StateRows:
         for ref in set(refs) - live:
             self.payload.delete(ref)
 
-    def discard_payloads(self, refs: Sequence[str]) -> None:
-        """Remove the objects a write made for a transaction that did not commit.
-
-        Best effort: when that fails too (the database unreachable for the check), the
-        objects stay as orphans no row references, which ``state-store orphans`` lists;
-        the write's own error is what the caller raises. Window: a commit reported as
-        failed whose transaction still lands after the check loses its new objects (a
-        read of those keys fails until they are set again)."""
-        try:
-            self.delete_payloads(refs)
-        except Exception as exc:  # the write's own error is the one to raise
-            log.warning("left %d payload objects of a failed write as orphans (%s); "
-                        "state-store orphans --delete removes them", len(refs),
-                        type(exc).__name__)
-
     def payload_text(self, scope: TaskScope, key: str, ref: str) -> str | None:
         """The text under ``ref``, which the row of ``scope`` + ``key`` held when read;
         None when that row is gone, its inline value when it holds one now.
 
-        A writer removes a superseded object right after its commit, so a reader that read
-        the row before can find the object gone: it reads the row again and follows its
+        A writer removes the old slot right after its commit, so a reader that read the
+        row before can find the object gone: it reads the row again and follows its
         reference while it moves. A missing object the row still references is an error.
         """
         assert self.payload is not None

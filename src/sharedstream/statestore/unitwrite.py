@@ -10,12 +10,12 @@ Invariants: nothing done after commit (removing deleted payload objects, remembe
 watermarks) runs before the caller's transaction committed: the returned callables.
 
 Failure windows: a rollback leaves no row and loses no payload object of a deleted key.
-Payload objects of set keys are written under fresh references before the rows, outside
-the transaction, so a rollback changes no object a row references; the unit's
-:class:`AfterCommit` removes them once the unit is discarded (or applied again), and an
-apply that fails midway removes them at once. A crash before either, or after the commit
-and before the callables ran, leaves orphan objects (``state-store orphans``) and nothing
-remembered, which costs the next unit a count and a locked read. An asset deleted while its
+Payload objects of set keys are written, under their rows' locks, to the slot each row
+does not reference, so a rollback changes no object a row references and has nothing to
+undo: a written slot is an orphan the key's next write overwrites. An apply that fails
+midway removes the objects it wrote at once, its locks still held. A crash after the
+commit and before the callables ran leaves orphan objects (``state-store orphans``) and
+nothing remembered, which costs the next unit a count and a locked read. An asset deleted while its
 id is remembered fails the unit on the foreign key, turned back into the lookup error a
 fresh check raises (:meth:`UnitWriter._forget_missing`).
 """
@@ -28,12 +28,13 @@ from sqlalchemy import and_, delete, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from sharedstream.statestore.backend import AfterCommit
 from sharedstream.statestore.compareswap import CompareSwap, Watermark
 from sharedstream.statestore.models import asset, asset_state_store, task_state_store
 from sharedstream.statestore.scopes import AssetScope, TaskScope
 from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
-from sharedstream.statestore.staterows import task_scope_filter
+from sharedstream.statestore.staterows import SlotWrite, task_scope_filter
+
+AfterCommit = Callable[[], None]
 
 # Asset ids remembered as existing: past the bound the backend forgets them all and
 # checks again, which costs one query.
@@ -45,17 +46,16 @@ class UnitWriter(CompareSwap):
 
     _live_asset_ids: set[int]
 
-    def apply_staged(self, connection: Connection,
-                     staged: StagedWrites) -> list[Callable[[], None]]:
+    def apply_staged(self, connection: Connection, staged: StagedWrites) -> list[AfterCommit]:
         """Write ``staged`` inside the caller's transaction with few statements: per scope
         one clear, one multi-key delete, one multi-row upsert; advances are re-checked
         under a row lock, or guarded by the row remembered from the last commit (see
-        :meth:`_apply_advances`). Payload objects of deleted and overwritten task keys
-        are removed, and the rows left by this unit's advances remembered, only after the
-        caller commits (the returned callables), so a rollback never loses a payload nor
-        leaves a row remembered that was never committed; the objects written for set
-        keys are removed if it does not commit."""
-        written: list[str] = []
+        :meth:`_apply_advances`). Payload objects of deleted keys and the old slots of set
+        ones are removed, and the rows left by this unit's advances remembered, only after
+        the caller commits (the returned callables), so a rollback never loses a payload
+        nor leaves a row remembered that was never committed. Nothing here opens another
+        connection while the caller's transaction is open (in-memory SQLite has one)."""
+        written: list[SlotWrite] = []
         try:
             refs = self._apply_tasks(connection, staged, written)
             asset_ids = self._asset_ids(connection, list(staged.assets))
@@ -68,20 +68,19 @@ class UnitWriter(CompareSwap):
                                       "only name= creates an asset") from exc
                 raise
         except BaseException:
-            # Nothing is returned, so no AfterCommit will remove this apply's objects.
-            self.discard_payloads(written)
+            self.drop_written(written)  # the caller has not rolled back: locks still held
             raise
-        after: list[Callable[[], None]] = (
-            [AfterCommit(lambda: self._remember(marks))] if marks else [])
-        if refs or written:
-            after.append(AfterCommit(lambda: self.delete_payloads(refs),
-                                     lambda: self.discard_payloads(written)))
+        after: list[AfterCommit] = [lambda: self._remember(marks)] if marks else []
+        if written:
+            after.append(lambda: self.release_old_slots(written))
+        if refs:
+            after.append(lambda: self.delete_payloads(refs))
         return after
 
     def _apply_tasks(self, connection: Connection, staged: StagedWrites,
-                     written: list[str]) -> list[str]:
-        """The task part of :meth:`apply_staged`: the payload refs to remove after the
-        commit; ``written`` gets those of the objects written for set keys."""
+                     written: list[SlotWrite]) -> list[str]:
+        """The task part of :meth:`apply_staged`: the payload refs of deleted rows to
+        remove after the commit; ``written`` gets the slots written for set keys."""
         refs: list[str] = []
         for group in sorted(staged.cleared_task_groups):
             refs += self.delete_task_rows(
@@ -159,7 +158,8 @@ class UnitWriter(CompareSwap):
         return resolved
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
-                    ops: dict[str, StagedSet | StagedDelete], written: list[str]) -> list[str]:
+                    ops: dict[str, StagedSet | StagedDelete],
+                    written: list[SlotWrite]) -> list[str]:
         t = task_state_store.c
         refs: list[str] = []
         if cleared:
@@ -170,8 +170,6 @@ class UnitWriter(CompareSwap):
                 connection, and_(task_scope_filter(scope), t.key.in_(deleted)))[1]
         writes = [(k, op.text, op.expires_at) for k, op in ops.items()
                   if isinstance(op, StagedSet)]
-        rows, made = self._task_rows(scope, writes)
-        written += made
-        refs += self.superseded_refs(connection, scope, [k for k, _, _ in writes])
-        self._upsert_task_rows(connection, rows)
+        if writes:
+            written += self.write_task_rows(connection, scope, writes)
         return refs

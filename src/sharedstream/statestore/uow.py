@@ -16,9 +16,10 @@ or, inside a transaction the caller owns::
     uow.committed()        # after the commit returned (uow.discard() after a rollback)
 
 Failure windows: ``apply`` writes into the caller's transaction; until that commits,
-nothing is visible to other connections, and a rollback leaves nothing behind (the payload
-objects an applied unit wrote are removed by ``discard()``, best effort: one left over is
-an orphan no read sees, see ``sharedstream.statestore.payload``). A staged
+nothing is visible to other connections, and a rollback leaves nothing behind but the
+payload objects of set keys, which no row references (orphans the key's next write
+overwrites, see ``sharedstream.statestore.payload``); so applying a unit again, when a
+writer retries its transaction, has nothing of the first attempt to undo. A staged
 ``advance`` is re-checked under a row lock at apply time and dropped if another writer
 has moved the key further meanwhile: the commit succeeds, the key keeps the larger value.
 """
@@ -31,7 +32,6 @@ from types import TracebackType
 
 from sqlalchemy.engine import Connection
 
-from sharedstream.statestore.backend import AfterCommit
 from sharedstream.statestore.handle import StoreHandle
 from sharedstream.statestore.staging import StagedWrites
 
@@ -63,13 +63,8 @@ class UnitOfWork:
             self._steps.append(step)
 
     def apply(self, connection: Connection) -> None:
-        """Write everything staged into ``connection``'s open transaction (no commit).
-
-        Applied again without ``committed()`` in between (a writer retrying its
-        transaction), the earlier attempt is taken as not committed and undone first."""
+        """Write everything staged into ``connection``'s open transaction (no commit)."""
         with self.lock:
-            _undo(self._after_commit)
-            self._after_commit = []
             self._after_commit = self._store.backend.apply_staged(connection, self.staged)
             for step in self._steps:
                 step(connection)
@@ -83,12 +78,9 @@ class UnitOfWork:
             action()
 
     def discard(self) -> None:
-        """Drop everything staged (after a rollback, or to abandon the unit), undoing
-        what an applied, uncommitted unit wrote outside the database (payload objects)."""
+        """Drop everything staged (after a rollback, or to abandon the unit)."""
         with self.lock:
-            actions = self._after_commit
             self._reset()
-        _undo(actions)
 
     def _reset(self) -> None:
         self.staged = StagedWrites()
@@ -121,10 +113,3 @@ class UnitOfWork:
             self.commit()
         else:
             self.discard()
-
-
-def _undo(actions: list[Callable[[], None]]) -> None:
-    """The rollback half of the actions an apply returned (see :class:`AfterCommit`)."""
-    for action in actions:
-        if isinstance(action, AfterCommit) and action.rolled_back is not None:
-            action.rolled_back()

@@ -1,6 +1,6 @@
 """Payload backend: a write that does not commit changes nothing a read sees, and leaves
-no object behind; a committed overwrite leaves no superseded object (real filesystem
-payload backend, on SQLite, PostgreSQL and MariaDB)."""
+at most the slot it wrote, an orphan no row references; a committed overwrite leaves no
+old object (real filesystem payload backend, on SQLite, PostgreSQL and MariaDB)."""
 
 from __future__ import annotations
 
@@ -73,10 +73,13 @@ def _apply_then_roll_back(store: StateStore, writes: dict[str, str]) -> None:
     uow.discard()
 
 
-def test_rolled_back_unit_keeps_old_values_and_leaves_no_object(
+def test_rolled_back_unit_keeps_old_values_and_leaves_only_orphans(
     make_store: MakeStore, tmp_path: Path
 ) -> None:
+    """The rolled-back unit wrote the slots its rows do not reference: orphans, listed by
+    ``state-store orphans``, which the keys' next writes overwrite."""
     store, root = _payload_store(make_store, tmp_path)
+    payload = store.backend.payload  # type: ignore[attr-defined]
     store.task(JOB).set("k", "old")
     store.asset(ORDERS).set("wm", "old")
     before = _objects(root)
@@ -86,8 +89,13 @@ def test_rolled_back_unit_keeps_old_values_and_leaves_no_object(
     assert store.task(JOB).get("k") == "old"
     assert store.task(JOB).get("fresh") is None
     assert store.asset(ORDERS).get("wm") == "old"  # asset state stays in the database
-    assert _objects(root) == before == _refs(store)
-    assert store.orphans(min_age=timedelta(0)).orphans == []
+    assert _refs(store) == before
+    left = sorted([payload.slots(JOB, "k")[1], payload.slots(JOB, "fresh")[0]])
+    assert sorted(set(_objects(root)) - set(before)) == left
+    assert sorted(o.ref for o in store.orphans(min_age=timedelta(0)).orphans) == left
+    store.task(JOB).set("k", "new")
+    store.task(JOB).set("fresh", "new")
+    assert _objects(root) == _refs(store)
 
 
 def test_apply_failing_midway_removes_its_objects(
@@ -132,7 +140,7 @@ def test_overwrite_leaves_only_the_live_object(make_store: MakeStore, tmp_path: 
     with store.unit_of_work() as uow:
         store.task(JOB).bound(uow).set("k", 3)
     assert job.get("k") == 3
-    assert _objects(root) == _refs(store) != first
+    assert _objects(root) == _refs(store) == first  # back on slot 0, via slot 1
     with store.unit_of_work() as uow:  # deleted then set again in one unit
         bound = store.task(JOB).bound(uow)
         bound.delete("k")
@@ -145,7 +153,7 @@ def test_overwrite_leaves_only_the_live_object(make_store: MakeStore, tmp_path: 
 
 def test_reapplied_unit_undoes_the_first_attempt(make_store: MakeStore, tmp_path: Path) -> None:
     """A writer that retries its transaction applies the unit again (the first attempt
-    rolled back): the first attempt's objects go, the second's stay."""
+    rolled back): the second attempt writes the same slot, and only its object stays."""
     store, root = _payload_store(make_store, tmp_path)
     uow = store.unit_of_work()
     store.task(JOB).bound(uow).set("k", "v")
@@ -163,7 +171,7 @@ def test_reapplied_unit_undoes_the_first_attempt(make_store: MakeStore, tmp_path
 def test_row_of_an_older_version_reads_and_its_object_goes_on_overwrite(
     make_store: MakeStore, tmp_path: Path
 ) -> None:
-    """Rows written before per-write names point at the key's plain reference."""
+    """Rows written by older versions point at the key's plain reference, slot 0."""
     store, root = _payload_store(make_store, tmp_path)
     payload = store.backend.payload  # type: ignore[attr-defined]
     legacy = payload.reference(JOB, "k")
@@ -183,8 +191,8 @@ def test_row_of_an_older_version_reads_and_its_object_goes_on_overwrite(
 def test_read_of_a_superseded_reference_reads_the_row_again(
     make_store: MakeStore, tmp_path: Path
 ) -> None:
-    """A reader that read the row just before a writer superseded (and removed) its
-    object reads the row again instead of failing."""
+    """A reader that read the row just before a writer moved it to the other slot (and
+    removed the old one) reads the row again instead of failing."""
     store, _ = _payload_store(make_store, tmp_path)
     store.task(JOB).set("k", "old")
     [stale] = _refs(store)
