@@ -17,7 +17,7 @@ slots of a deleted row, are removed only after the transaction committed
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -81,6 +81,7 @@ class StateRows:
     def write_task_rows(
         self, connection: Connection, scope: TaskScope,
         writes: Sequence[tuple[str, str, datetime | None]],
+        prior: Mapping[tuple[TaskScope, str], str] | None = None,
     ) -> list[SlotWrite]:
         """Upsert rows for ``writes`` of (key, text, expires_at); with a payload backend,
         return the slots written, whose old slots the caller removes after its commit
@@ -92,7 +93,9 @@ class StateRows:
         value goes to slot 0. The read after it locks as well, so MariaDB's snapshot
         cannot show an older reference. A failure before the commit removes the objects
         written, while the locks are still held (no writer of these keys is between its
-        lock and its commit)."""
+        lock and its commit). ``prior``: the committed references of rows this
+        transaction deleted before (:meth:`delete_task_rows`), which the slot is chosen
+        against instead of the row this write inserted."""
         now = self.clock()
 
         def row(key: str, text: str | None, ref: str | None,
@@ -119,7 +122,9 @@ class StateRows:
         try:
             for key, text, expires_at in writes:
                 first, second = slots[key]
-                ref = second if held.get(key) == first else first
+                current = held.get(key) if prior is None else prior.get((scope, key),
+                                                                         held.get(key))
+                ref = second if current == first else first
                 payload.write(ref, text)
                 written.append((scope, key, ref))
                 rows.append(row(key, None, ref, expires_at))
@@ -183,19 +188,26 @@ class StateRows:
                         "state-store orphans --delete removes them", type(exc).__name__)
 
     def delete_task_rows(
-        self, connection: Connection, condition: ColumnElement[bool]
+        self, connection: Connection, condition: ColumnElement[bool],
+        prior: dict[tuple[TaskScope, str], str] | None = None,
     ) -> tuple[int, list[str]]:
         """Delete rows matching ``condition``; return the count and both slots of each
-        payload row, whose objects the caller removes only after the transaction commits."""
+        payload row, whose objects the caller removes only after the transaction commits.
+
+        ``prior`` (a unit of work's) gets each deleted payload row's reference: a set of
+        the same key later in the transaction finds only the row it inserts, and must
+        still not write the slot the committed row points at (:meth:`write_task_rows`)."""
         t = task_state_store.c
         refs: list[str] = []
         if self.payload is not None:
             for r in connection.execute(
-                select(t.dag_id, t.run_id, t.task_id, t.map_index, t.key)
+                select(t.dag_id, t.run_id, t.task_id, t.map_index, t.key, t.payload_ref)
                 .where(condition, t.payload_ref.is_not(None))
             ):
-                refs += self.payload.slots(TaskScope(r.dag_id, r.run_id, r.task_id,
-                                                     r.map_index), r.key)
+                scope = TaskScope(r.dag_id, r.run_id, r.task_id, r.map_index)
+                refs += self.payload.slots(scope, r.key)
+                if prior is not None:
+                    prior.setdefault((scope, r.key), r.payload_ref)
         deleted = connection.execute(delete(task_state_store).where(condition)).rowcount
         return deleted, refs
 

@@ -82,12 +82,14 @@ class UnitWriter(CompareSwap):
         """The task part of :meth:`apply_staged`: the payload refs of deleted rows to
         remove after the commit; ``written`` gets the slots written for set keys."""
         refs: list[str] = []
+        prior: dict[tuple[TaskScope, str], str] = {}  # deleted rows' committed references
         for group in sorted(staged.cleared_task_groups):
             refs += self.delete_task_rows(
-                connection, task_scope_filter(TaskScope(*group), all_map_indices=True)
+                connection, task_scope_filter(TaskScope(*group), all_map_indices=True), prior
             )[1]
         for task_scope, task in staged.tasks.items():
-            refs += self._apply_task(connection, task_scope, task.cleared, task.ops, written)
+            refs += self._apply_task(connection, task_scope, task.cleared, task.ops, written,
+                                     prior)
         return refs
 
     def _apply_assets(self, connection: Connection, staged: StagedWrites,
@@ -159,17 +161,18 @@ class UnitWriter(CompareSwap):
 
     def _apply_task(self, connection: Connection, scope: TaskScope, cleared: bool,
                     ops: dict[str, StagedSet | StagedDelete],
-                    written: list[SlotWrite]) -> list[str]:
+                    written: list[SlotWrite],
+                    prior: dict[tuple[TaskScope, str], str]) -> list[str]:
         t = task_state_store.c
         refs: list[str] = []
         if cleared:
-            refs += self.delete_task_rows(connection, task_scope_filter(scope))[1]
+            refs += self.delete_task_rows(connection, task_scope_filter(scope), prior)[1]
         deleted = [k for k, op in ops.items() if isinstance(op, StagedDelete)]
         if deleted:
             refs += self.delete_task_rows(
-                connection, and_(task_scope_filter(scope), t.key.in_(deleted)))[1]
+                connection, and_(task_scope_filter(scope), t.key.in_(deleted)), prior)[1]
         writes = [(k, op.text, op.expires_at) for k, op in ops.items()
                   if isinstance(op, StagedSet)]
         if writes:
-            written += self.write_task_rows(connection, scope, writes)
+            written += self.write_task_rows(connection, scope, writes, prior)
         return refs

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from db_schemas import postgres_schema_url
 from statestore_helpers import MakeStore
 
-from sharedstream.statestore import StateStore, StateStoreSettings, TaskScope
+from sharedstream.statestore import AssetScope, StateStore, StateStoreSettings, TaskScope
 from sharedstream.statestore.models import task_state_store
 from sharedstream.statestore.payload import PayloadBackend
 
@@ -278,3 +278,34 @@ def test_concurrent_sets_and_reads_of_one_key(make_store: MakeStore, tmp_path: P
     live = _ref(stores[0], "k")
     assert live in _payload(stores[0]).slots(JOB, "k")
     assert [o.ref for o in _payload(stores[0]).list_objects()] == [live]
+
+
+def test_a_unit_that_clears_and_sets_a_key_never_writes_its_committed_slot(
+        make_store: MakeStore, tmp_path: Path) -> None:
+    """A clear earlier in the unit deletes the key's row, so the set's locking read finds
+    the new row, not the committed one: the slot must be chosen from the committed row,
+    or a rolled-back unit leaves the key reading its value, and one failing later in the
+    apply removes the object the committed row still points at."""
+    store = _payload_store(make_store, tmp_path)
+    job = store.task(JOB)
+    job.set("k", "committed")  # slot 0
+    uow = store.unit_of_work()
+    bound = store.task(JOB).bound(uow)
+    bound.clear()
+    bound.set("k", "rolled back")
+    with pytest.raises(Rollback), store.engine.begin() as connection:
+        uow.apply(connection)
+        raise Rollback
+    uow.discard()
+    assert job.get("k") == "committed"
+    job.set("k", "second")  # slot 1
+    job.set("k", "third")  # slot 0 again
+    uow = store.unit_of_work()
+    bound = store.task(JOB).bound(uow)
+    bound.clear()
+    bound.set("k", "never")
+    store.asset(AssetScope(asset_id=987_654)).bound(uow).set("x", 1)  # fails in the apply
+    with pytest.raises(LookupError), store.engine.begin() as connection:
+        uow.apply(connection)
+    uow.discard()
+    assert job.get("k") == "third"
