@@ -26,6 +26,7 @@ has moved the key further meanwhile: the commit succeeds, the key keeps the larg
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -34,6 +35,8 @@ from sqlalchemy.engine import Connection
 
 from sharedstream.statestore.handle import StoreHandle
 from sharedstream.statestore.staging import StagedWrites
+
+log = logging.getLogger(__name__)
 
 Step = Callable[[Connection], None]
 
@@ -70,12 +73,22 @@ class UnitOfWork:
                 step(connection)
 
     def committed(self) -> None:
-        """Tell the unit its transaction committed: run post-commit cleanup, then reset."""
+        """Tell the unit its transaction committed: run post-commit cleanup, then reset.
+
+        Never raises: what committed stays committed, and a caller that saw an error here
+        (the triggerer's writer) would retry or dead-letter work that is already durable.
+        A cleanup that fails (a payload object that cannot be removed) is logged and
+        leaves an orphan, which ``state-store orphans --delete`` removes."""
         with self.lock:
             actions = self._after_commit
             self._reset()
         for action in actions:
-            action()
+            try:
+                action()
+            except Exception as exc:
+                log.warning("unit of work committed, but its cleanup failed (%s: %s); "
+                            "payload objects may be left as orphans: state-store orphans "
+                            "--delete removes them", type(exc).__name__, exc)
 
     def discard(self) -> None:
         """Drop everything staged (after a rollback, or to abandon the unit)."""

@@ -309,3 +309,28 @@ def test_a_unit_that_clears_and_sets_a_key_never_writes_its_committed_slot(
         uow.apply(connection)
     uow.discard()
     assert job.get("k") == "third"
+
+
+def test_a_committed_unit_does_not_raise_when_removing_a_deleted_keys_objects_fails(
+        make_store: MakeStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """After the commit nothing may turn a unit of work into a failure: the sink would
+    retry, or dead-letter, messages whose events and state are already committed."""
+    store = _payload_store(make_store, tmp_path)
+    job = store.task(JOB)
+    job.set("k", "v")
+    uow = store.unit_of_work()
+    store.task(JOB).bound(uow).delete("k")
+    with store.engine.begin() as connection:
+        uow.apply(connection)
+
+    def refuse(ref: str) -> None:
+        raise PermissionError(f"cannot unlink {ref}")
+
+    monkeypatch.setattr(_payload(store), "delete", refuse)
+    with caplog.at_level(logging.WARNING):
+        uow.committed()
+    monkeypatch.undo()
+    assert job.get("k") is None
+    assert "orphans" in caplog.text
+    assert len(store.orphans(min_age=timedelta(0)).orphans) == 1
