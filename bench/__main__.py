@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -478,21 +479,30 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
             "reference_postgresql", "reference_schema_postgresql", "sharedstream_postgresql",
             "sharedstream_batch_postgresql", "reference_sqlite", "reference_schema_sqlite",
             "sharedstream_sqlite", "sharedstream_batch_sqlite")}
+        # Every timed run starts on a server that has written out the runs before it
+        # (see persistence_reference.checkpoint): the same disk serves SQLite's fsyncs.
+        settled = functools.partial(persistence_reference.checkpoint, probe_url)
         for _ in range(sizes.runs):
+            settled()
             runs["reference_postgresql"].append(persistence_reference.postgres(
                 bootstrap, topic, sizes.messages, server.create_database("ref")))
+            settled()
             runs["reference_schema_postgresql"].append(persistence_reference.postgres_schema(
                 bootstrap, topic, sizes.messages, server.create_database("refschema")))
             for api, trigger in APIS:
+                settled()
                 result = asyncio.run(persisted(bootstrap, topic, sizes.messages,
                                                server.create_database("ss"), 1, trigger))
                 runs[f"sharedstream{api}_postgresql"].append(result["events_per_s"])
             with tempfile.TemporaryDirectory() as tmp:
+                settled()
                 runs["reference_sqlite"].append(persistence_reference.sqlite(
                     bootstrap, topic, sizes.messages, Path(tmp) / "ref.db"))
+                settled()
                 runs["reference_schema_sqlite"].append(persistence_reference.sqlite_schema(
                     bootstrap, topic, sizes.messages, Path(tmp) / "refschema.db"))
             for api, trigger in APIS:
+                settled()
                 with sqlite_url() as lite:
                     result = asyncio.run(persisted(bootstrap, topic, sizes.messages, lite, 1,
                                                    trigger))
@@ -505,12 +515,16 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
                     ("group commit", ProcessSettings(), KeepTrigger),
                     ("group commit, batch API", ProcessSettings(), KeepBatch),
                     ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05), KeepTrigger)):
+                settled()
+                began = persistence_reference.checkpoints(probe_url)
                 lat = asyncio.run(latency(bootstrap, server.create_database("lat"), rate,
                                           sizes.seconds, settings, trigger))
                 lat.pop("samples_ms")
+                lat["checkpoints"] = persistence_reference.checkpoints(probe_url) - began
                 latencies.append({"writer": label, **lat})
                 log(f"latency {label} at {rate}/s: p50 {lat['p50_ms']} ms, "
                     f"p99 {lat['p99_ms']} ms")
+        settled()
         cursor = asyncio.run(uow_throughput.run(server.create_database("uow"), sizes.cursors))
         log(f"cursor writes in units of work: {cursor['events_per_second']:,}/s")
     finally:
@@ -538,10 +552,10 @@ def persistence_markdown(result: dict[str, Any]) -> str:
               "`asset_event` (its indexes, commit-ordered ids; not the issue's target): "
               + ", ".join(f"{db}{' batch API' if api else ''} {ratio:.2f}x"
                           for db, api, ratio in schema) + "."]
-    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms |",
-              "|---|---:|---:|---:|---:|"]
+    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | checkpoints |",
+              "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['writer']} | {r['offered_per_s']:,} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['max_ms']} |" for r in result["latency"]]
+              f"{r['max_ms']} | {r['checkpoints']} |" for r in result["latency"]]
     lat = {(r["writer"], r["offered_per_s"]): r for r in result["latency"]}
     idle = lat[("group commit", min(r["offered_per_s"] for r in result["latency"]))]
     at5k = lat.get(("group commit", 5_000))
