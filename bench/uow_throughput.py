@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sharedstream.core.message import Coordinates
 from sharedstream.core.window import SUBMITTED, Window, current_stream
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
@@ -62,7 +61,7 @@ async def run(url: str, messages: int) -> dict[str, Any]:
     names = [f"w{i}" for i in range(WATCHERS)]
     assets = {n: store.register_asset(f"asset_{n}") for n in names}
     sink = DatabaseWorkSink(store, assets, ProcessSettings(),
-                            coordinates=lambda p: Coordinates("t", "tid", p[0], p[1]))
+                            coordinates=lambda p: ("t", "tid", p[0], p[1]))
     drivers = {n: Driver(n) for n in names}
     access = {n: WatcherStateAccess(store, n, f"asset_{n}", assets[n]) for n in names}
     started = time.perf_counter()

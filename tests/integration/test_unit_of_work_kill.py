@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 from test_unit_of_work import TOPIC, until
 from uow_windows import WindowDriver, coordinates
 
+from sharedstream.core.message import Coordinates
 from sharedstream.core.window import Window
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, asset_state_store
@@ -97,8 +98,8 @@ async def test_a_connection_killed_mid_bulk_write_leaves_nothing_half_written(
             await state.aadvance("last_seen/0", offset)
         w.emit({"n": offset})
         windows.append(w.close(submit=False))
-    last = event_rows(asset_id, "w", coordinates((TOPIC, 0, WINDOWS - 1)), ["{}"],
-                      store.clock())[0]
+    where = Coordinates(*coordinates((TOPIC, 0, WINDOWS - 1)))
+    last = event_rows(asset_id, "w", where, ["{}"], store.clock())[0]
     with store.engine.connect() as blocker, store.engine.connect() as observer:
         blocker.execute(asset_event.insert().values(id=10**9, **last))  # not committed
         sink.submit(windows)  # one batch: the flusher takes all of them together

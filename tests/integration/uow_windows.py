@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sharedstream.core.message import Coordinates
+from sharedstream.core.message import CoordinateFields
 from sharedstream.core.window import Window, current_stream
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggers.base import TriggerEvent
@@ -22,9 +22,9 @@ from sharedstream.triggers.base import TriggerEvent
 Payload = tuple[str, int, int]
 
 
-def coordinates(payload: Payload) -> Coordinates:
+def coordinates(payload: Payload) -> CoordinateFields:
     topic, partition, offset = payload
-    return Coordinates(topic, f"id-{topic}", partition, offset)
+    return (topic, f"id-{topic}", partition, offset)
 
 
 class WindowDriver:

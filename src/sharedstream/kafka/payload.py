@@ -15,7 +15,7 @@ from collections.abc import Container
 from typing import Any, Protocol
 
 from sharedstream.core.ledger import Key, LedgerRecord
-from sharedstream.core.message import Coordinates, KafkaMessage, ReadPosition
+from sharedstream.core.message import CoordinateFields, Coordinates, KafkaMessage, ReadPosition
 from sharedstream.kafka.dlq_headers import parse_replay
 
 # A first read's message is built from all its fields in order (``_Fields``: the
@@ -31,7 +31,8 @@ class KafkaPayload(LedgerRecord, Protocol):
 
     ``topic``/``partition``/``offset`` are where the record was actually read
     (they key its partition ledger and commits); ``origin`` is what events are keyed by (the
-    same coordinates, or the original ones for a replayed dead letter).
+    same coordinates, or the original ones for a replayed dead letter), and
+    ``origin_fields`` the same as a plain tuple, without building a Coordinates.
     ``generation`` is the assignment generation the record was read in: an
     outcome arriving after that partition was revoked is discarded.
     ``identity`` is where the record was read, never its origin: two copies of one
@@ -49,6 +50,8 @@ class KafkaPayload(LedgerRecord, Protocol):
     def message(self) -> KafkaMessage: ...
     @property
     def origin(self) -> Coordinates: ...
+    @property
+    def origin_fields(self) -> CoordinateFields: ...
     @property
     def identity(self) -> tuple[str, int, int]: ...
 
@@ -76,6 +79,10 @@ class FirstRead(KafkaMessage):
     def origin(self) -> Coordinates:
         return Coordinates(self.topic, self.topic_id, self.partition, self.offset,
                            self.timestamp)
+
+    @property
+    def origin_fields(self) -> CoordinateFields:
+        return (self.topic, self.topic_id, self.partition, self.offset)
 
     @property
     def identity(self) -> tuple[str, int, int]:
@@ -128,6 +135,11 @@ class ReplayPayload:
     @property
     def identity(self) -> tuple[str, int, int]:
         return (self.topic_id, self.partition, self.offset)
+
+    @property
+    def origin_fields(self) -> CoordinateFields:
+        origin = self.origin
+        return (origin.topic, origin.topic_id, origin.partition, origin.offset)
 
     def __repr__(self) -> str:
         return (f"ReplayPayload({self.topic}[{self.partition}]@{self.offset}, "

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sharedstream.core.message import Coordinates
+from sharedstream.core.message import CoordinateFields, Coordinates
 from sharedstream.core.text import lone_surrogate
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.statestore.values import encode_json
@@ -21,14 +21,15 @@ from sharedstream.statestore.values import encode_json
 MAX_EVENT_BYTES = 2**24 - 1
 
 
-# What an event is keyed by (with the watcher and its index within the message).
-CoordinatesOf = Callable[[Any], Coordinates]
+# What an event is keyed by (with the watcher and its index within the message): the
+# coordinates of its message's payload, as ``(topic, topic_id, partition, offset)``.
+CoordinatesOf = Callable[[Any], CoordinateFields]
 
 
-def kafka_coordinates(payload: KafkaPayload) -> Coordinates:
+def kafka_coordinates(payload: KafkaPayload) -> CoordinateFields:
     """The coordinates of a Kafka message: its ORIGINAL ones for a replayed dead letter,
     so a replay of a message some watcher already persisted never writes it twice."""
-    return payload.origin
+    return payload.origin_fields
 
 
 class PayloadRefused(ValueError):

@@ -27,17 +27,13 @@ def window_event_rows(asset_id: int, window: Window, coordinates: CoordinatesOf,
     """One row per encoded payload of ``window`` (``texts`` in ``window.events`` order)."""
     watcher = window.watcher
     if not isinstance(window, BatchWindow):
-        where = coordinates(window.payload)
-        topic, topic_id, partition, offset = (where.topic, where.topic_id, where.partition,
-                                              where.offset)
+        topic, topic_id, partition, offset = coordinates(window.payload)
         return [(asset_id, watcher, text, topic, topic_id, partition, offset, index,
                  created_at) for index, text in enumerate(texts)]
     rows: list[tuple[Any, ...]] = []
     start = 0
     for payload, count in window.parts:
-        where = coordinates(payload)
-        topic, topic_id, partition, offset = (where.topic, where.topic_id, where.partition,
-                                              where.offset)
+        topic, topic_id, partition, offset = coordinates(payload)
         if count == 1:
             rows.append((asset_id, watcher, texts[start], topic, topic_id, partition, offset,
                          0, created_at))

@@ -41,6 +41,7 @@ def test_a_first_read_is_its_own_payload() -> None:
     assert (p.generation, p.topic_id, p.partition_key) == (3, "TID", ("orders", 2))
     assert (p.targets, p.replay_count, p.identity) == (None, 0, ("TID", 2, 7))
     assert p.origin == Coordinates("orders", "TID", 2, 7, 5)
+    assert p.origin_fields == ("orders", "TID", 2, 7)  # what its event rows are keyed by
     # Each partition and generation has its own class; a later one is another class.
     again = build_payload(record, "orders", 2, 7, "TID", 4)
     assert type(again) is not read_as and again.generation == 4 and again == p

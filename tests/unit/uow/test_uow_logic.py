@@ -12,7 +12,6 @@ import pytest
 
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.memory import LocalRecord, MemoryStream
-from sharedstream.core.message import Coordinates
 from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.scopes import Writer
 from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
@@ -119,7 +118,7 @@ async def test_manager_sink_and_state_access_with_an_in_memory_producer(tmp_path
     asset_id = store.register_asset("marks")
     sink = DatabaseWorkSink(
         store, {"m": asset_id}, ProcessSettings(uow_batch_size=7, uow_max_delay=0.005),
-        coordinates=lambda p: Coordinates("t", "tid", int(p.topic), p.offset))
+        coordinates=lambda p: ("t", "tid", int(p.topic), p.offset))
     manager = SharedStreamManager(sink)
     trigger = Marks()
     trigger.asset_state_store = WatcherStateAccess(store, "m", "marks", asset_id)

@@ -17,7 +17,6 @@ from sqlalchemy.exc import (
     StatementError,
 )
 
-from sharedstream.core.message import Coordinates
 from sharedstream.core.window import SUBMITTED, Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import is_permanent_error, is_transient_error
@@ -88,7 +87,7 @@ class ScriptedSink(DatabaseWorkSink):
 
     def __init__(self, store: StateStore, poisoned: set[int], outages: int = 0) -> None:
         super().__init__(store, {"w": 1}, ProcessSettings(uow_batch_size=16),
-                         coordinates=lambda p: Coordinates("t", "tid", 0, p),
+                         coordinates=lambda p: ("t", "tid", 0, p),
                          retry_initial=0.001, retry_cap=0.001)
         self.poisoned = poisoned
         self.outages = outages
