@@ -487,7 +487,8 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
         log(f"bench PostgreSQL: {durability}")
         topic = kt.fill(bootstrap, sizes.messages)
         runs: dict[str, list[float]] = {k: [] for k in (
-            "reference_postgresql", "reference_schema_postgresql", "sharedstream_postgresql",
+            "reference_postgresql", "reference_schema_postgresql",
+            "reference_schema_2_writers_postgresql", "sharedstream_postgresql",
             "sharedstream_batch_postgresql", "reference_sqlite", "reference_schema_sqlite",
             "sharedstream_sqlite", "sharedstream_batch_sqlite")}
         # Every timed run starts on a server that has written out the runs before it
@@ -500,6 +501,10 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
             settled()
             runs["reference_schema_postgresql"].append(persistence_reference.postgres_schema(
                 bootstrap, topic, sizes.messages, server.create_database("refschema")))
+            settled()
+            runs["reference_schema_2_writers_postgresql"].append(
+                persistence_reference.postgres_schema_writers(
+                    bootstrap, topic, sizes.messages, server.create_database("refwriters"), 2))
             for api, trigger in APIS:
                 settled()
                 result = asyncio.run(persisted(bootstrap, topic, sizes.messages,
@@ -563,6 +568,10 @@ def persistence_markdown(result: dict[str, Any]) -> str:
               "`asset_event` (its indexes, commit-ordered ids; not the issue's target): "
               + ", ".join(f"{db}{' batch API' if api else ''} {ratio:.2f}x"
                           for db, api, ratio in schema) + "."]
+    writers = (med["reference_schema_2_writers_postgresql"]
+               / med["reference_schema_postgresql"])
+    lines += ["", "Several PostgreSQL writers: the same rows by hand on 2 connections, "
+              f"reading on while they write, against 1 connection: {writers:.2f}x."]
     lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | checkpoints | "
               "steal s |", "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['writer']} | {r['offered_per_s']:,} | {r['p50_ms']} | {r['p99_ms']} | "

@@ -31,17 +31,27 @@ server (``scripts/localservices``) runs with ``fsync``, ``synchronous_commit`` a
 from __future__ import annotations
 
 import json
+import queue
 import sqlite3
 import sys
 import time
 import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicCollection
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from sharedstream.statestore import StateStore
@@ -208,29 +218,99 @@ def _product_schema(url: str, bootstrap: str, topic: str) -> tuple[int, str]:
     return asset_id, str(described.topic_id)
 
 
-def postgres_schema(bootstrap: str, topic: str, messages: int, url: str) -> float:
-    """psycopg into ``asset_event``: per batch, take the ids from ``event_sequence`` (its
-    row locked until the commit: commit-ordered ids) and ``COPY`` the rows."""
-    asset_id, topic_id = _product_schema(url, bootstrap, topic)
+def _copy_schema_rows(conn: psycopg.Connection[Any], rows: list[Row], asset_id: int,
+                      topic_id: str) -> None:
+    """One transaction: take the ids from ``event_sequence`` (its row locked until the
+    commit: commit-ordered ids) and ``COPY`` the rows into ``asset_event``."""
+    created = datetime.now(UTC)
+    with conn.transaction(), conn.cursor() as cur:
+        allocated = cur.execute(
+            "UPDATE event_sequence SET last_id = last_id + %(n)s WHERE id = 1 "
+            "RETURNING last_id - %(n)s, pg_notify('sharedstream_events', '')",
+            {"n": len(rows)}).fetchone()
+        assert allocated is not None
+        with cur.copy(f"COPY asset_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+            for event_id, (name, partition, offset, payload) in enumerate(
+                    rows, allocated[0] + 1):
+                copy.write_row((event_id, asset_id, WATCHER, payload, name, topic_id,
+                                partition, offset, 0, created))
+
+
+def _stored(url: str, messages: int) -> None:
     with psycopg.connect(libpq(url)) as conn:
-
-        def write(rows: list[Row]) -> None:
-            created = datetime.now(UTC)
-            with conn.transaction(), conn.cursor() as cur:
-                allocated = cur.execute(
-                    "UPDATE event_sequence SET last_id = last_id + %(n)s WHERE id = 1 "
-                    "RETURNING last_id - %(n)s, pg_notify('sharedstream_events', '')",
-                    {"n": len(rows)}).fetchone()
-                assert allocated is not None
-                with cur.copy(f"COPY asset_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
-                    for event_id, (name, partition, offset, payload) in enumerate(
-                            rows, allocated[0] + 1):
-                        copy.write_row((event_id, asset_id, WATCHER, payload, name, topic_id,
-                                        partition, offset, 0, created))
-
-        rate = _run(bootstrap, topic, messages, write)
         stored = conn.execute("SELECT count(*), max(id) FROM asset_event").fetchone()
     assert stored == (messages, messages), stored
+
+
+def postgres_schema(bootstrap: str, topic: str, messages: int, url: str) -> float:
+    """psycopg into ``asset_event``: per batch, one transaction that takes the ids and
+    ``COPY``s the rows (``_copy_schema_rows``)."""
+    asset_id, topic_id = _product_schema(url, bootstrap, topic)
+    with psycopg.connect(libpq(url)) as conn:
+        rate = _run(bootstrap, topic, messages,
+                    lambda rows: _copy_schema_rows(conn, rows, asset_id, topic_id))
+    _stored(url, messages)
+    return rate
+
+
+def postgres_schema_writers(bootstrap: str, topic: str, messages: int, url: str,
+                            writers: int) -> float:
+    """``postgres_schema`` with the transactions on ``writers`` connections, a thread each,
+    while the consumer reads on: what several writers could gain (issue 28).
+
+    Every transaction still takes its ids under the sequence row's lock, which it holds
+    until its ``COMMIT`` (commit-ordered ids), so one connection's ``COPY`` waits for the
+    other's commit; what can overlap is the formatting of rows, ``BEGIN``, the update's
+    round trip, and the consumer's reads. With ``writers=1`` it measures that overlap of
+    reading and writing alone. A batch's offsets are committed in the order it was read,
+    once its transaction and every earlier one committed.
+    """
+    asset_id, topic_id = _product_schema(url, bootstrap, topic)
+    idle: queue.SimpleQueue[psycopg.Connection[Any]] = queue.SimpleQueue()
+    for _ in range(writers):
+        idle.put(psycopg.connect(libpq(url)))
+
+    def write(rows: list[Row]) -> None:
+        conn = idle.get()
+        try:
+            _copy_schema_rows(conn, rows, asset_id, topic_id)
+        finally:
+            idle.put(conn)
+
+    consumer = _consumer(bootstrap)
+    consumer.subscribe([topic])
+    pending: deque[tuple[Future[None], list[TopicPartition]]] = deque()
+    done = 0
+    first = 0.0
+
+    def settle_oldest(asynchronous: bool) -> None:
+        written, offsets = pending.popleft()
+        written.result()
+        consumer.commit(offsets=offsets, asynchronous=asynchronous)
+
+    try:
+        with ThreadPoolExecutor(writers) as pool:
+            while done < messages:
+                batch = consumer.consume(BATCH, 1.0)
+                if not batch:
+                    continue
+                if not first:
+                    first = time.perf_counter()
+                rows = _rows(batch)
+                ends = {(t, p): o + 1 for t, p, o, _ in rows}
+                pending.append((pool.submit(write, rows),
+                                [TopicPartition(t, p, o) for (t, p), o in ends.items()]))
+                done += len(batch)
+                while len(pending) > writers:
+                    settle_oldest(True)
+            while pending:
+                settle_oldest(len(pending) > 1)
+        rate = messages / (time.perf_counter() - first)
+    finally:
+        consumer.close()
+        while not idle.empty():
+            idle.get().close()
+    _stored(url, messages)
     return rate
 
 
