@@ -200,6 +200,7 @@ class TimedWorkSink(DatabaseWorkSink):
         super().__init__(*args, **kwargs)
         self.first = 0.0
         self.latencies_ms: list[float] = []
+        self.transactions_ms: list[float] = []  # each _write, first attempt to commit
         self.committed = threading.Event()  # set by the writer thread
 
     def submit(self, windows: list[Window]) -> None:  # type: ignore[override]
@@ -208,7 +209,9 @@ class TimedWorkSink(DatabaseWorkSink):
         super().submit(windows)
 
     def _write(self, batch: list[_Queued]) -> int:
+        started = time.perf_counter()
         written = super()._write(batch)  # returns after the commit
+        self.transactions_ms.append((time.perf_counter() - started) * 1000)
         now_ms = time.time() * 1000
         for q in batch:
             window = q.window
@@ -289,8 +292,10 @@ async def latency(bootstrap: str, url: str, rate: int, seconds: float,
         store.close()
     stolen = steal_seconds() - stolen
     samples = sorted(sink.latencies_ms[1:])
+    transactions = sorted(sink.transactions_ms[1:])
     return {"offered_per_s": rate, "seconds": seconds, "messages": len(samples),
-            "steal_s": round(stolen, 2),
+            "steal_s": round(stolen, 2), "transactions": len(transactions),
+            "slowest_transaction_ms": round(transactions[-1], 1),
             "p50_ms": round(samples[len(samples) // 2], 1),
             "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1),
             "max_ms": round(samples[-1], 1), "samples_ms": samples}
@@ -572,11 +577,11 @@ def persistence_markdown(result: dict[str, Any]) -> str:
                / med["reference_schema_postgresql"])
     lines += ["", "Several PostgreSQL writers: the same rows by hand on 2 connections, "
               f"reading on while they write, against 1 connection: {writers:.2f}x."]
-    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | checkpoints | "
-              "steal s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | transactions | "
+              "slowest ms | checkpoints | steal s |", "|---" + "|---:" * 8 + "|"]
     lines += [f"| {r['writer']} | {r['offered_per_s']:,} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['max_ms']} | {r['checkpoints']} | {r['steal_s']} |"
-              for r in result["latency"]]
+              f"{r['max_ms']} | {r['transactions']:,} | {r['slowest_transaction_ms']} | "
+              f"{r['checkpoints']} | {r['steal_s']} |" for r in result["latency"]]
     lat = {(r["writer"], r["offered_per_s"]): r for r in result["latency"]}
     idle = lat[("group commit", min(r["offered_per_s"] for r in result["latency"]))]
     at5k = lat.get(("group commit", 5_000))
