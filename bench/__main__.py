@@ -192,6 +192,38 @@ class KeepBatch(kt.BenchTrigger):
 
 
 
+class Arrivals:
+    """What a latency run's filter saw: for each message, the milliseconds from its produce
+    timestamp to the filter holding it (the producer, the broker and the consumer's
+    fetch: Kafka's share of the latency, before sharedstream's persistence starts)."""
+
+    ms: list[float] = []
+
+    @classmethod
+    def record(cls, timestamp: int) -> None:
+        cls.ms.append(time.time() * 1000 - timestamp)
+
+
+class ArrivalKeep(KeepTrigger):
+    """``KeepTrigger`` noting each message's arrival (latency runs only)."""
+
+    async def filter_shared_stream(
+        self, stream: AsyncIterator[KafkaMessage]
+    ) -> AsyncIterator[TriggerEvent]:
+        async for message in stream:
+            Arrivals.record(message.timestamp)
+            yield TriggerEvent({"offset": message.offset, "ts": message.timestamp})
+
+
+class ArrivalKeepBatch(KeepBatch):
+    """``KeepBatch`` noting each message's arrival (latency runs only)."""
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        for message in batch:
+            Arrivals.record(message.timestamp)
+            batch.emit(message, TriggerEvent({"offset": message.offset, "ts": message.timestamp}))
+
+
 class TimedWorkSink(DatabaseWorkSink):
     """The triggerer's sink, noting its first submit (the start of a timed run) and, for
     every committed window, the time from the message's produce timestamp to the commit."""
@@ -254,9 +286,10 @@ def steal_seconds() -> float:
 
 async def latency(bootstrap: str, url: str, rate: int, seconds: float,
                   settings: ProcessSettings | None = None,
-                  trigger: type[kt.BenchTrigger] = KeepTrigger) -> dict[str, Any]:
-    """One watcher (``trigger``) keeping everything, persisting to ``url``, fed at
-    ``rate`` msg/s."""
+                  trigger: type[kt.BenchTrigger] = ArrivalKeep) -> dict[str, Any]:
+    """One watcher (``trigger``, one that notes ``Arrivals``) keeping everything,
+    persisting to ``url``, fed at ``rate`` msg/s."""
+    Arrivals.ms = []
     topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, kt.PARTITIONS, 1)])[topic].result(30)
@@ -293,7 +326,9 @@ async def latency(bootstrap: str, url: str, rate: int, seconds: float,
     stolen = steal_seconds() - stolen
     samples = sorted(sink.latencies_ms[1:])
     transactions = sorted(sink.transactions_ms[1:])
-    return {"offered_per_s": rate, "seconds": seconds, "messages": len(samples),
+    arrivals = sorted(Arrivals.ms[1:])
+    return {"arrival_p99_ms": round(arrivals[min(len(arrivals) - 1, int(len(arrivals) * 0.99))], 1),
+            "offered_per_s": rate, "seconds": seconds, "messages": len(samples),
             "steal_s": round(stolen, 2), "transactions": len(transactions),
             "slowest_transaction_ms": round(transactions[-1], 1),
             "p50_ms": round(samples[len(samples) // 2], 1),
@@ -533,9 +568,9 @@ def persistence(services: Services, sizes: PersistenceSizes) -> dict[str, Any]:
         latencies = []
         for rate in sizes.rates:
             for label, settings, trigger in (
-                    ("group commit", ProcessSettings(), KeepTrigger),
-                    ("group commit, batch API", ProcessSettings(), KeepBatch),
-                    ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05), KeepTrigger)):
+                    ("group commit", ProcessSettings(), ArrivalKeep),
+                    ("group commit, batch API", ProcessSettings(), ArrivalKeepBatch),
+                    ("fixed 50 ms delay", ProcessSettings(uow_max_delay=0.05), ArrivalKeep)):
                 settled()
                 began = persistence_reference.checkpoints(probe_url)
                 lat = asyncio.run(latency(bootstrap, server.create_database("lat"), rate,
@@ -577,10 +612,11 @@ def persistence_markdown(result: dict[str, Any]) -> str:
                / med["reference_schema_postgresql"])
     lines += ["", "Several PostgreSQL writers: the same rows by hand on 2 connections, "
               f"reading on while they write, against 1 connection: {writers:.2f}x."]
-    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | transactions | "
-              "slowest ms | checkpoints | steal s |", "|---" + "|---:" * 8 + "|"]
+    lines += ["", "| writer | offered msg/s | p50 ms | p99 ms | max ms | arrival p99 ms | "
+              "transactions | slowest ms | checkpoints | steal s |", "|---" + "|---:" * 9 + "|"]
     lines += [f"| {r['writer']} | {r['offered_per_s']:,} | {r['p50_ms']} | {r['p99_ms']} | "
-              f"{r['max_ms']} | {r['transactions']:,} | {r['slowest_transaction_ms']} | "
+              f"{r['max_ms']} | {r['arrival_p99_ms']} | {r['transactions']:,} | "
+              f"{r['slowest_transaction_ms']} | "
               f"{r['checkpoints']} | {r['steal_s']} |" for r in result["latency"]]
     lat = {(r["writer"], r["offered_per_s"]): r for r in result["latency"]}
     idle = lat[("group commit", min(r["offered_per_s"] for r in result["latency"]))]
