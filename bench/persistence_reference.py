@@ -37,6 +37,7 @@ import sys
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -125,29 +126,47 @@ def _rows(batch: list[Message[Any, Any]]) -> list[Row]:
     return rows
 
 
+class _Timed:
+    """The batches of ``consume()`` until ``messages`` were read, timed from the first."""
+
+    def __init__(self, consumer: Consumer, messages: int) -> None:
+        self.consumer = consumer
+        self.messages = messages
+        self.first = 0.0
+
+    def __iter__(self) -> Iterator[tuple[list[Message[Any, Any]], bool]]:
+        """Each batch, and whether it is the last."""
+        done = 0
+        while done < self.messages:
+            batch = self.consumer.consume(BATCH, 1.0)
+            if not batch:
+                continue
+            if not self.first:
+                self.first = time.perf_counter()
+            done += len(batch)
+            yield batch, done >= self.messages
+
+    def rate(self) -> float:
+        """Messages/s from the first message read until now."""
+        return self.messages / (time.perf_counter() - self.first)
+
+
 def _run(bootstrap: str, topic: str, messages: int, write: Any) -> float:
     """Messages/s: consume, ``write(rows)`` (one committed transaction), commit offsets."""
     consumer = _consumer(bootstrap)
     consumer.subscribe([topic])
-    done = 0
-    first = 0.0
+    timed = _Timed(consumer, messages)
     try:
-        while done < messages:
-            batch = consumer.consume(BATCH, 1.0)
-            if not batch:
-                continue
-            if not first:
-                first = time.perf_counter()
+        for batch, last in timed:
             write(_rows(batch))
-            done += len(batch)
-            if done < messages:
+            if not last:
                 consumer.commit(asynchronous=True)
         try:
             consumer.commit(asynchronous=False)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError._NO_OFFSET:  # else: all committed already
                 raise
-        return messages / (time.perf_counter() - first)
+        return timed.rate()
     finally:
         consumer.close()
 
@@ -279,9 +298,8 @@ def postgres_schema_writers(bootstrap: str, topic: str, messages: int, url: str,
 
     consumer = _consumer(bootstrap)
     consumer.subscribe([topic])
+    timed = _Timed(consumer, messages)
     pending: deque[tuple[Future[None], list[TopicPartition]]] = deque()
-    done = 0
-    first = 0.0
 
     def settle_oldest(asynchronous: bool) -> None:
         written, offsets = pending.popleft()
@@ -290,22 +308,16 @@ def postgres_schema_writers(bootstrap: str, topic: str, messages: int, url: str,
 
     try:
         with ThreadPoolExecutor(writers) as pool:
-            while done < messages:
-                batch = consumer.consume(BATCH, 1.0)
-                if not batch:
-                    continue
-                if not first:
-                    first = time.perf_counter()
+            for batch, _ in timed:
                 rows = _rows(batch)
                 ends = {(t, p): o + 1 for t, p, o, _ in rows}
                 pending.append((pool.submit(write, rows),
                                 [TopicPartition(t, p, o) for (t, p), o in ends.items()]))
-                done += len(batch)
                 while len(pending) > writers:
                     settle_oldest(True)
             while pending:
                 settle_oldest(len(pending) > 1)
-        rate = messages / (time.perf_counter() - first)
+        rate = timed.rate()
     finally:
         consumer.close()
         while not idle.empty():
