@@ -265,6 +265,12 @@ TEXT: ValueDecoder = _Text()
 JSON: ValueDecoder = _Json()
 
 
+# A Coordinates' ``(topic, topic_id, partition, offset)``, the columns an ``asset_event`` row
+# is keyed by (with its watcher and index): the writer reads them once per stored event,
+# and building a frozen Coordinates for that cost a microsecond each (issue 28).
+CoordinateFields = tuple[str, str, int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class Coordinates:
     """Where a message was first read: its topic (name and id), partition and offset.
@@ -286,11 +292,10 @@ class Coordinates:
         """``topic_id:partition:offset``: the key of a message across every table and header."""
         return format_identity(self.topic_id, self.partition, self.offset)
 
-
-# A Coordinates' ``(topic, topic_id, partition, offset)``, the columns an ``asset_event`` row
-# is keyed by (with its watcher and index): the writer reads them once per stored event,
-# and building a frozen Coordinates for that cost a microsecond each (issue 28).
-CoordinateFields = tuple[str, str, int, int]
+    @property
+    def fields(self) -> CoordinateFields:
+        """``(topic, topic_id, partition, offset)``: what an event row is keyed by."""
+        return (self.topic, self.topic_id, self.partition, self.offset)
 
 
 def format_identity(topic_id: str, partition: int, offset: int) -> str:

@@ -138,8 +138,7 @@ class ReplayPayload:
 
     @property
     def origin_fields(self) -> CoordinateFields:
-        origin = self.origin
-        return (origin.topic, origin.topic_id, origin.partition, origin.offset)
+        return self.origin.fields
 
     def __repr__(self) -> str:
         return (f"ReplayPayload({self.topic}[{self.partition}]@{self.offset}, "

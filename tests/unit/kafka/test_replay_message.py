@@ -36,8 +36,7 @@ def test_a_replay_read_on_the_replay_topic_keeps_its_origin_and_says_where_it_wa
     assert (m.replay_count, m.is_replay) == (2, True)
     assert m.read_at == ReadPosition("orders.dlq.replay", 0, 3)
     assert payload.identity == ("RID", 0, 3) and payload.origin == ORIGIN  # ledger vs events
-    assert payload.origin_fields == (ORIGIN.topic, ORIGIN.topic_id, ORIGIN.partition,
-                                     ORIGIN.offset)
+    assert payload.origin_fields == ORIGIN.fields == ("orders", "TID", 1, 41)
     assert payload.targets == frozenset({"picky"})
 
 
