@@ -276,6 +276,11 @@ async def persisted(bootstrap: str, topic: str, messages: int, url: str, watcher
             "events_per_s": round(sink.events_written / seconds), "batches": sink.batches}
 
 
+def p99(ordered: list[float]) -> float:
+    """The 99th percentile of ``ordered`` (sorted, not empty), rounded to 0.1."""
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1)
+
+
 def steal_seconds() -> float:
     """CPU seconds the hypervisor gave other guests while this one wanted them, summed
     over every CPU since boot (``steal`` in ``/proc/stat``): the part of a latency
@@ -326,13 +331,12 @@ async def latency(bootstrap: str, url: str, rate: int, seconds: float,
     stolen = steal_seconds() - stolen
     samples = sorted(sink.latencies_ms[1:])
     transactions = sorted(sink.transactions_ms[1:])
-    arrivals = sorted(Arrivals.ms[1:])
-    return {"arrival_p99_ms": round(arrivals[min(len(arrivals) - 1, int(len(arrivals) * 0.99))], 1),
-            "offered_per_s": rate, "seconds": seconds, "messages": len(samples),
-            "steal_s": round(stolen, 2), "transactions": len(transactions),
+    return {"offered_per_s": rate, "seconds": seconds, "messages": len(samples),
+            "arrival_p99_ms": p99(sorted(Arrivals.ms[1:])), "steal_s": round(stolen, 2),
+            "transactions": len(transactions),
             "slowest_transaction_ms": round(transactions[-1], 1),
             "p50_ms": round(samples[len(samples) // 2], 1),
-            "p99_ms": round(samples[min(len(samples) - 1, int(len(samples) * 0.99))], 1),
+            "p99_ms": p99(samples),
             "max_ms": round(samples[-1], 1), "samples_ms": samples}
 
 
