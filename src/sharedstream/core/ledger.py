@@ -59,7 +59,7 @@ lost; the broker hands those offsets out again from the committed position.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from sharedstream.core.partition import (
@@ -124,10 +124,13 @@ class Ledger:
     # -- partitions come and go -------------------------------------------------------
 
     def start(self, generation: int,
-              starts: Iterable[tuple[str, int, int | None, frozenset[int]]]) -> None:
-        """Open ledgers: ``(topic, partition, committed offset or None, remembered)``."""
+              starts: Iterable[tuple[str, int, int | None, frozenset[int]]],
+              held: Mapping[Key, Mapping[int, frozenset[str]]] | None = None) -> None:
+        """Open ledgers: ``(topic, partition, committed offset or None, remembered)``, and
+        the holds remembered for each (``held``: offset -> watchers that still owe it)."""
         for topic, partition, base, remembered in starts:
-            ledger = PartitionLedger(topic, partition, generation, base, set(remembered))
+            ledger = PartitionLedger(topic, partition, generation, base, set(remembered),
+                                     dict(held.get((topic, partition), {})) if held else {})
             self.partitions[ledger.key] = ledger
             self._snapshot(ledger)
 
@@ -225,7 +228,8 @@ class Ledger:
         reads = part.reads
         n = len(reads)
         bound = self.bound
-        if ledger.base is None or ledger.remembered or reads[0].offset < ledger.next or (
+        if ledger.base is None or ledger.remembered or ledger.held or (
+                reads[0].offset < ledger.next) or (
                 bound is not None and (ledger.count + n >= bound or
                                        ledger.open_bytes + part.size >= self.bytes_bound)):
             return False
@@ -284,7 +288,7 @@ class Ledger:
                     continue  # read already (a re-fetch)
             if run is None:
                 run = runs[ledger.key] = Slice(ledger, weigh, itemised=not counted or bool(
-                    ledger.remembered))
+                    ledger.remembered or ledger.held))
                 raws, records = run.raws, run.records
                 if run.entries is not None:
                     chunk = run.chunk = []

@@ -23,6 +23,7 @@ from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.group import Group
 from sharedstream.core.groupstate import POLLING
+from sharedstream.core.holds import HoldJournal
 from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
@@ -61,8 +62,11 @@ class SharedStreamManager:
     """
 
     def __init__(self, sink: WorkSink, settings: ManagerSettings | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, holds: HoldJournal | None = None) -> None:
+        """``holds``: the journal of holds the sink writes with its units of work
+        (:mod:`sharedstream.core.holds`); None keeps no hold beyond the process."""
         self.sink = sink
+        self.holds = holds
         self.settings = settings or ManagerSettings()
         self.clock: Clock = clock or LoopClock()
         self._cohorts: dict[Hashable, frozenset[str]] = {}
@@ -123,7 +127,8 @@ class SharedStreamManager:
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
             group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
-                                              self.settings, self.clock, self.sink, self._evict)
+                                              self.settings, self.clock, self.sink, self._evict,
+                                              self.holds)
         else:
             check_shared_stream_group([group.founder, (watcher, trigger)])
         self._membership[watcher] = group

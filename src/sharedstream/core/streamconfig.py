@@ -18,6 +18,8 @@ from sharedstream.core.backoff import exponential
 # Why a watcher is failed for a message it was never handed.
 ABSENT = "absent"
 QUEUE_FULL = "queue full"
+# Owed before the partition came to this consumer (a crash, a rebalance): core.holds.
+HELD_BEFORE = "held before the restart"
 
 
 @dataclass(frozen=True, slots=True)

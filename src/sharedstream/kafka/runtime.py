@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharedstream.core.holds import HoldStore
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.topic_ids import TopicIdResolver
 
@@ -31,6 +32,7 @@ class KafkaRuntime:
     recorder: RejectionRecorder | None = None
     environ: Mapping[str, str] | None = None  # None: os.environ at resolution time
     topic_id_resolver: TopicIdResolver | None = None  # None: describe_topic_ids
+    holds: HoldStore | None = None  # where watchers' holds survive a crash (core/holds.py)
 
 
 _runtime = KafkaRuntime()
@@ -41,10 +43,12 @@ def configure_kafka_runtime(
     recorder: RejectionRecorder | None,
     environ: Mapping[str, str] | None = None,
     topic_id_resolver: TopicIdResolver | None = None,
+    holds: HoldStore | None = None,
 ) -> None:
-    """Set the connections table and rejection recorder every Kafka group will use."""
+    """Set the connections table, rejection recorder and hold store every Kafka group
+    will use."""
     global _runtime
-    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver)
+    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver, holds)
 
 
 def kafka_runtime() -> KafkaRuntime:
