@@ -74,9 +74,6 @@ class HoldState(enum.Enum):
 
 UNRECORDED, RECORDING, RECORDED = HoldState.UNRECORDED, HoldState.RECORDING, HoldState.RECORDED
 
-# What a partition start is told: offset -> the watchers that still owe it.
-RememberedHolds = Mapping[int, frozenset[str]]
-
 
 class Taken(NamedTuple):
     """What one transaction writes: holds to insert, rows to delete."""
@@ -92,13 +89,12 @@ NOTHING = Taken((), ())
 
 
 class HoldStore(Protocol):
-    """Where holds are kept (the database, in the triggerer; a dict in unit tests).
+    """Where holds are kept (the database: ``triggerer/holdstore.py``).
 
     ``load`` is called when partitions are assigned, with ``(topic, partition, committed
     offset or None)``: the remembered holds of this consumer group's watchers at or above
-    the committed offset, per partition. It may delete the rows below it (stale).
-    ``write`` inserts and deletes rows; the triggerer's sink does that inside its unit-of-
-    work transaction instead.
+    the committed offset, per partition. It may delete the rows below it (stale). Rows
+    are written by the unit-of-work sink, inside its transactions.
     """
 
     def load(self, consumer_group: str, partitions: Sequence[tuple[str, int, int | None]]
@@ -201,32 +197,4 @@ class HoldJournal:
                 del self._unrecorded[key.watcher]
 
 
-class MemoryHoldStore:
-    """The in-memory :class:`HoldStore` of unit tests: rows in a set."""
-
-    def __init__(self) -> None:
-        self.rows: dict[HoldKey, str] = {}  # key -> consumer group
-
-    def write(self, journal: HoldJournal, taken: Taken) -> None:
-        for key in taken.record:
-            self.rows[key] = journal.consumer_group_of.get(key.watcher, "")
-        for key in taken.delete:
-            self.rows.pop(key, None)
-
-    def load(self, consumer_group: str, partitions: Sequence[tuple[str, int, int | None]]
-             ) -> dict[tuple[str, int], dict[int, frozenset[str]]]:
-        found: dict[tuple[str, int], dict[int, set[str]]] = {}
-        for topic, partition, base in partitions:
-            for key, group in list(self.rows.items()):
-                if group != consumer_group or key.topic != topic or key.partition != partition:
-                    continue
-                if base is not None and key.offset < base:
-                    del self.rows[key]
-                    continue
-                found.setdefault((topic, partition), {}).setdefault(key.offset, set()).add(
-                    key.watcher)
-        return {tp: {o: frozenset(w) for o, w in held.items()} for tp, held in found.items()}
-
-
-__all__ = ["NOTHING", "HoldJournal", "HoldKey", "HoldState", "HoldStore", "MemoryHoldStore",
-           "RememberedHolds", "Taken"]
+__all__ = ["NOTHING", "HoldJournal", "HoldKey", "HoldState", "HoldStore", "Taken"]
