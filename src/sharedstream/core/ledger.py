@@ -35,6 +35,9 @@ Invariants (``docs/architecture.md`` states them for users):
 8. A counted slice is wholly pending or wholly terminal; its ``pending`` counts the
    watchers that have not resolved all of it, and ``progress`` the prefix each of them
    resolved, so itemising it gives every entry exactly the watchers still owing it.
+9. An offset remembered as ``held`` for some watchers (written by an earlier owner:
+   :mod:`sharedstream.core.holds`) goes to the others as read, and to those watchers
+   only as a retry; a partition with remembered holds ahead is itemised as it is read.
 
 States of an offset:
 
@@ -52,8 +55,11 @@ partition is read in offset order, so an offset below ``next`` (one past the las
 read) and at or above ``base`` is a copy of one already read (a re-fetch).
 
 Failure window: the ledger lives in memory. If the process dies, what it knew beyond
-the last commit (holds, attempts, terminal offsets of the last commit interval) is
-lost; the broker hands those offsets out again from the committed position.
+the last commit (attempts, terminal offsets of the last commit interval) is lost; the
+broker hands those offsets out again from the committed position. Holds a watcher may
+have moved past are not lost: they are written with its units of work
+(:mod:`sharedstream.core.holds`) and come back to the next ledger as ``held``, which
+hands them to those watchers as retries.
 """
 
 from __future__ import annotations

@@ -16,8 +16,10 @@ own, keeps the per-message calls (a stream's ``ack``) one call, as before the sp
 Invariants: an entry's outcome counts only while it is PENDING (a late outcome, after
 its partition ended or the round settled, is ignored); nothing settles once the group
 is CLOSING or FAILED: what resolves then stays uncommitted and is read again by the
-next consumer. Failure window: held entries, their attempt counts and acks of earlier
-rounds live only in the process; if it dies they are read again and go to everyone.
+next consumer. Failure window: attempt counts and acks of earlier rounds live only in
+the process; if it dies the held entries are read again, and go as retries to the
+watchers whose holds were written (core/holds.py: every hold a watcher may have moved
+past is), as crash redeliveries to the others.
 """
 
 from __future__ import annotations
