@@ -284,7 +284,7 @@ class DatabaseWorkSink:
             # Taken on the loop now, after every window of the part was submitted: the
             # holds its watchers opened before moving on commit with them (core.holds).
             holds = self._holds
-            taken = NOTHING if holds is None else holds.take({q.window.watcher for q in part})
+            taken = NOTHING if holds is None else holds.take(q.window.watcher for q in part)
             try:
                 written = await loop.run_in_executor(self._writer, self._write, part, taken)
             except Exception as exc:
