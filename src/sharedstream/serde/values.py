@@ -74,6 +74,9 @@ class JsonValue:
 
     model: type[Any] | None = None
 
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
+
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         parsed = message.json
         return parsed if self.model is None else _converter(self.model)(parsed)
@@ -91,6 +94,9 @@ class AvroValue:
     registry: str = DEFAULT_REGISTRY
     model: type[Any] | None = None
     reader_schema: str | None = None
+
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
@@ -111,6 +117,9 @@ class JsonSchemaValue:
     registry: str = DEFAULT_REGISTRY
     model: type[Any] | None = None
 
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
+
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
 
@@ -129,6 +138,13 @@ class ProtobufValue:
 
     message_type: type[Any]
     registry: str = DEFAULT_REGISTRY
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.message_type, type) and hasattr(self.message_type, "DESCRIPTOR")
+                and hasattr(self.message_type, "FromString")):
+            raise TypeError(f"ProtobufValue: message_type {self.message_type!r} is not a "
+                            "generated Protobuf message class (the class protoc generates "
+                            "for a message, e.g. orders_pb2.Order)")
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, None, value, message)
@@ -157,6 +173,17 @@ def _converter(model: type[Any]) -> Callable[[Any], Any]:
     if found is None:
         found = _converters[model] = model_converter(model)
     return found
+
+
+def _checked_model(declaration: Any, model: type[Any] | None) -> None:
+    """Refuse a ``model=`` that is no model when the watcher is declared (``check`` and
+    ``run`` fail loading the module, naming it), not on its first message."""
+    if model is not None:
+        try:
+            _converter(model)
+        except TypeError as exc:
+            raise TypeError(f"{type(declaration).__name__}(model="
+                            f"{getattr(model, '__qualname__', model)}): {exc}") from None
 
 
 def framed_schema_id(value: bytes) -> int:
