@@ -24,14 +24,13 @@ from uuid import UUID
 
 import msgspec
 import pytest
+from cli_lines import SRC, error_line, watcher_module
 
 from sharedstream.core.message import ValueDecodeError
 from sharedstream.serde import AvroValue, JsonSchemaValue, JsonValue, ProtobufValue, to_payload
 from sharedstream.serde.models import model_converter
 
 pytestmark = pytest.mark.unit
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Each case: a JSON value -> the decoded model's payload, or the rejection's reason.
 CASES: list[tuple[object, object]] = [
@@ -210,18 +209,9 @@ def test_a_model_that_cannot_work_is_refused_when_declared(
 
 
 def test_check_names_the_declaration_in_one_error_line(tmp_path: Path) -> None:
-    (tmp_path / "watchers.py").write_text(
-        "from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger\n"
-        "from sharedstream.serde import JsonValue\n"
-        "a = Asset('a', watchers=[AssetWatcher('w', KafkaSharedStreamTrigger(\n"
-        "    topics=['t'], value_deserializer=JsonValue(model=dict)))])\n")
+    module = watcher_module(tmp_path, "JsonValue(model=dict)", "JsonValue")
     (tmp_path / "sharedstream.toml").write_text("")
-    result = subprocess.run(
-        [sys.executable, "-c", "from sharedstream.cli import main; main()", "check",
-         "watchers.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        check=False, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
-    assert result.returncode == 2, result.stderr
-    [line] = result.stderr.splitlines()
-    assert line.startswith(f"error: watchers.py: import failed at {tmp_path / 'watchers.py'}:4: "
-                           "TypeError: JsonValue(model=dict): <class 'dict'> is not a model: "
-                           "give a dataclass"), line
+    line = error_line(tmp_path, "check", "watchers.py")
+    assert line.startswith(f"error: watchers.py: import failed at {module}:4: TypeError: "
+                           "JsonValue(model=dict): <class 'dict'> is not a model: give a "
+                           "dataclass"), line
