@@ -29,6 +29,7 @@ from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     Clock,
     GroupFailedError,
+    InfrastructureError,
     LoopClock,
     ManagerSettings,
     ProducerFactoryError,
@@ -238,7 +239,7 @@ class SharedStreamManager:
             progress_mark = stream.handed
             work = _consume(stream, trigger) if runner is None else runner.run()
             task = loop.create_task(work, name=watcher_task_name(stream.name))
-            stuck = False
+            stuck = quiet = False
 
             def on_stuck(task: asyncio.Task[None] = task) -> None:
                 nonlocal stuck
@@ -255,6 +256,10 @@ class SharedStreamManager:
                 if not stuck or (current is not None and current.cancelling()):
                     raise
                 why = "ack timeout"
+            except InfrastructureError as exc:
+                stream.fail_open(exc)
+                why = f"waiting on infrastructure ({type(exc).__name__}: {exc})"
+                quiet = exc.reported
             except Exception as exc:
                 stream.fail_open(exc)
                 why = repr(exc)
@@ -271,8 +276,11 @@ class SharedStreamManager:
             # Consecutive crashes without progress back off further; progress resets.
             crashes = 1 if stream.handed - progress_mark > 1 else crashes + 1
             delay = jittered(self.settings.backoff(crashes))
-            log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
-                        stream.name, delay, why, crashes, extra={"watcher": stream.name})
+            # An outage is no bug of the filter: no traceback; one whose source logs its
+            # start and end (InfrastructureError.reported) adds nothing above DEBUG.
+            log.log(logging.DEBUG if quiet else logging.WARNING,
+                    "watcher %r: restarting its filter in %.3gs (%s, crash %d)", stream.name,
+                    delay, why, crashes, extra={"watcher": stream.name})
             await self.clock.sleep(delay)
             if stream.closed:
                 return

@@ -9,19 +9,18 @@ which holds it.
 """
 
 from sharedstream.core.message import ValueDecodeError, ValueDecoder
+from sharedstream.serde.lookups import SchemaNotFound, SchemaRegistryUnavailable, registry_problems
 from sharedstream.serde.models import to_payload
 from sharedstream.serde.registries import (
     DEFAULT_REGISTRY,
     RegistryConfigError,
     configure_schema_registries,
-    registry_problems,
 )
 from sharedstream.serde.values import (
     AvroValue,
     JsonSchemaValue,
     JsonValue,
     ProtobufValue,
-    SchemaRegistryUnavailable,
     TextValue,
     framed_schema_id,
 )
@@ -33,6 +32,7 @@ __all__ = [
     "JsonValue",
     "ProtobufValue",
     "RegistryConfigError",
+    "SchemaNotFound",
     "SchemaRegistryUnavailable",
     "TextValue",
     "ValueDecodeError",

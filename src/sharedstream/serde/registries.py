@@ -15,10 +15,16 @@ makes no retries of its own (``max.retries`` 0) and gives a request 5 s
 :mod:`sharedstream.serde.values`), and a registry that does not answer is retried by
 redelivering the message with backoff instead, which never dead-letters.
 
+``missing.schema.grace.sec`` (30 by default) is sharedstream's own key, not the
+client's: how long a schema id the registry answers 404 for is held before it is the
+value's fault (:mod:`sharedstream.serde.lookups` says when). A url that is not http
+or https is refused here, so ``check`` says so, not the first framed message.
+
 One client per registry id per process, built on first use and kept: its schema
-cache (by id, by subject and version) is what makes every lookup after the first
-free. Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
-error; :func:`redacted_registry` masks them for printing.
+cache (see :mod:`sharedstream.serde.lookups`: one lookup per schema id, whichever
+declaration asks) is what makes every lookup after the first free. Secrets
+(``basic.auth.user.info``, tokens, client secrets) never appear in an error;
+:func:`redacted_registry` masks them for printing.
 """
 
 from __future__ import annotations
@@ -29,12 +35,18 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from sharedstream.kafka.connections import redacted
+from sharedstream.serde.lookups import client_class, forget_health, health
 
 ENV_PREFIX = "SHAREDSTREAM_SCHEMA_REGISTRY_"
 DEFAULT_REGISTRY = "schema_registry_default"
 _DEFAULTS: Mapping[str, Any] = {"max.retries": 0, "timeout": 5}
+# How long a schema id the registry answers 404 for is held before it is the value's
+# fault (see sharedstream.serde.lookups); sharedstream's key, not the client's.
+GRACE_KEY = "missing.schema.grace.sec"
+DEFAULT_GRACE_S = 30.0
 _USER_INFO = re.compile(r"user\.info", re.I)
 
 
@@ -90,6 +102,10 @@ def resolve_registry(registry_id: str, tables: Mapping[str, Mapping[str, Any]],
     config = {**_DEFAULTS, **{k: v for k, (v, _) in keys.items()}}
     if not config.get("url"):
         raise RegistryConfigError(f"schema registry {registry_id!r}: 'url' is required")
+    _check_urls(registry_id, config["url"])
+    grace = config.get(GRACE_KEY)
+    if grace is not None:
+        config[GRACE_KEY] = _seconds(registry_id, GRACE_KEY, grace)
     for key in ("max.retries", "timeout", "cache.capacity", "cache.latest.ttl.sec"):
         if isinstance(config.get(key), str):
             try:
@@ -99,6 +115,36 @@ def resolve_registry(registry_id: str, tables: Mapping[str, Mapping[str, Any]],
                     f"schema registry {registry_id!r}: {key!r} must be a whole number, "
                     f"not {config[key]!r}") from None
     return config
+
+
+def _check_urls(registry_id: str, url: Any) -> None:
+    """Every url of the (comma-separated) list is http or https: the client refuses
+    anything else only when it is built, on the first framed message, which then waits
+    for a fix that ``check`` could have asked for. The url is shown without its
+    password."""
+    if not isinstance(url, str):
+        raise RegistryConfigError(f"schema registry {registry_id!r}: url must be text, "
+                                  f"not {type(url).__name__}")
+    for one in url.split(","):
+        parts = urlsplit(one.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() \
+                if "@" in parts.netloc else one.strip()
+            raise RegistryConfigError(
+                f"schema registry {registry_id!r}: url {shown!r} is not an HTTP url: "
+                "give the registry's REST API as http:// or https://host:port (a list "
+                "separated by commas for several)")
+
+
+def _seconds(registry_id: str, key: str, value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not seconds >= 0:
+        raise RegistryConfigError(f"schema registry {registry_id!r}: {key!r} must be a "
+                                  f"number of seconds, 0 or more, not {value!r}")
+    return seconds
 
 
 class _Registries:
@@ -112,29 +158,6 @@ class _Registries:
 
 
 _registries = _Registries()
-# registry id -> why its last lookup failed; cleared by its next answered lookup.
-_outages: dict[str, str] = {}
-
-
-def note_outage(registry_id: str, why: str) -> None:
-    _outages[registry_id] = why
-
-
-def note_answered(registry_id: str) -> None:
-    _outages.pop(registry_id, None)
-
-
-def any_outage() -> bool:
-    return bool(_outages)
-
-
-def registry_problems() -> list[str]:
-    """Why the process is not ready on account of schema registries (empty: none is out).
-
-    A registry counts as out from a lookup that failed for want of it until a lookup
-    that it answers; a message held for it is retried with backoff meanwhile.
-    """
-    return [f"schema registry {rid!r}: {why}" for rid, why in sorted(_outages.items())]
 
 
 def configure_schema_registries(tables: Mapping[str, Mapping[str, Any]],
@@ -146,7 +169,7 @@ def configure_schema_registries(tables: Mapping[str, Mapping[str, Any]],
         _registries.tables = {k: dict(v) for k, v in tables.items()}
         _registries.environ = environ
         _registries.clients = {}
-        _outages.clear()
+    forget_health()
 
 
 def registry_client(registry_id: str) -> Any:
@@ -160,27 +183,20 @@ def registry_client(registry_id: str) -> Any:
         if client is None:
             config = resolve_registry(registry_id, _registries.tables, _registries.environ)
             try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
+                make = client_class()
             except ImportError as exc:
                 raise ImportError(
                     f"schema registry {registry_id!r}: {exc}; install "
                     "sharedstream[schema-registry]") from None
+            grace = config.pop(GRACE_KEY, DEFAULT_GRACE_S)
             try:
-                client = SchemaRegistryClient(config)
+                client = make(config, health(registry_id), grace)
             except (ValueError, TypeError) as exc:
                 raise RegistryConfigError(
                     f"schema registry {registry_id!r}: {_without_secrets(str(exc), config)}"
                 ) from None
             _registries.clients[registry_id] = client
         return client
-
-
-def unreachable(exc: BaseException) -> bool:
-    """True for a failure to reach the registry at all (refused, reset, timed out): an
-    OSError or one of the HTTP client's transport errors (confluent-kafka's client is
-    httpx, vendored as ``httpx2`` in recent releases)."""
-    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
-        "httpx", "httpx2", "httpcore", "httpcore2")
 
 
 def _without_secrets(text: str, config: Mapping[str, Any]) -> str:
