@@ -59,7 +59,7 @@ from sharedstream.core.groupstate import (
     GroupState,
 )
 from sharedstream.core.holds import HoldJournal, HoldKey
-from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.ledger import Entry, Key, Ledger, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
@@ -194,7 +194,7 @@ class Group(Resolution):
                 if isinstance(item, Records):
                     self._broadcast(item.items)
                 elif isinstance(item, PartitionsStarted):
-                    ledger.start(item.generation, item.starts, item.held)
+                    ledger.start(item.generation, item.starts, self._held(item))
                 elif isinstance(item, PartitionsEnded):
                     self._forget(item.keys)
                 elif isinstance(item, PartitionRewound):
@@ -205,6 +205,18 @@ class Group(Resolution):
             self._fail_group(exc)
             return
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
+
+    def _held(self, started: PartitionsStarted) -> dict[Key, dict[int, frozenset[str]]]:
+        """The holds the store remembered on these partitions, and those this process
+        still tracks without a written row (a partition that left and came back while a
+        unit of work of its old generation was in the sink)."""
+        held = {key: dict(offsets) for key, offsets in started.held.items()}
+        if self.holds is not None and self.holds:
+            for topic, partition, _, _ in started.starts:
+                for offset, watchers in self.holds.open_on(topic, partition).items():
+                    known = held.setdefault((topic, partition), {})
+                    known[offset] = known.get(offset, frozenset()) | watchers
+        return held
 
     def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
         present, overflow = self._room()
@@ -250,8 +262,8 @@ class Group(Resolution):
         for i, entry in enumerate(entries):
             targets = entry.payload.targets
             owed = held.pop(entry.offset, None) if held else None
-            if owed is not None:
-                owed &= cohort  # rows of another group's watchers on the same topic
+            if owed is not None:  # not rows of another group, nor watchers a replay skips
+                owed &= cohort if targets is None else targets
             if targets is None and not owed:
                 entry.targets = entry.round_targets = cohort
                 entry.pending = n_present
@@ -265,7 +277,7 @@ class Group(Resolution):
                     self._offer(present, entries[run:i])
                 run = i + 1
                 if owed:
-                    entry.targets = cohort
+                    entry.targets = cohort if targets is None else targets
                     self._remembered_hold(entry, owed)
                 else:
                     entry.targets = targets
@@ -285,7 +297,7 @@ class Group(Resolution):
             topic, partition = entry.ledger.key
             for watcher in owed:
                 holds.loaded(HoldKey(watcher, topic, partition, entry.offset))
-        self._deliver(entry, self.cohort - owed, dict.fromkeys(owed, HELD_BEFORE))
+        self._deliver(entry, entry.targets - owed, dict.fromkeys(owed, HELD_BEFORE))
 
     @staticmethod
     def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:

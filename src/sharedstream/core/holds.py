@@ -111,6 +111,9 @@ class HoldJournal:
         # watcher -> its holds not written yet (the common lookup: is there any?)
         self._unrecorded: dict[str, set[HoldKey]] = {}
         self._delete: set[HoldKey] = set()
+        # RECORDING holds whose partition left meanwhile: dropped once written, queued
+        # again if their transaction rolls back (a window of theirs may still commit).
+        self._forgotten: set[HoldKey] = set()
         self.recorded_total = 0
         self.deleted_total = 0
 
@@ -126,9 +129,10 @@ class HoldJournal:
         self._unrecorded.setdefault(key.watcher, set()).add(key)
 
     def loaded(self, key: HoldKey) -> None:
-        """A hold remembered in the store (a partition start): its row exists."""
+        """A hold remembered in the store (a partition start): its row exists. A hold this
+        process still tracks (not written yet, or being written) keeps its state."""
         self._delete.discard(key)
-        self._state[key] = RECORDED
+        self._state.setdefault(key, RECORDED)
 
     def closed(self, key: HoldKey) -> None:
         """The watcher handled the message durably (acked a retry): the hold ends."""
@@ -167,6 +171,11 @@ class HoldJournal:
         """The transaction that wrote ``taken`` committed (``ok``) or rolled back."""
         for key in taken.record:
             state = self._state.get(key)
+            if key in self._forgotten:
+                self._forgotten.discard(key)
+                if ok:
+                    del self._state[key]  # its row stays, for the partition's next owner
+                    continue
             if state is RECORDING:
                 if ok:
                     self._state[key] = RECORDED
@@ -183,11 +192,26 @@ class HoldJournal:
 
     def forget(self, topic: str, partition: int) -> None:
         """The partition left this process: its written holds stay for the next owner.
-        Holds not written yet stay queued: a window of the same watcher may still be in
-        the sink, and must not commit without them."""
-        for key in [k for k, s in self._state.items()
-                    if s is not UNRECORDED and k.topic == topic and k.partition == partition]:
-            del self._state[key]
+        Holds not written yet stay queued, and holds being written stay tracked until
+        their transaction ends: a window of the same watcher may still be in the sink,
+        and must not commit without them."""
+        for key, state in list(self._state.items()):
+            if key.topic != topic or key.partition != partition:
+                continue
+            if state is RECORDED:
+                del self._state[key]
+            elif state is RECORDING:
+                self._forgotten.add(key)
+
+    def open_on(self, topic: str, partition: int) -> dict[int, set[str]]:
+        """Offset -> watchers of the holds on this partition that this process tracks
+        but the store may not have yet (not written, or being written): a partition that
+        comes back to this process must know them as the store would. O(holds)."""
+        found: dict[int, set[str]] = {}
+        for key, state in self._state.items():
+            if state is not RECORDED and key.topic == topic and key.partition == partition:
+                found.setdefault(key.offset, set()).add(key.watcher)
+        return found
 
     def _forget_unrecorded(self, key: HoldKey) -> None:
         keys = self._unrecorded.get(key.watcher)

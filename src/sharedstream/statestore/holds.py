@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import and_, bindparam, delete, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from sharedstream.core.holds import Taken
@@ -46,15 +46,25 @@ def load_holds(connection: Connection, consumer_group: str,
                ) -> dict[tuple[str, int], dict[int, frozenset[str]]]:
     """``{(topic, partition): {offset: watchers}}`` of this consumer group's holds at or
     above each committed offset (all of them when there is none); the rows below it are
-    deleted, in the caller's transaction."""
+    deleted, in the caller's transaction. One query for all the partitions (a rebalance
+    callback waits for it), and one delete when there are stale rows."""
+    if not partitions:
+        return {}
+    bases = {(topic, partition): base for topic, partition, base in partitions}
+    rows = connection.execute(select(_c.topic, _c.partition, _c.offset, _c.watcher).where(
+        _c.consumer_group == consumer_group,
+        or_(*(and_(_c.topic == topic, _c.partition == partition)
+              for topic, partition in bases)))).all()
     found: dict[tuple[str, int], dict[int, set[str]]] = {}
-    for topic, partition, base in partitions:
-        where = (_c.consumer_group == consumer_group, _c.topic == topic,
-                 _c.partition == partition)
-        if base is not None:
-            connection.execute(delete(watcher_hold).where(*where, _c.offset < base))
-        rows = connection.execute(select(_c.offset, _c.watcher).where(*where)).all()
-        for offset, watcher in rows:
-            found.setdefault((topic, partition), {}).setdefault(offset, set()).add(watcher)
+    stale = []
+    for topic, partition, offset, watcher in rows:
+        base = bases.get((topic, partition))
+        if base is not None and offset < base:
+            stale.append({"k_topic": topic, "k_partition": partition, "k_offset": offset,
+                          "k_watcher": watcher})
+            continue
+        found.setdefault((topic, partition), {}).setdefault(offset, set()).add(watcher)
+    if stale:
+        connection.execute(_DELETE_ONE, stale)
     return {key: {offset: frozenset(w) for offset, w in held.items()}
             for key, held in found.items()}

@@ -75,3 +75,31 @@ def test_a_partition_that_leaves_keeps_its_unwritten_holds_queued() -> None:
     assert journal.take(["a"]).record == (A5,)
     journal.closed(A6)
     assert journal.take([]) is NOTHING
+
+
+def test_a_hold_being_written_when_its_partition_leaves_is_queued_again_if_it_rolls_back(
+        ) -> None:
+    """The window it was taken for may still commit (the sink retries it): the hold must
+    go with it. Once written, its row stays for the next owner (no delete)."""
+    journal = HoldJournal()
+    journal.opened(A5)
+    taken = journal.take(["a"])
+    journal.forget("t", 0)
+    journal.done(taken, ok=False)
+    again = journal.take(["a"])
+    assert again.record == (A5,)
+    journal.forget("t", 0)
+    journal.done(again, ok=True)
+    assert journal.take(["a", "b"]) is NOTHING and len(journal) == 0
+
+
+def test_a_partition_that_comes_back_learns_the_holds_the_store_does_not_have_yet() -> None:
+    journal = HoldJournal()
+    journal.opened(A5)  # not written
+    journal.opened(B5)
+    in_flight = journal.take(["b"])  # being written
+    journal.forget("t", 0)
+    assert journal.open_on("t", 0) == {5: {"a", "b"}}
+    journal.loaded(A5)  # the group marks remembered holds loaded: a tracked one keeps its state
+    assert journal.take(["a"]).record == (A5,)
+    journal.done(in_flight, ok=True)
