@@ -32,6 +32,7 @@ from sharedstream.ops.clitools import (
     handled,
     kafka_connection,
     kafka_connection_option,
+    option_value,
     stamp,
 )
 from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
@@ -195,10 +196,7 @@ def _common(fn: Callable[P, R]) -> Callable[P, R]:
 def _instant(text: str | None, option: str) -> datetime | None:
     if text is None:
         return None
-    try:
-        return parse_instant(text, utcnow())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
+    return option_value(option, lambda given: parse_instant(given, utcnow()), text)
 
 
 @click.group("dlq")
