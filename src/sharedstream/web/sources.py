@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sharedstream.ops.offsets import GroupPositions
@@ -368,9 +368,13 @@ class Sources(DatabaseReads, DeadLetterReads):
 
 def window(since: datetime | None, until: datetime | None, default: timedelta
            ) -> tuple[datetime, datetime]:
-    """``[since, until)`` with the defaults: until now, since ``default`` before until."""
+    """``[since, until)`` with the defaults: until now, since ``default`` before until
+    (from the first instant a datetime holds for an ``until`` less than that after it)."""
     end = until or utcnow()
-    return (since or end - default), end
+    if since is None:
+        end = max(end, datetime.min.replace(tzinfo=UTC) + default)
+        since = end - default
+    return since, end
 
 
 def paginate(items: Sequence[T], limit: int, offset: int) -> dict[str, Any]:
