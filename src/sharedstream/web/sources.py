@@ -65,6 +65,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         self._snapshot_lock: asyncio.Lock | None = None
         self._snapshot_loop: asyncio.AbstractEventLoop | None = None
         self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
+        self._tallies = {}
         self._start_kafka()
 
     # -- triggerers -------------------------------------------------------------------------
@@ -300,6 +301,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         snapshot = await self.snapshot()
         recorded = snapshot.recorded
         rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync))
+        dead, unread = await asyncio.to_thread(self.dead_letter_watchers_sync)
         live = self.live_groups(snapshot)
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for name in set(recorded) | set(live):
@@ -315,7 +317,8 @@ class Sources(DatabaseReads, DeadLetterReads):
                     "name": watcher, "consumer_group": name,
                     "topics": (recorded.get(name) or {}).get("topics", []),
                     "present": watcher in present, "held": held,
-                    "rejected": int(rejected.get(watcher, 0))}
+                    "rejected": int(rejected.get(watcher, 0)) + dead[watcher],
+                    "rejected_error": "; ".join(unread) or None}
         return [found[k] for k in sorted(found, key=lambda k: (k[1], k[0]))]
 
     # -- overview ---------------------------------------------------------------------------
