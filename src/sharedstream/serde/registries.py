@@ -15,9 +15,15 @@ makes no retries of its own (``max.retries`` 0) and gives a request 5 s
 :mod:`sharedstream.serde.values`), and a registry that does not answer is retried by
 redelivering the message with backoff instead, which never dead-letters.
 
-One client per registry id per process, built on first use and kept: its schema
+One client per registry id per triggerer, built on first use and kept: its schema
 cache (by id, by subject and version) is what makes every lookup after the first
-free. Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
+free. Each triggerer of a process has its own tables, clients and outages
+(:func:`use_schema_registries`, set in its task's context, which the tasks and worker
+threads it starts inherit): a second embedded triggerer with other
+``[schema_registries]`` leaves the first's alone. Outside any triggerer (commands,
+tests) the process's, set with :func:`configure_schema_registries`, are used.
+
+Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
 error; :func:`redacted_registry` masks them for printing.
 """
 
@@ -28,6 +34,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from sharedstream.kafka.connections import redacted
@@ -101,64 +108,86 @@ def resolve_registry(registry_id: str, tables: Mapping[str, Mapping[str, Any]],
     return config
 
 
-class _Registries:
-    """The process's registry tables and the clients built from them (one per id)."""
+class SchemaRegistries:
+    """One set of registry tables, the clients built from them (one per id), and which
+    of them is out (registry id -> why its last lookup failed; cleared by its next
+    answered lookup)."""
 
-    def __init__(self) -> None:
-        self.tables: Mapping[str, Mapping[str, Any]] = {}
-        self.environ: Mapping[str, str] | None = None
+    def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.tables: Mapping[str, Mapping[str, Any]] = {
+            k: dict(v) for k, v in (tables or {}).items()}
+        self.environ = environ
         self.clients: dict[str, Any] = {}
+        self.outages: dict[str, str] = {}
         self.lock = threading.Lock()
 
 
-_registries = _Registries()
-# registry id -> why its last lookup failed; cleared by its next answered lookup.
-_outages: dict[str, str] = {}
+_process = SchemaRegistries()
+_scoped: ContextVar[SchemaRegistries | None] = ContextVar("sharedstream_schema_registries",
+                                                          default=None)
+
+
+def _active() -> SchemaRegistries:
+    return _scoped.get() or _process
 
 
 def note_outage(registry_id: str, why: str) -> None:
-    _outages[registry_id] = why
+    _active().outages[registry_id] = why
 
 
 def note_answered(registry_id: str) -> None:
-    _outages.pop(registry_id, None)
+    _active().outages.pop(registry_id, None)
 
 
 def any_outage() -> bool:
-    return bool(_outages)
+    return bool(_active().outages)
 
 
-def registry_problems() -> list[str]:
-    """Why the process is not ready on account of schema registries (empty: none is out).
+def registry_problems(registries: SchemaRegistries | None = None) -> list[str]:
+    """Why the process (or the triggerer owning ``registries``) is not ready on account
+    of schema registries (empty: none is out).
 
     A registry counts as out from a lookup that failed for want of it until a lookup
     that it answers; a message held for it is retried with backoff meanwhile.
     """
-    return [f"schema registry {rid!r}: {why}" for rid, why in sorted(_outages.items())]
+    outages = (registries or _active()).outages
+    return [f"schema registry {rid!r}: {why}" for rid, why in sorted(outages.items())]
 
 
 def configure_schema_registries(tables: Mapping[str, Mapping[str, Any]],
                                 environ: Mapping[str, str] | None = None) -> None:
-    """Set the ``[schema_registries]`` tables (the triggerer does, at start-up); clients
-    built from earlier tables are dropped. Unconfigured, registries come from the
-    environment only."""
-    with _registries.lock:
-        _registries.tables = {k: dict(v) for k, v in tables.items()}
-        _registries.environ = environ
-        _registries.clients = {}
-        _outages.clear()
+    """Set the process's ``[schema_registries]`` tables (commands do; a triggerer uses
+    :func:`use_schema_registries`); clients built from earlier tables are dropped.
+    Unconfigured, registries come from the environment only."""
+    with _process.lock:
+        _process.tables = {k: dict(v) for k, v in tables.items()}
+        _process.environ = environ
+        _process.clients = {}
+        _process.outages.clear()
+
+
+def use_schema_registries(tables: Mapping[str, Mapping[str, Any]],
+                          environ: Mapping[str, str] | None = None) -> SchemaRegistries:
+    """New registries from ``tables`` for the current context (a triggerer's task, and
+    what it starts from now on); the triggerer keeps them to report their outages."""
+    registries = SchemaRegistries(tables, environ)
+    _scoped.set(registries)
+    return registries
 
 
 def registry_client(registry_id: str) -> Any:
-    """The process's ``SchemaRegistryClient`` for ``registry_id``, built on first use.
+    """The ``SchemaRegistryClient`` for ``registry_id`` of the current triggerer (else
+    the process's), built on first use.
 
     Raises :class:`RegistryConfigError` for a missing or invalid connection, and
     ImportError (with the extra to install) without ``confluent-kafka[schemaregistry]``.
     """
-    with _registries.lock:
-        client = _registries.clients.get(registry_id)
+    registries = _active()
+    with registries.lock:
+        client = registries.clients.get(registry_id)
         if client is None:
-            config = resolve_registry(registry_id, _registries.tables, _registries.environ)
+            config = resolve_registry(registry_id, registries.tables, registries.environ)
             try:
                 from confluent_kafka.schema_registry import SchemaRegistryClient
             except ImportError as exc:
@@ -171,7 +200,7 @@ def registry_client(registry_id: str) -> Any:
                 raise RegistryConfigError(
                     f"schema registry {registry_id!r}: {_without_secrets(str(exc), config)}"
                 ) from None
-            _registries.clients[registry_id] = client
+            registries.clients[registry_id] = client
         return client
 
 

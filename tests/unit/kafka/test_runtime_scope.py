@@ -1,0 +1,80 @@
+"""Each triggerer of a process keeps its own Kafka runtime and schema registries (issue 41,
+3.9): set in its task's context, seen by the tasks and worker threads it starts, by no
+other triggerer's, and not by code outside any triggerer (which sees the process's)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from sharedstream.kafka.rejections import InMemoryRejectionRecorder
+from sharedstream.kafka.runtime import (
+    KafkaRuntime,
+    configure_kafka_runtime,
+    kafka_runtime,
+    use_kafka_runtime,
+)
+from sharedstream.serde.registries import (
+    configure_schema_registries,
+    note_outage,
+    registry_client,
+    registry_problems,
+    use_schema_registries,
+)
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def process_defaults() -> Iterator[None]:
+    before = kafka_runtime()
+    configure_kafka_runtime({"process": {"bootstrap.servers": "p:9092"}}, None)
+    configure_schema_registries({})
+    yield
+    configure_kafka_runtime(before.connections, before.recorder, before.environ)
+    configure_schema_registries({})
+
+
+async def test_each_triggerer_task_sees_its_own_kafka_runtime() -> None:
+    recorders = {name: InMemoryRejectionRecorder() for name in ("a", "b")}
+    seen: dict[str, list[KafkaRuntime]] = {}
+    started = asyncio.Event()
+
+    async def triggerer(name: str) -> None:
+        use_kafka_runtime(KafkaRuntime({name: {"bootstrap.servers": f"{name}:9092"}},
+                                       recorders[name]))
+        if name == "a":
+            await started.wait()  # b sets its own meanwhile
+        else:
+            started.set()
+
+        async def group() -> KafkaRuntime:
+            return kafka_runtime()
+
+        seen[name] = [kafka_runtime(), await asyncio.create_task(group()),
+                      await asyncio.to_thread(kafka_runtime)]
+
+    await asyncio.gather(triggerer("a"), triggerer("b"))
+    for name in ("a", "b"):
+        assert {tuple(r.connections) for r in seen[name]} == {(name,)}
+        assert all(r.recorder is recorders[name] for r in seen[name])
+    assert list(kafka_runtime().connections) == ["process"]
+
+
+async def test_each_triggerer_task_resolves_and_reports_its_own_registries() -> None:
+    found = {}
+
+    async def triggerer(name: str) -> None:
+        registries = use_schema_registries({name: {"url": f"http://{name}.invalid:8081"}})
+        client = await asyncio.to_thread(registry_client, name)
+        if name == "a":
+            note_outage(name, "HTTP 503")
+        found[name] = (registries, client)
+
+    await asyncio.gather(triggerer("a"), triggerer("b"))
+    (a, client_a), (b, client_b) = found["a"], found["b"]
+    assert client_a is not client_b and set(a.clients) == {"a"} and set(b.clients) == {"b"}
+    assert registry_problems(a) == ["schema registry 'a': HTTP 503"]
+    assert registry_problems(b) == [] and registry_problems() == []
