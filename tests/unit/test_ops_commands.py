@@ -54,6 +54,8 @@ def test_a_duration_beyond_a_century_is_a_value_error(text: str) -> None:
 
 
 def test_the_longest_duration_reaches_back_from_any_now() -> None:
+    assert parse_duration("0s") == parse_duration("00d") == timedelta(0)
+    assert parse_duration("007m") == timedelta(minutes=7)
     assert parse_duration("36500d") == MAX_DURATION == timedelta(days=36500)
     assert parse_instant("36500d", NOW) == NOW - MAX_DURATION
 

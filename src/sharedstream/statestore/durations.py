@@ -42,7 +42,7 @@ def parse_duration(text: str) -> timedelta:
     # Whole seconds in Python ints: no part can overflow timedelta before it is compared.
     seconds = 0
     for amount, unit in _PART.findall(cleaned):
-        digits = amount.lstrip("0")
+        digits = amount.lstrip("0") or "0"
         seconds += int(digits) * _SECONDS[unit] if len(digits) <= 20 else 10**30
     if seconds > MAX_DURATION.total_seconds():
         raise DurationTooLong(f"duration too long: {shown(text)} (at most 36500d (100 "
