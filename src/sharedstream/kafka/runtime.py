@@ -15,7 +15,7 @@ for clusters that cannot answer it: librdkafka's in-process mock cluster of
 ``sharedstream demo``. None means the real lookup.
 
 Several triggerers may run in one process (embedded, each ``async with Triggerer``), each
-with its own connections and its own recorder (its own database). So a triggerer sets
+with its own connections, recorder and hold store (its own database). So a triggerer sets
 its runtime with :func:`use_kafka_runtime`, in the context of its own task: every task it
 starts (the groups, their supervisors) inherits it, and no other triggerer sees it.
 :func:`configure_kafka_runtime` sets the process's runtime, used outside any triggerer
@@ -29,6 +29,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharedstream.core.holds import HoldStore
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.topic_ids import TopicIdResolver
 
@@ -39,6 +40,7 @@ class KafkaRuntime:
     recorder: RejectionRecorder | None = None
     environ: Mapping[str, str] | None = None  # None: os.environ at resolution time
     topic_id_resolver: TopicIdResolver | None = None  # None: describe_topic_ids
+    holds: HoldStore | None = None  # where watchers' holds survive a crash (core/holds.py)
 
 
 _runtime = KafkaRuntime()
@@ -51,11 +53,12 @@ def configure_kafka_runtime(
     recorder: RejectionRecorder | None,
     environ: Mapping[str, str] | None = None,
     topic_id_resolver: TopicIdResolver | None = None,
+    holds: HoldStore | None = None,
 ) -> None:
-    """Set the process's connections table and rejection recorder (used where no
-    triggerer set its own with :func:`use_kafka_runtime`)."""
+    """Set the process's connections table, rejection recorder and hold store (used
+    where no triggerer set its own with :func:`use_kafka_runtime`)."""
     global _runtime
-    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver)
+    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver, holds)
 
 
 def use_kafka_runtime(runtime: KafkaRuntime) -> None:

@@ -240,6 +240,22 @@ class StreamGroupRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class WatcherHoldRow(Base):
+    """A message a watcher has not durably handled although it may have moved past it
+    (failed, rejected before its dead letter was acknowledged): written in the unit of
+    work of the watcher's next messages, so that after a crash the message goes to it
+    again as a retry (``sharedstream.core.holds``). Rows are few: one per open hold."""
+
+    __tablename__ = "watcher_hold"
+
+    topic: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    offset: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    watcher: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    consumer_group: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 tables = Base.metadata.tables
 asset = tables["asset"]
 asset_state_store = tables["asset_state_store"]
@@ -253,3 +269,5 @@ undelivered_event = tables["undelivered_event"]
 triggerer_process = tables["triggerer_process"]
 audit_entry = tables["audit_entry"]
 held_retry = tables["held_retry"]
+watcher_hold = tables["watcher_hold"]
+

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
+from sharedstream.core.holds import HoldJournal
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
@@ -43,6 +44,7 @@ from sharedstream.triggerer.config import load_config
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
+from sharedstream.triggerer.holdstore import DatabaseHoldStore
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
@@ -82,10 +84,13 @@ class Triggerer:
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
+        self.holds = HoldJournal({name: group.consumer_group for group in plan.groups
+                                  for name in group.watchers})
         self.sink = DatabaseWorkSink(store, {w.name: asset_ids[w.asset.name]
-                                             for w in plan.watchers}, self.config.process)
+                                             for w in plan.watchers}, self.config.process,
+                                     holds=self.holds)
         self.recorder = DatabaseRejectionRecorder(store)
-        self.manager = SharedStreamManager(self.sink, self.config.manager)
+        self.manager = SharedStreamManager(self.sink, self.config.manager, holds=self.holds)
         self.stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._state_access: list[WatcherStateAccess] = []
@@ -142,9 +147,11 @@ class Triggerer:
         """Run until ``stop`` is set (or a fatal error); return the exit code."""
         self._stop = stop
         # Its own, in its task's context (inherited by every task it starts): another
-        # triggerer of the process keeps its connections, recorder and registries.
+        # triggerer of the process keeps its connections, recorder, hold store and
+        # registries.
         use_kafka_runtime(KafkaRuntime(dict(self.config.connections), self.recorder,
-                                       topic_id_resolver=self.topic_id_resolver))
+                                       topic_id_resolver=self.topic_id_resolver,
+                                       holds=DatabaseHoldStore(self.store)))
         configure_airflow_instances(lambda path: load_config(path).airflow)
         self.registries = use_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})

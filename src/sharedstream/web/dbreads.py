@@ -84,7 +84,8 @@ class DatabaseReads:
             connection_id: str | None = None
             try:
                 key = json.loads(row.group_key)
-                if isinstance(key, list) and len(key) == 3 and isinstance(key[1], list):
+                # [kind, topics, connection] (+ the consumer group since issue 41)
+                if isinstance(key, list) and len(key) >= 3 and isinstance(key[1], list):
                     topics = [str(t) for t in key[1]]
                     connection_id = None if key[2] is None else str(key[2])
             except ValueError:

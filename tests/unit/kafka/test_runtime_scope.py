@@ -5,6 +5,7 @@ other triggerer's, and not by code outside any triggerer (which sees the process
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -16,10 +17,11 @@ from sharedstream.kafka.runtime import (
     kafka_runtime,
     use_kafka_runtime,
 )
+from sharedstream.serde.lookups import RegistryFigures, SchemaRegistryUnavailable
 from sharedstream.serde.registries import (
     configure_schema_registries,
-    note_outage,
     registry_client,
+    registry_figures,
     registry_problems,
     use_schema_registries,
 )
@@ -63,18 +65,34 @@ async def test_each_triggerer_task_sees_its_own_kafka_runtime() -> None:
     assert list(kafka_runtime().connections) == ["process"]
 
 
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
 async def test_each_triggerer_task_resolves_and_reports_its_own_registries() -> None:
+    """Both name registry id 'sr', two registries: the first's is out (a lookup of its
+    client fails, a loopback port nothing listens on), which neither the second's
+    readiness and metrics nor the process's show, and each has its own client."""
     found = {}
 
     async def triggerer(name: str) -> None:
-        registries = use_schema_registries({name: {"url": f"http://{name}.invalid:8081"}})
-        client = await asyncio.to_thread(registry_client, name)
+        registries = use_schema_registries({"sr": {"url": f"http://127.0.0.1:{closed_port()}"}})
+        client = await asyncio.to_thread(registry_client, "sr")
         if name == "a":
-            note_outage(name, "HTTP 503")
+            with pytest.raises(SchemaRegistryUnavailable):
+                await asyncio.to_thread(client.get_schema, 1)
         found[name] = (registries, client)
 
     await asyncio.gather(triggerer("a"), triggerer("b"))
     (a, client_a), (b, client_b) = found["a"], found["b"]
-    assert client_a is not client_b and set(a.clients) == {"a"} and set(b.clients) == {"b"}
-    assert registry_problems(a) == ["schema registry 'a': HTTP 503"]
+    assert a.clients == {"sr": client_a} and b.clients == {"sr": client_b}
+    assert client_a is not client_b
+    [problem] = registry_problems(a)
+    assert problem.startswith("schema registry 'sr': ") and "looking up schema id 1" in problem
     assert registry_problems(b) == [] and registry_problems() == []
+    assert registry_figures(a) == [RegistryFigures("sr", True, {"unreachable": 1})]
+    assert registry_figures(b) == [RegistryFigures("sr", False, {})]
+    assert registry_figures() == []
