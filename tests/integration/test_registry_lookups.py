@@ -37,8 +37,7 @@ from sharedstream.serde import (
     configure_schema_registries,
     registry_problems,
 )
-from sharedstream.serde.lookups import health, registry_figures
-from sharedstream.serde.registries import registry_client
+from sharedstream.serde.registries import health, registry_client, registry_figures
 from sharedstream.triggerer.metrics import registry_metrics
 
 pytestmark = pytest.mark.integration

@@ -9,12 +9,13 @@ which holds it.
 """
 
 from sharedstream.core.message import ValueDecodeError, ValueDecoder
-from sharedstream.serde.lookups import SchemaNotFound, SchemaRegistryUnavailable, registry_problems
+from sharedstream.serde.lookups import SchemaNotFound, SchemaRegistryUnavailable
 from sharedstream.serde.models import to_payload
 from sharedstream.serde.registries import (
     DEFAULT_REGISTRY,
     RegistryConfigError,
     configure_schema_registries,
+    registry_problems,
 )
 from sharedstream.serde.values import (
     AvroValue,

@@ -1,4 +1,4 @@
-"""Schema lookups: one per (registry, schema id) per process, and when a 404 is final.
+"""Schema lookups: one per (registry, schema id) per triggerer, and when a 404 is final.
 
 **One lookup.** Each registry connection has one client (see
 :mod:`sharedstream.serde.registries`), of the class :func:`client_class` makes: its
@@ -26,12 +26,13 @@ any outage of the registry. Failure window: a registry that keeps answering its
 subject list but still lacks the id after the grace (a reload longer than the grace)
 has the message rejected; the grace is the setting that bounds it.
 
-**What an outage shows** (:class:`RegistryHealth`, one per registry id): the first
-failure logs one line (the registry does not answer, why) and the first answer after
-it another (it answers again, after how long, how many lookups failed meanwhile);
-every failed lookup counts, by reason, in ``sharedstream_schema_registry_failures``;
-``/readyz`` names the registry while it is out. No traceback: the watcher that waits
-logs none for an ``InfrastructureError`` either.
+**What an outage shows** (:class:`RegistryHealth`, one per registry id of a
+triggerer, in its :class:`RegistryHealths`): the first failure logs one line (the
+registry does not answer, why) and the first answer after it another (it answers
+again, after how long, how many lookups failed meanwhile); every failed lookup counts,
+by reason, in ``sharedstream_schema_registry_failures``; that triggerer's ``/readyz``
+names the registry while it is out. No traceback: the watcher that waits logs none for
+an ``InfrastructureError`` either.
 """
 
 from __future__ import annotations
@@ -128,41 +129,37 @@ class RegistryHealth:
                                    dict(self.failures))
 
 
-_health: dict[str, RegistryHealth] = {}
-_health_lock = threading.Lock()
+class RegistryHealths:
+    """The :class:`RegistryHealth` of each registry id of one set of registries (one
+    triggerer's, or the process's: :class:`sharedstream.serde.registries.SchemaRegistries`),
+    made on first ask. Per set, so two triggerers of a process that both name a registry
+    id (perhaps different registries) never mix their outages, readiness or metrics."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[str, RegistryHealth] = {}
 
-def health(registry_id: str) -> RegistryHealth:
-    """The process's :class:`RegistryHealth` of ``registry_id`` (made on first ask)."""
-    with _health_lock:
-        found = _health.get(registry_id)
-        if found is None:
-            found = _health[registry_id] = RegistryHealth(registry_id)
-        return found
+    def of(self, registry_id: str) -> RegistryHealth:
+        with self._lock:
+            found = self._by_id.get(registry_id)
+            if found is None:
+                found = self._by_id[registry_id] = RegistryHealth(registry_id)
+            return found
 
+    def problems(self) -> list[str]:
+        """Why the owner is not ready on account of schema registries (empty: none is
+        out). A registry counts as out from a lookup that failed for want of it until a
+        lookup that it answers; a message held for it is retried with backoff meanwhile.
+        """
+        return [f"schema registry {one.registry_id!r}: {why}" for one in self._sorted()
+                if (why := one.problem()) is not None]
 
-def forget_health() -> None:
-    """Drop every registry's state (new registry settings)."""
-    with _health_lock:
-        _health.clear()
+    def figures(self) -> list[RegistryFigures]:
+        return [one.figures() for one in self._sorted()]
 
-
-def registry_problems() -> list[str]:
-    """Why the process is not ready on account of schema registries (empty: none is out).
-
-    A registry counts as out from a lookup that failed for want of it until a lookup
-    that it answers; a message held for it is retried with backoff meanwhile.
-    """
-    with _health_lock:
-        states = sorted(_health.items())
-    return [f"schema registry {rid!r}: {why}" for rid, state in states
-            if (why := state.problem()) is not None]
-
-
-def registry_figures() -> list[RegistryFigures]:
-    with _health_lock:
-        states = sorted(_health.items())
-    return [state.figures() for _, state in states]
+    def _sorted(self) -> list[RegistryHealth]:
+        with self._lock:
+            return [state for _, state in sorted(self._by_id.items())]
 
 
 class _Flight:

@@ -20,11 +20,18 @@ client's: how long a schema id the registry answers 404 for is held before it is
 value's fault (:mod:`sharedstream.serde.lookups` says when). A url that is not http
 or https is refused here, so ``check`` says so, not the first framed message.
 
-One client per registry id per process, built on first use and kept: its schema
+One client per registry id per triggerer, built on first use and kept: its schema
 cache (see :mod:`sharedstream.serde.lookups`: one lookup per schema id, whichever
-declaration asks) is what makes every lookup after the first free. Secrets
-(``basic.auth.user.info``, tokens, client secrets) never appear in an error;
-:func:`redacted_registry` masks them for printing.
+declaration asks) is what makes every lookup after the first free. Each triggerer of a
+process has its own tables, clients and registry health (outages, failure counts:
+its ``/readyz`` and ``/metrics``), in its :class:`SchemaRegistries`
+(:func:`use_schema_registries`, set in its task's context, which the tasks and worker
+threads it starts inherit): a second embedded triggerer with other
+``[schema_registries]`` leaves the first's alone. Outside any triggerer (commands,
+tests) the process's, set with :func:`configure_schema_registries`, are used.
+
+Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
+error; :func:`redacted_registry` masks them for printing.
 """
 
 from __future__ import annotations
@@ -34,11 +41,17 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
 from sharedstream.kafka.connections import redacted
-from sharedstream.serde.lookups import client_class, forget_health, health
+from sharedstream.serde.lookups import (
+    RegistryFigures,
+    RegistryHealth,
+    RegistryHealths,
+    client_class,
+)
 
 ENV_PREFIX = "SHAREDSTREAM_SCHEMA_REGISTRY_"
 DEFAULT_REGISTRY = "schema_registry_default"
@@ -147,41 +160,82 @@ def _seconds(registry_id: str, key: str, value: Any) -> float:
     return seconds
 
 
-class _Registries:
-    """The process's registry tables and the clients built from them (one per id)."""
+class SchemaRegistries:
+    """One set of registry tables, the clients built from them (one per id), and the
+    health of each (:class:`RegistryHealths`: which is out, failures by reason)."""
 
-    def __init__(self) -> None:
-        self.tables: Mapping[str, Mapping[str, Any]] = {}
-        self.environ: Mapping[str, str] | None = None
+    def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.tables: Mapping[str, Mapping[str, Any]] = {
+            k: dict(v) for k, v in (tables or {}).items()}
+        self.environ = environ
         self.clients: dict[str, Any] = {}
+        self.health = RegistryHealths()
         self.lock = threading.Lock()
 
 
-_registries = _Registries()
+_process = SchemaRegistries()
+_scoped: ContextVar[SchemaRegistries | None] = ContextVar("sharedstream_schema_registries",
+                                                          default=None)
+
+
+def _active() -> SchemaRegistries:
+    return _scoped.get() or _process
+
+
+def health(registry_id: str) -> RegistryHealth:
+    """The :class:`RegistryHealth` of ``registry_id`` of the current triggerer (else the
+    process's), made on first ask."""
+    return _active().health.of(registry_id)
+
+
+def registry_problems(registries: SchemaRegistries | None = None) -> list[str]:
+    """Why the process (or the triggerer owning ``registries``, passed where its context
+    is not: the health server's thread) is not ready on account of schema registries
+    (empty: none is out)."""
+    return (registries or _active()).health.problems()
+
+
+def registry_figures(registries: SchemaRegistries | None = None) -> list[RegistryFigures]:
+    """What ``/metrics`` shows of the registries of the process (or of the triggerer
+    owning ``registries``)."""
+    return (registries or _active()).health.figures()
 
 
 def configure_schema_registries(tables: Mapping[str, Mapping[str, Any]],
                                 environ: Mapping[str, str] | None = None) -> None:
-    """Set the ``[schema_registries]`` tables (the triggerer does, at start-up); clients
-    built from earlier tables are dropped. Unconfigured, registries come from the
-    environment only."""
-    with _registries.lock:
-        _registries.tables = {k: dict(v) for k, v in tables.items()}
-        _registries.environ = environ
-        _registries.clients = {}
-    forget_health()
+    """Set the process's ``[schema_registries]`` tables (commands do; a triggerer uses
+    :func:`use_schema_registries`); clients built from earlier tables, and what their
+    lookups saw of each registry's health, are dropped. Unconfigured, registries come
+    from the environment only."""
+    with _process.lock:
+        _process.tables = {k: dict(v) for k, v in tables.items()}
+        _process.environ = environ
+        _process.clients = {}
+        _process.health = RegistryHealths()
+
+
+def use_schema_registries(tables: Mapping[str, Mapping[str, Any]],
+                          environ: Mapping[str, str] | None = None) -> SchemaRegistries:
+    """New registries from ``tables`` for the current context (a triggerer's task, and
+    what it starts from now on); the triggerer keeps them to report their health."""
+    registries = SchemaRegistries(tables, environ)
+    _scoped.set(registries)
+    return registries
 
 
 def registry_client(registry_id: str) -> Any:
-    """The process's ``SchemaRegistryClient`` for ``registry_id``, built on first use.
+    """The ``SchemaRegistryClient`` for ``registry_id`` of the current triggerer (else
+    the process's), built on first use.
 
     Raises :class:`RegistryConfigError` for a missing or invalid connection, and
     ImportError (with the extra to install) without ``confluent-kafka[schemaregistry]``.
     """
-    with _registries.lock:
-        client = _registries.clients.get(registry_id)
+    registries = _active()
+    with registries.lock:
+        client = registries.clients.get(registry_id)
         if client is None:
-            config = resolve_registry(registry_id, _registries.tables, _registries.environ)
+            config = resolve_registry(registry_id, registries.tables, registries.environ)
             try:
                 make = client_class()
             except ImportError as exc:
@@ -190,12 +244,12 @@ def registry_client(registry_id: str) -> Any:
                     "sharedstream[schema-registry]") from None
             grace = config.pop(GRACE_KEY, DEFAULT_GRACE_S)
             try:
-                client = make(config, health(registry_id), grace)
+                client = make(config, registries.health.of(registry_id), grace)
             except (ValueError, TypeError) as exc:
                 raise RegistryConfigError(
                     f"schema registry {registry_id!r}: {_without_secrets(str(exc), config)}"
                 ) from None
-            _registries.clients[registry_id] = client
+            registries.clients[registry_id] = client
         return client
 
 

@@ -44,9 +44,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.core.message import KafkaMessage, ValueDecodeError
-from sharedstream.serde.lookups import SchemaRegistryUnavailable, health, unreachable
+from sharedstream.serde.lookups import SchemaRegistryUnavailable, unreachable
 from sharedstream.serde.models import model_converter
-from sharedstream.serde.registries import DEFAULT_REGISTRY, RegistryConfigError, registry_client
+from sharedstream.serde.registries import (
+    DEFAULT_REGISTRY,
+    RegistryConfigError,
+    health,
+    registry_client,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ from prometheus_client.registry import Collector
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.core.counters import counter_help
 from sharedstream.delivery.deliverer import DestinationState
-from sharedstream.serde.lookups import RegistryFigures, registry_figures
+from sharedstream.serde.lookups import RegistryFigures
+from sharedstream.serde.registries import registry_figures
 
 if TYPE_CHECKING:
     from sharedstream.delivery.service import DeliveryService
@@ -227,7 +228,9 @@ class TriggererCollector(Collector):
             beats.add_metric([], float(triggerer.heartbeat.failures))
             yield beats
         yield from delivery_metrics(triggerer.delivery.states() if triggerer.delivery else [])
-        yield from registry_metrics(registry_figures())
+        # Its own registries, passed: a scrape runs on the health server's thread.
+        registries = triggerer.registries
+        yield from registry_metrics([] if registries is None else registry_figures(registries))
         yield from loop_metrics(triggerer.watchdog)
 
 
