@@ -93,15 +93,19 @@ class LoopWatchdog:
     # -- what readiness and metrics read (any thread) --------------------------------------
 
     def problems(self) -> list[str]:
-        """Readiness reasons: the loop blocked longer than ``block_timeout`` now."""
-        if self._answered == self._posted:
+        """Readiness reasons: the loop blocked longer than ``block_timeout`` now.
+
+        Reported once the watch thread has named the block (within one check interval
+        of ``warn_after``, which is at most ``block_timeout``): a reason that names no
+        culprit sent an operator looking at nothing, and a readiness probe asked in that
+        interval got one."""
+        block = self._block
+        if block is None or self._answered == self._posted:
             return []
         waited = self._clock() - self._posted_at
         if waited < self.block_timeout:
             return []
-        block = self._block
-        culprit = f" by {block.culprit}" if block is not None else ""
-        return [f"event loop blocked for {waited:.1f}s{culprit} "
+        return [f"event loop blocked for {waited:.1f}s by {block.culprit} "
                 f"(longer than loop_block_timeout, {self.block_timeout:g}s)"]
 
     def figures(self) -> tuple[float, dict[str, int], dict[str, float]]:
