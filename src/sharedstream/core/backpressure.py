@@ -24,7 +24,7 @@ partition is sought back to them on resume.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sharedstream.core.ledger import Key, PartitionLedger
@@ -106,8 +106,3 @@ class Backpressure:
             if reason is not None:
                 out[key] = reason
         return out
-
-
-def reasons_by_name(paused: Mapping[Key, PauseReason]) -> dict[Key, str]:
-    """The reasons as their names in ``/status`` and ``/metrics``."""
-    return {key: reason.value for key, reason in paused.items()}

@@ -148,10 +148,6 @@ class ManualClock:
                 timer.callback()
         self._now = target
 
-    @property
-    def pending_timers(self) -> int:
-        return sum(1 for _, _, t in self._timers if not t.cancelled)
-
 
 class SharedStreamError(Exception):
     """Base of the manager's errors."""
