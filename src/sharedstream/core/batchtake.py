@@ -1,7 +1,9 @@
 """A batch watcher's side of its stream: what ``take_part`` cuts from the queue.
 
 A stream's queue holds chunks (:data:`Chunk`): lists of entries, or, for a batch
-watcher, counted slices (:class:`~sharedstream.core.ledger.Slice`, no entry per message).
+watcher, counted slices (:class:`~sharedstream.core.ledger.Slice`, no entry per message)
+or, for one with a match in a routed group, its share of one
+(:class:`~sharedstream.core.shares.Share`), taken the same way.
 ``take_part`` pops up to ``limit`` messages at once, whole chunks where they fit, and
 hands out parts of counted slices as :class:`Pieces`, which the batch runner
 acknowledges with one call per slice (``ack_range``). It never mixes the two kinds, and
@@ -24,16 +26,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, Protocol
 
 from sharedstream.core.ledger import Entry, Slice, State
+from sharedstream.core.shares import Share
 
 PENDING = State.PENDING
 # Messages handed out in a row before the stream lets the loop run other work.
 HANDOUT_RUN = 128
 
 
-class Piece(NamedTuple):
-    """``[start, stop)`` of a counted slice."""
+Counted = Slice | Share  # a counted slice, or a routed watcher's share of one
 
-    run: Slice
+
+class Piece(NamedTuple):
+    """``[start, stop)`` of a counted slice (or of a watcher's share of one)."""
+
+    run: Counted
     start: int
     stop: int
 
@@ -58,12 +64,12 @@ class Pieces:
     def __len__(self) -> int:
         return len(self.messages)
 
-    def entries(self, itemise: Callable[[Slice], list[Entry]]) -> list[Entry]:
+    def entries(self, itemise: Callable[[Counted], list[Entry]]) -> list[Entry]:
         """The entries of these messages (each slice itemised: something needs them)."""
         return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
 
 
-Chunk = list[Entry] | Slice
+Chunk = list[Entry] | Counted
 
 
 class TakeOwner(Protocol):
@@ -77,8 +83,8 @@ class TakeOwner(Protocol):
     def low_queue(self) -> int:
         """The queue length at or below which a paused group may resume."""
 
-    def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (built now for a counted one)."""
+    def itemise(self, run: Counted) -> list[Entry]:
+        """The entries of a slice or share, aligned with it (built now for a counted one)."""
 
     def maybe_resume(self) -> None: ...
 
@@ -144,7 +150,7 @@ class BatchTaking:
         while queue:
             chunk = queue[0]
             pos = self._pos
-            if isinstance(chunk, Slice):
+            if not isinstance(chunk, list):
                 run = chunk
                 if run.chunk is not None:  # itemised since it was queued
                     if pieces:

@@ -2,8 +2,9 @@
 
 Flow: the pump task pulls what the adapter reads (``open_stream``); records are
 admitted into the group's :class:`~sharedstream.core.ledger.Ledger`, whose entry is
-the only per-message state, and the batch's entries go to every watcher's queue as
-one chunk (one call per watcher per batch; a targeted message goes alone). Watchers
+the only per-message state, and the batch goes to the watchers' queues as one chunk
+per watcher (every watcher, or, when some watcher has a match, the watchers routed
+each message: :mod:`sharedstream.core.fanout`; a targeted message goes alone). Watchers
 resolve each entry (ack / reject / fail) through their streams; the last outcome of a
 delivery round settles it at once:
 
@@ -18,7 +19,8 @@ watcher lets its siblings run ahead by at most that many messages.
 
 Its lifecycle and flow control are :mod:`sharedstream.core.groupstate`'s enums; what
 a watcher's outcome does to an entry (ack, reject, fail, hold, redeliver, dead letter)
-is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, a base of :class:`Group`.
+is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, and how a batch is handed
+out :mod:`sharedstream.core.fanout`'s :class:`Fanout`, both bases of :class:`Group`.
 
 The group knows its manager only through the ``evict`` callback it is built with, so
 this module does not import the manager's.
@@ -32,10 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sharedstream.core import tracing
 from sharedstream.core.contract import (
     PartitionRewound,
     PartitionsEnded,
@@ -44,6 +45,7 @@ from sharedstream.core.contract import (
     SharedStreamProducer,
 )
 from sharedstream.core.counters import GroupCounters
+from sharedstream.core.fanout import Fanout
 from sharedstream.core.groupstate import (
     CLOSING,
     FAILED,
@@ -61,11 +63,11 @@ from sharedstream.core.groupstate import (
 from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.resolution import Resolution
+from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     ABSENT,
-    QUEUE_FULL,
     Clock,
     LoopClock,
     ManagerSettings,
@@ -78,14 +80,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOT_IN_COHORT = "not in the cohort"
-
-
 class ProducerStreamEnded(RuntimeError):
     """``open_stream()`` returned: a producer must stream for the group's whole life."""
 
 
-class Group(Resolution):
+class Group(Fanout, Resolution):
     """Runtime state of one ``shared_stream_key``. Internal to the manager.
 
     ``evict`` is the manager's: called once when the group fails, so a later
@@ -95,7 +94,8 @@ class Group(Resolution):
     def __init__(self, key: Hashable, cohort: frozenset[str],
                  producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
                  settings: ManagerSettings, clock: Clock, sink: WorkSink,
-                 evict: Callable[[Group], None]) -> None:
+                 evict: Callable[[Group], None], matches: Mapping[str, Any] | None = None
+                 ) -> None:
         self.key = key
         self.cohort = cohort
         self.producer = producer
@@ -119,6 +119,11 @@ class Group(Resolution):
         self.failure: BaseException | None = None  # why it failed (state FAILED)
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
+        # Routing (core.routes): the watchers' matches, the index, who takes everything.
+        self.routes = Routes(cohort, matches or {})
+        # The present streams the flow control watches: those taking everything.
+        self._everyone: list[SharedStream] = []
+        self._membership_stale = True
         self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -141,26 +146,37 @@ class Group(Resolution):
 
     # -- membership ----------------------------------------------------------------
 
-    def add(self, name: str) -> SharedStream:
+    def add(self, name: str, match: Any = None) -> SharedStream:
+        """A watcher joins; ``match`` is what it wants (None: everything), validated."""
+        self.routes.set_match(name, match)
         # The loop's own clock skips two calls per message on the hot path.
         now = (asyncio.get_running_loop().time if isinstance(self.clock, LoopClock)
                else self.clock.now)
         stream = SharedStream(self, name, now)
         self.streams[name] = stream
-        self._membership_changed()
+        self._membership_stale = True
         if self.state is GATHERING and len(self.streams) == len(self.cohort):
             self._start_polling()
         return stream
 
     def remove(self, name: str, fail_pending: bool) -> None:
         stream = self.streams.pop(name)
-        self._membership_changed()
+        self._membership_stale = True
         stream.detach(fail_pending)
 
-    def _membership_changed(self) -> None:
-        self._present = list(self.streams.values())
-        absent = self.cohort - self.streams.keys()
-        self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+    def _members(self) -> list[SharedStream]:
+        """The present streams, brought up to date after watchers came or went: once per
+        change, when next asked, not per subscribe (10,000 watchers subscribing one by
+        one would otherwise cost O(watchers) each)."""
+        if self._membership_stale:
+            self._membership_stale = False
+            self._present = list(self.streams.values())
+            absent = self.cohort - self.streams.keys()
+            self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+            routed = self.routes.routed
+            self._everyone = ([s for s in self._present if s.name not in routed] if routed
+                              else self._present)
+        return self._present
 
     def _grace_expired(self) -> None:
         self._grace = None
@@ -203,120 +219,10 @@ class Group(Resolution):
             return
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
 
-    def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
-        present, overflow = self._room()
-        absent = self._absent
-        if overflow is not None:
-            absent = {**(absent or {}), **overflow}
-        # A slice stays counted (no entry per message) when every watcher it goes to
-        # takes batches and none is missing: anything else needs per-message records.
-        counted = bool(present) and absent is None and tracing.tracer is None and all(
-            stream.batch for stream in present)
-        slices = self.ledger.admit(items, self.producer.size, counted)
-        self._schedule_publish()
-        if not slices:
-            return
-        n_present = len(present)
-        cohort = self.cohort
-        for run in slices:
-            run.targets = cohort
-            run.pending = n_present
-            if counted and run.entries is None and [
-                    r.targets for r in run.records].count(None) == run.n:
-                self.counters.received += run.n
-                self.in_flight += run.n
-                for stream in present:
-                    stream.offer(run)
-            else:
-                entries = run.ledger.itemise(run)
-                self.counters.received += len(entries)
-                self.in_flight += len(entries)
-                self._broadcast_entries(entries, present, absent)
-        for stream in present:
-            stream.wake()
-        self._check_pause()
-
-    def _broadcast_entries(self, entries: list[Entry], present: list[SharedStream],
-                           absent: dict[str, str] | None) -> None:
-        """Hand out an itemised slice: targeted messages (replayed dead letters) alone, and
-        a failure record per message for the watchers that are missing."""
-        cohort = self.cohort
-        n_present = len(present)
-        run = 0  # where the run of entries addressed to everyone, not yet offered, starts
-        for i, entry in enumerate(entries):
-            targets = entry.payload.targets
-            if targets is None:
-                entry.targets = entry.round_targets = cohort
-                entry.pending = n_present
-                if absent is not None:
-                    entry.failed = dict(absent)
-                if not n_present:
-                    self._resolved(entry)
-            else:  # a replayed dead letter: what precedes it goes first, in order
-                if run < i:
-                    self._offer(present, entries[run:i])
-                run = i + 1
-                entry.targets = targets
-                self._deliver(entry, targets)
-        if n_present and run < len(entries):
-            self._offer(present, entries if not run else entries[run:])
-
-    @staticmethod
-    def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
-        for stream in present:
-            stream.offer(chunk)
-
-    def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
-        """The streams that take this batch, and the watchers failed for it (queue full).
-
-        A watcher whose queue is full *and* a whole queue behind its fastest sibling is
-        lagging: it is failed for the new messages (held for it, no attempt used) so its
-        siblings keep their pace; the in-flight bound still caps how far they run ahead.
-        Measuring against the fastest sibling, not just the bound, keeps watchers of equal
-        speed from failing each other: under load their queues sit near the bound and
-        differ by scheduling jitter (a stream yields the loop every ``HANDOUT_RUN``
-        messages), which must not turn into holds and redeliveries. When every queue is
-        full the whole group is simply slow: the batch goes in (bounds are soft) and
-        fetching pauses.
-        """
-        present = self._present
-        if len(present) < 2:
-            return present, None
-        lengths = [s.queued for s in present]
-        bound = self.settings.subscriber_queue_size + min(lengths)
-        if max(lengths) < bound:
-            return present, None
-        return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
-                {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
-
-    def _deliver(self, entry: Entry, targets: frozenset[str]) -> None:
-        """Slow path: a targeted message or a redelivery round."""
-        entry.round_targets = targets
-        entry.failed = None
-        pending = 0
-        for name in targets:
-            stream = self.streams.get(name)
-            if stream is not None:
-                stream.offer([entry])
-                pending += 1
-            elif name in self.cohort:
-                if entry.failed is None:
-                    entry.failed = {}
-                entry.failed[name] = ABSENT
-            else:
-                # A replayed dead letter naming a watcher that no longer exists goes
-                # back to the dead-letter topic rather than vanishing.
-                if entry.rejected is None:
-                    entry.rejected = {}
-                entry.rejected[name] = NOT_IN_COHORT
-        entry.pending = pending
-        if not pending:
-            self._resolved(entry)
-
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
         self.in_flight -= self.ledger.end(keys)
-        for stream in self._present:
+        for stream in self._members():
             stream.dropped()
         self.maybe_resume()
 
@@ -327,8 +233,10 @@ class Group(Resolution):
         if self.paused:
             return
         limit = self.settings.subscriber_queue_size
-        if self.in_flight >= self.settings.max_in_flight or (self._present and all(
-                s.queued >= limit for s in self._present)):
+        self._members()
+        everyone = self._everyone
+        if self.in_flight >= self.settings.max_in_flight or (everyone and all(
+                s.queued >= limit for s in everyone)):
             self._set_flow(PAUSED)
             self.producer.pause()
 
@@ -348,8 +256,10 @@ class Group(Resolution):
         if self.flow is not PAUSED or self.state is not POLLING:
             return
         low_queue = self.low_queue
-        if self.in_flight <= self.settings.max_in_flight // 2 and (not self._present or any(
-                s.queued <= low_queue for s in self._present)):
+        self._members()
+        everyone = self._everyone
+        if self.in_flight <= self.settings.max_in_flight // 2 and (not everyone or any(
+                s.queued <= low_queue for s in everyone)):
             self._set_flow(FLOWING)
             self.producer.resume()
 
@@ -424,7 +334,7 @@ class Group(Resolution):
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        for stream in self._present:
+        for stream in self._members():
             stream.group_failed(exc)
         self.in_flight -= self.ledger.end_all()
         self._close_producer()
@@ -445,7 +355,7 @@ class Group(Resolution):
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
-        for stream in list(self._present):
+        for stream in list(self._members()):
             stream.detach(fail_pending=False)
         await self._close_producer()
         self.in_flight -= self.ledger.end_all()

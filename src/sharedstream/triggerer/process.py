@@ -141,7 +141,9 @@ class Triggerer:
         configure_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
         for group in self.plan.groups:
-            self.manager.declare_cohort(group.key, [m.name for m in group.members])
+            self.manager.declare_cohort(group.key, [m.name for m in group.members],
+                                        {m.name: getattr(m.trigger, "match", None)
+                                         for m in group.members})
             log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
         for loaded in self.plan.watchers:
             access = WatcherStateAccess(self.store, loaded.name, loaded.asset,

@@ -261,7 +261,7 @@ def test_the_index_routes_as_each_match_says(group: dict[str, Any],
                                              batch: list[KafkaMessage]) -> None:
     index = RoutingIndex(group)
     assert index.everyone == {w for w, m in group.items() if m is None}
-    shares = index.route_all(batch)
+    shares, unrouted = index.route_all(batch)
     for i, msg in enumerate(batch):
         expected = {w for w, m in group.items() if m is not None and wants(m, msg)}
         routed = index.route(msg)
@@ -271,6 +271,8 @@ def test_the_index_routes_as_each_match_says(group: dict[str, Any],
         note(expected, msg, group, index)
     for positions in shares.values():
         assert positions == sorted(set(positions))
+    assert unrouted == sum(1 for i in range(len(batch))
+                           if not any(i in positions for positions in shares.values()))
     EXAMPLES[0] += 1
 
 

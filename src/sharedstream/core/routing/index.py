@@ -66,10 +66,11 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 
 def read_selector(selector: Selector) -> Reader:
     """What ``selector`` reads of a message (a ``KafkaMessage``, or anything with its
-    attributes): a tuple of its values, empty when absent."""
+    attributes: a message without one offers nothing there): a tuple of its values,
+    empty when absent."""
     kind = selector.kind
     if kind == "topic":
-        return lambda message: (message.topic,)
+        return lambda message: (getattr(message, "topic", None),)
     if kind == "key":
         return _read_key
     if kind == "header":
@@ -80,7 +81,7 @@ def read_selector(selector: Selector) -> Reader:
 
 
 def _read_key(message: Any) -> Values:
-    key = message.key
+    key = getattr(message, "key", None)
     if key is None:
         return ()
     try:
@@ -91,7 +92,7 @@ def _read_key(message: Any) -> Values:
 
 def _read_header(message: Any, name: str) -> Values:
     found: list[str | None] = []
-    for header, value in message.headers or ():
+    for header, value in getattr(message, "headers", None) or ():
         if header == name:
             if value is None:
                 found.append(None)
@@ -104,7 +105,7 @@ def _read_header(message: Any, name: str) -> Values:
 
 
 def _read_value(message: Any, path: tuple[str, ...]) -> Values:
-    if message.value is None:
+    if getattr(message, "value", None) is None:
         return ()
     try:
         node = message.json
@@ -414,19 +415,24 @@ class RoutingIndex:
             return rules[found[0]].names if rules[found[0]].watcher in names else tuple(names)
         return tuple(names)
 
-    def route_all(self, messages: Sequence[Any]) -> dict[str, list[int]]:
-        """Per routed watcher, the positions in ``messages`` it wants (in order); a
-        position in no list is wanted by no routed watcher."""
+    def route_all(self, messages: Sequence[Any]) -> tuple[dict[str, list[int]], int]:
+        """Per routed watcher, the positions in ``messages`` it wants (in order), and how
+        many messages no routed watcher wants."""
         shares: dict[str, list[int]] = {}
         route = self.route
+        unrouted = 0
         for i, message in enumerate(messages):
-            for name in route(message):
+            names = route(message)
+            if not names:
+                unrouted += 1
+                continue
+            for name in names:
                 share = shares.get(name)
                 if share is None:
                     shares[name] = [i]
                 else:
                     share.append(i)
-        return shares
+        return shares, unrouted
 
     def _residual_holds(self, rule: _Rule, message: Any, cache: dict[Selector, Values]) -> bool:
         for selector, holds in rule.residual:
@@ -439,11 +445,11 @@ class RoutingIndex:
 
 
 def _key_bytes(message: Any) -> Any:
-    return message.key
+    return getattr(message, "key", None)
 
 
 def _topic(message: Any) -> Any:
-    return message.topic
+    return getattr(message, "topic", None)
 
 
 __all__ = ["NOBODY", "OBJECT", "RoutingIndex", "condition_holds", "read_selector",
