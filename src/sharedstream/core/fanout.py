@@ -196,6 +196,7 @@ class Fanout:
                 common, chunks = [], {}
                 entry.targets = named
                 self._deliver(entry, named)
+                woken.extend(s for s in map(self.streams.get, named) if s is not None)
                 continue
             names = index.route(entry.raw)
             pending = n_everyone

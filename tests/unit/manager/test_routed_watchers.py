@@ -300,3 +300,19 @@ async def test_an_invalid_match_is_refused_at_subscribe() -> None:
     with pytest.raises(MatchError, match="match of watcher 'w0': at key: key values are text"):
         h.manager.subscribe("w0", Routed({"key": [0]}, seen, "w0"))
     assert "k" not in h.manager._groups
+
+
+async def test_a_replay_wakes_a_routed_watcher_handed_nothing_else_in_its_batch() -> None:
+    """The replay is the only thing its watcher gets in the batch, while it waits for a
+    message: it must be woken for it (it was not, and the replay was never committed)."""
+    seen: Seen = {}
+    h = Harness(["w0", "w1"])
+    run(h, "w0", Routed(keyed(0), seen, "w0"))
+    run(h, "w1", Routed(keyed(1), seen, "w1"))
+    await settle()
+    h.producer.feed_items([(message(0, "1"), LocalRecord("p", 0)),
+                           (message(1, None), LocalRecord("p", 1, targets=frozenset({"w0"})))])
+    await settle()
+    assert seen == {"w0": ["p:1"], "w1": ["p:0"]}
+    assert h.publish() == {"p": 2}
+    await h.stop()
