@@ -53,7 +53,7 @@ class Fanout:
     # The group's own methods the fan-out calls back into.
     _members: Callable[[], list[SharedStream]]
     _schedule_publish: Callable[[], None]
-    _check_pause: Callable[[], None]
+    _check_pause: Callable[..., None]
     _resolved: Callable[[Entry], None]
     _settle_slice: Callable[[Slice], None]
 
@@ -153,7 +153,7 @@ class Fanout:
             stream.wake()
         for stream in woken:
             stream.wake()
-        self._check_pause()
+        self._check_pause(woken)
 
     def _route_counted(self, run: Slice, index: RoutingIndex, everyone: list[SharedStream],
                        woken: list[SharedStream]) -> None:

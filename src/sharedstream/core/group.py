@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Mapping
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.contract import (
@@ -124,6 +124,8 @@ class Group(Fanout, Resolution):
         # The present streams the flow control watches: those taking everything.
         self._everyone: list[SharedStream] = []
         self._membership_stale = True
+        # The watchers with a match whose full queues paused the group (maybe_resume).
+        self._paused_by: list[SharedStream] = []
         self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -228,15 +230,22 @@ class Group(Fanout, Resolution):
 
     # -- flow control ------------------------------------------------------------------
 
-    def _check_pause(self) -> None:
-        """Pause at the in-flight bound, or when every watcher's queue is full."""
+    def _check_pause(self, routed: Sequence[SharedStream] = ()) -> None:
+        """Pause at the in-flight bound, or when every watcher's queue is full: in a routed
+        group, every watcher taking everything and every watcher the batch was ``routed``
+        to (O(watchers handed something), not O(watchers)). Such a pause lifts once in
+        flight is at most half its bound and a queue drained to half (``maybe_resume``):
+        paused at the in-flight bound alone, one partition carrying all the traffic would
+        reach its own bound first, and every such bound costs a seek back and a re-fetch."""
         if self.paused:
             return
         limit = self.settings.subscriber_queue_size
         self._members()
         everyone = self._everyone
-        if self.in_flight >= self.settings.max_in_flight or (everyone and all(
-                s.queued >= limit for s in everyone)):
+        if self.in_flight >= self.settings.max_in_flight or ((everyone or routed) and all(
+                s.queued >= limit for s in everyone) and all(
+                s.queued >= limit for s in routed)):
+            self._paused_by = list(routed)
             self._set_flow(PAUSED)
             self.producer.pause()
 
@@ -252,14 +261,17 @@ class Group(Fanout, Resolution):
 
     def maybe_resume(self) -> None:
         """Resume once in-flight fell to half its bound and some queue to half of its own
-        (a watcher that stays full is not waited for: new messages are held for it)."""
+        (a watcher that stays full is not waited for: new messages are held for it): of
+        the watchers taking everything, and of those the pausing batch was routed to."""
         if self.flow is not PAUSED or self.state is not POLLING:
             return
         low_queue = self.low_queue
         self._members()
-        everyone = self._everyone
+        everyone, routed = self._everyone, self._paused_by
         if self.in_flight <= self.settings.max_in_flight // 2 and (not everyone or any(
-                s.queued <= low_queue for s in everyone)):
+                s.queued <= low_queue for s in everyone)) and (not routed or any(
+                s.queued <= low_queue for s in routed)):
+            self._paused_by = []
             self._set_flow(FLOWING)
             self.producer.resume()
 

@@ -316,3 +316,29 @@ async def test_a_replay_wakes_a_routed_watcher_handed_nothing_else_in_its_batch(
     assert seen == {"w0": ["p:1"], "w1": ["p:0"]}
     assert h.publish() == {"p": 2}
     await h.stop()
+
+
+async def test_the_routed_watchers_full_queues_pause_the_group_until_one_drains() -> None:
+    """Paused at the in-flight bound alone, a group whose traffic is one partition reached
+    that partition's own bound first (a seek back and a re-fetch each time): the queues
+    of the watchers a batch was routed to pause it as the broadcast queues do."""
+    seen: Seen = {}
+    gate = asyncio.Event()
+
+    async def wait(batch: MessageBatch) -> None:
+        await gate.wait()
+
+    h = Harness(["w0", "w1"], subscriber_queue_size=4, max_in_flight=1_000)
+    run(h, "w0", RoutedBatch(keyed(0), seen, "w0", wait))
+    run(h, "w1", RoutedBatch(keyed(1), seen, "w1"))
+    await settle()
+    feed(h, "1", "0", "0")
+    await settle()
+    assert not h.producer.paused  # w0 holds 2 (one batch in its filter, one queued)
+    feed(h, *["0"] * 6, start=3)
+    await settle()
+    assert h.producer.paused and h.group.in_flight < 1_000
+    gate.set()
+    await settle()
+    assert not h.producer.paused and h.publish() == {"p": 9}
+    await h.stop()
