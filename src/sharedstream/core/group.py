@@ -62,6 +62,7 @@ from sharedstream.core.groupstate import (
 )
 from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.core.lifecycle import check_move
+from sharedstream.core.names import summarise
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
@@ -339,7 +340,7 @@ class Group(Fanout, Resolution):
             return
         self._set_state(FAILED)
         self.failure = exc
-        log.error("group %r failed: %r; failing watchers %s", self.key, exc, sorted(self.streams))
+        log.error("group %r failed: %r; failing its %s", self.key, exc, summarise(self.streams))
         self._evict(self)
         self._cancel_timers()
         current = asyncio.current_task()

@@ -28,6 +28,7 @@ from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
+from sharedstream.core.names import summarise
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
 from sharedstream.kafka.runtime import configure_kafka_runtime
@@ -144,7 +145,7 @@ class Triggerer:
             self.manager.declare_cohort(group.key, [m.name for m in group.members],
                                         {m.name: getattr(m.trigger, "match", None)
                                          for m in group.members})
-            log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
+            log.info("group %s: %s", group.consumer_group, summarise(group.watchers))
         for loaded in self.plan.watchers:
             access = WatcherStateAccess(self.store, loaded.name, loaded.asset,
                                         self.asset_ids[loaded.asset.name])

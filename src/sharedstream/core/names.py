@@ -1,0 +1,26 @@
+"""Lists of names in log lines and messages, summarised: a process may run 10,000 watchers.
+
+A line naming every watcher of a large group is tens of kilobytes that no reader reads and
+that log stores keep; a summary says how many, names the first few, and says where the
+whole list is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+SHOWN = 5
+
+
+def summarise(names: Iterable[str], what: str = "watchers", *, shown: int = SHOWN,
+              where: str = "sharedstream status --json lists them all") -> str:
+    """``3 watchers: a, b, c``, or ``10,000 watchers: w0, w1, w2, w3, w4 and 9,995 more
+    (<where>)`` for more than ``shown`` (sorted)."""
+    ordered = sorted(names)
+    if len(ordered) <= shown:
+        return f"{len(ordered):,} {what}: {', '.join(ordered) or 'none'}"
+    return (f"{len(ordered):,} {what}: {', '.join(ordered[:shown])} and "
+            f"{len(ordered) - shown:,} more ({where})")
+
+
+__all__ = ["summarise"]
