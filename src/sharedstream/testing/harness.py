@@ -154,7 +154,8 @@ class WatcherHarness:
         self._tmp = tempfile.TemporaryDirectory(prefix="sharedstream-testing-")
         store = self._store = StateStore.from_url(f"sqlite:///{Path(self._tmp.name) / 'state.db'}")
         store.upgrade()
-        asset_ids = {w.name: store.register_asset(w.asset.name) for w in self._loaded}
+        by_asset = store.register_assets((w.asset.name, None) for w in self._loaded)
+        asset_ids = {w.name: by_asset[w.asset.name] for w in self._loaded}
         self.sink = DatabaseWorkSink(store, asset_ids, ProcessSettings(uow_max_delay=0.0))
         self.manager = SharedStreamManager(self.sink, self.settings)
         groups: dict[Hashable, dict[str, Any]] = {}
