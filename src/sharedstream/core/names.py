@@ -13,7 +13,7 @@ SHOWN = 5
 
 
 def summarise(names: Iterable[str], what: str = "watchers", *, shown: int = SHOWN,
-              where: str = "sharedstream status --json lists them all") -> str:
+              where: str = "the health server's /status lists them all") -> str:
     """``3 watchers: a, b, c``, or ``10,000 watchers: w0, w1, w2, w3, w4 and 9,995 more
     (<where>)`` for more than ``shown`` (sorted)."""
     ordered = sorted(names)
