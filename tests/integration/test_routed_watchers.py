@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from sharedstream import MessageBatch
 from sharedstream.core.message import KafkaMessage
-from sharedstream.statestore import StateStore
+from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, rejected_message
 from sharedstream.triggers.base import TriggerEvent
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
@@ -53,13 +53,16 @@ def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
 
 
 class GoldBatch(KafkaSharedStreamTrigger):
-    """A batch watcher on ``value.tier``: an event per message; the poison raises."""
+    """A batch watcher on ``value.tier``: an event per message, a watermark per partition
+    (a database read and write: a call started inline waits, and ends in its task); the
+    poison raises."""
 
     async def filter_shared_batch(self, batch: MessageBatch) -> None:
         msg: KafkaMessage
         for msg in batch:
             if msg.json["n"] == POISON_N:
                 raise ValueError("poison gold")
+            await self.asset_state_store.aadvance(f"last/{msg.partition}", msg.json["n"])
             batch.emit(msg, TriggerEvent({"n": msg.json["n"]}))
 
 
@@ -124,3 +127,7 @@ def check(store: StateStore, total: int) -> None:
     [(watcher, partition, offset, reason)] = rejections
     assert (watcher, (partition, offset)) == ("gold", where[POISON_N])
     assert reason.startswith("max attempts: ValueError: poison gold")
+    watermarks = store.asset(AssetScope(name="gold"))
+    for p in range(PARTITIONS):
+        assert watermarks.get(f"last/{p}") == max(n for n in range(total)
+                                                  if n % PARTITIONS == p and wanted("gold", n))

@@ -40,7 +40,9 @@ the index.
 Each run counts what it exercised (acks, failures, rejections, holds and redeliveries,
 windows, partitions moved, replays, bound pauses, batch splits, partial batch failures,
 rejections inside a batch, rebalances mid-batch, split slices itemised, messages routed
-to nobody and to several watchers with a match) through ``hypothesis.event``; the test
+to nobody and to several watchers with a match, batch calls made inline in the
+fan-out's step and such calls that waited and ended in their runner's task) through
+``hypothesis.event``; the test
 fails when a kind never happened over all examples, so the property cannot pass by
 exercising nothing (run alone, it runs the property's examples first).
 """
@@ -61,6 +63,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from memory_adapter import memory_producer
+from sharedstream.core import inline
 from sharedstream.core.batch import BatchWindow, MessageBatch
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.message import KafkaMessage
@@ -82,7 +85,7 @@ Coordinates = tuple[int, int]  # (partition, offset) of the original message
 KINDS = ("ack", "failure", "rejection", "redelivery", "window", "moved", "replay",
          "bound pause", "batch split", "partial batch failure", "batch rejection",
          "rebalance mid-batch", "split slice itemised", "routed to nobody",
-         "routed to several")
+         "routed to several", "inline batch call", "inline call resumed in its task")
 KEYS = 4  # message n is keyed str(n % KEYS); its value is n (JSON)
 # A watcher's match, as data the scenario draws: ("keys", frozenset of key numbers),
 # ("below", n: values under n) or ("either", keys, n): either of the two.
@@ -298,8 +301,13 @@ class BatchScripted(Scripted):
         run.in_batch += 1
         first: KafkaMessage = batch.messages[0]
         prefix = run.resolved_prefix(first.partition, first.offset)
+        started_inline = inline.running == self.watcher  # called in the fan-out's step
+        run.batch["inline batch call"] += started_inline
         try:
             moved = Scripted.broker.moved
+            if first.offset % 3 == 0:  # some calls wait: an inline one ends in its task
+                await asyncio.sleep(0)
+                run.batch["inline call resumed in its task"] += started_inline
             try:
                 await self._follow(batch)
             except Exception:

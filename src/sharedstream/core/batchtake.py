@@ -92,7 +92,7 @@ class TakeOwner(Protocol):
 class BatchTaking:
     """``take`` and ``take_part`` of a stream (a base of ``SharedStream``)."""
 
-    __slots__ = ("_pos", "_queue", "_queued", "_run", "_seq", "_stale")
+    __slots__ = ("_interrupted", "_pos", "_queue", "_queued", "_run", "_seq", "_stale")
 
     _group: TakeOwner
     # Chunks queued; the head chunk is handed out from ``_pos``; ``_queued`` counts the
@@ -103,9 +103,12 @@ class BatchTaking:
     _stale: bool
     _seq: int  # messages handed out so far
     _run: int  # messages handed out since the stream last let the loop run
-    # The stream's own methods taking calls back into.
+    _interrupted: bool  # the waiting task was woken to do something else (interrupt)
+    # The stream's own fields and methods taking calls back into.
+    _waiter: asyncio.Future[None] | None
     _resume_check: Callable[[], None]
     _wait_for_more: Callable[[], Awaitable[None]]
+    wake: Callable[[], None]
 
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
@@ -122,23 +125,57 @@ class BatchTaking:
         failed). A message handed out again (a later delivery round, queued as a chunk
         of its own) comes alone, so a batch never mixes a retry in. Yields the loop
         first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
+        Returns empty when :meth:`interrupt` woke it.
         """
         queue = self._queue
         if self._run >= HANDOUT_RUN and queue:
             self._run = 0
             await asyncio.sleep(0)
         while True:
-            out = self._take_queued(limit)
+            out = self.take_now(limit)
             if out:
-                self._seq += len(out)
-                self._run += len(out)
-                group = self._group
-                if group.paused and self._queued <= group.low_queue:
-                    group.maybe_resume()
                 return out
             if not queue:  # else only dropped entries were at its head: look again
                 self._resume_check()
                 await self._wait_for_more()
+                if self._interrupted:  # woken for the runner's own work: nothing taken
+                    self._interrupted = False
+                    return []
+
+    def take_now(self, limit: int) -> list[Entry] | Pieces:
+        """What :meth:`take_part` takes, without waiting: maybe nothing (an inline batch
+        call takes its messages so, in the step that queued them: core/inline.py). The
+        usual hand-over, one share queued and taken whole, skips the general walk."""
+        queue = self._queue
+        head = queue[0] if len(queue) == 1 and not self._pos else None
+        out: list[Entry] | Pieces
+        if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
+                head.run.state is PENDING):
+            queue.clear()
+            self._queued = 0
+            self._stale = False
+            out = Pieces([Piece(head, 0, head.n)])
+        else:
+            out = self._take_queued(limit)
+        if out:
+            n = len(out)
+            self._seq += n
+            self._run += n
+            group = self._group
+            if group.paused and self._queued <= group.low_queue:
+                group.maybe_resume()
+        return out
+
+    @property
+    def parked(self) -> bool:
+        """The stream's task waits for messages (in :meth:`take_part` or iteration)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
+
+    def interrupt(self) -> None:
+        """Wake the waiting task with nothing taken: its ``take_part`` returns empty."""
+        self._interrupted = True
+        self.wake()
 
     def _take_queued(self, limit: int) -> list[Entry] | Pieces:
         """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:

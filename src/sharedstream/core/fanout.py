@@ -50,6 +50,7 @@ class Fanout:
     _present: list[SharedStream]
     _absent: dict[str, str] | None
     _everyone: list[SharedStream]
+    _all_batch: bool  # every present watcher takes batches
     # The group's own methods the fan-out calls back into.
     _members: Callable[[], list[SharedStream]]
     _schedule_publish: Callable[[], None]
@@ -133,8 +134,7 @@ class Fanout:
         absent = self._absent
         if overflow is not None:
             absent = {**(absent or {}), **overflow}
-        counted = absent is None and tracing.tracer is None and all(
-            stream.batch for stream in self._present)
+        counted = absent is None and tracing.tracer is None and self._all_batch
         slices = self.ledger.admit(items, self.producer.size, counted)
         self._schedule_publish()
         if not slices:
@@ -152,7 +152,7 @@ class Fanout:
         for stream in everyone:
             stream.wake()
         for stream in woken:
-            stream.wake()
+            stream.offered()  # a batch runner waiting for them handles them now
         self._check_pause(woken)
 
     def _route_counted(self, run: Slice, index: RoutingIndex, everyone: list[SharedStream],

@@ -62,7 +62,7 @@ from sharedstream.core.groupstate import (
 )
 from sharedstream.core.ledger import Entry, Ledger, State
 from sharedstream.core.lifecycle import check_move
-from sharedstream.core.names import summarise
+from sharedstream.core.names import framework_task_name, summarise
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
@@ -124,6 +124,7 @@ class Group(Fanout, Resolution):
         self.routes = Routes(cohort, matches or {})
         # The present streams the flow control watches: those taking everything.
         self._everyone: list[SharedStream] = []
+        self._all_batch = False
         self._membership_stale = True
         # The watchers with a match whose full queues paused the group (maybe_resume).
         self._paused_by: list[SharedStream] = []
@@ -179,6 +180,8 @@ class Group(Fanout, Resolution):
             routed = self.routes.routed
             self._everyone = ([s for s in self._present if s.name not in routed] if routed
                               else self._present)
+            # A batch runner marks its stream as it subscribes, before anything awaits.
+            self._all_batch = all(s.batch for s in self._present)
         return self._present
 
     def _grace_expired(self) -> None:
@@ -193,10 +196,12 @@ class Group(Fanout, Resolution):
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        self._pump = self._spawn(self._run_pump())
+        self._pump = self._spawn(self._run_pump(),
+                                 framework_task_name(f"fan-out of group {self.key!r}"))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None
+               ) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -23,4 +23,13 @@ def summarise(names: Iterable[str], what: str = "watchers", *, shown: int = SHOW
             f"{len(ordered) - shown:,} more ({where})")
 
 
-__all__ = ["summarise"]
+FRAMEWORK_TASK = "sharedstream: "
+"""Prefix of the name of a task that does the framework's own work (a group's fan-out), so
+the loop watch reports time spent there as the framework's, not a watcher's."""
+
+
+def framework_task_name(what: str) -> str:
+    return FRAMEWORK_TASK + what
+
+
+__all__ = ["FRAMEWORK_TASK", "framework_task_name", "summarise"]

@@ -85,8 +85,11 @@ class Routes:
     def share(self, run: Slice, index: RoutingIndex) -> tuple[Shares, int]:
         """The shares of a counted slice, one per watcher routed some of it, and how
         many of its messages no match took."""
-        positions, unrouted = index.route_all(run.raws)
-        return Shares(Share(run, name, found) for name, found in positions.items()), unrouted
+        routed, unrouted = index.route_all(run.raws)
+        shares = Shares()
+        for name, (positions, raws) in routed.items():
+            shares.append(Share(run, name, positions, raws))
+        return shares, unrouted
 
     def targets(self, names: tuple[str, ...]) -> frozenset[str]:
         """Every watcher a message routed to ``names`` is addressed to (and those taking

@@ -11,6 +11,8 @@ Failure window: none of its own; shares live in memory with their slice.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sharedstream.core.partition import Entry, Slice, State
 
 
@@ -26,13 +28,13 @@ class Share:
 
     __slots__ = ("_chunk", "done", "n", "positions", "raws", "run", "watcher")
 
-    def __init__(self, run: Slice, watcher: str, positions: list[int]) -> None:
+    def __init__(self, run: Slice, watcher: str, positions: list[int], raws: list[Any]
+                 ) -> None:
         self.run = run
         self.watcher = watcher
         self.positions = positions
-        raws = run.raws
-        self.raws = [raws[i] for i in positions] if len(positions) < run.n else raws
         self.n = len(positions)
+        self.raws = raws if self.n < run.n else run.raws
         self.done = 0
         self._chunk: list[Entry] | None = None
 

@@ -135,7 +135,7 @@ class SharedStream(BatchTaking):
     # The queue's fields are BatchTaking's slots.
     __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_received",
                  "_state", "_timer", "_wait_since", "_waiter", "_waiting", "_waits", "_window",
-                 "batch", "name", "on_release", "on_stuck")
+                 "batch", "name", "on_offer", "on_release", "on_stuck")
 
     _group: StreamOwner
 
@@ -152,6 +152,7 @@ class SharedStream(BatchTaking):
         self._pos = 0
         self._queued = 0
         self._stale = False
+        self._interrupted = False
         # Messages the filter moved past with nothing bound: acked together (ack_many)
         # when the stream next suspends or yields, at most HANDOUT_RUN of them.
         self._acks: list[Entry] = []
@@ -170,6 +171,8 @@ class SharedStream(BatchTaking):
         filter)."""
         self.on_release: Callable[[bool], None] | None = None
         """A batch runner's own release (``fail_pending``), told when the stream stops."""
+        self.on_offer: Callable[[], None] | None = None
+        """A batch runner's inline hand-over (core/inline.py), instead of a wake."""
         # The window whose filter waits on infrastructure, how many waits, since when.
         self._waiting: Window | None = None
         self._waits = 0
@@ -439,6 +442,15 @@ class SharedStream(BatchTaking):
             self.on_stuck()
 
     # -- group side ----------------------------------------------------------------
+
+    def offered(self) -> None:
+        """The group queued messages for this stream: its batch runner handles them now
+        when it can (``on_offer``), else the waiting filter is woken."""
+        on_offer = self.on_offer
+        if on_offer is None:
+            self.wake()
+        else:
+            on_offer()
 
     def wake(self) -> None:
         """Wake the filter if it waits for a message (cheap when it does not)."""

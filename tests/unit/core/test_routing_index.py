@@ -267,12 +267,13 @@ def test_the_index_routes_as_each_match_says(group: dict[str, Any],
         routed = index.route(msg)
         assert len(routed) == len(set(routed)), routed
         assert set(routed) == expected, (msg, group)
-        assert {w for w, positions in shares.items() if i in positions} == expected
+        assert {w for w, (positions, _) in shares.items() if i in positions} == expected
         note(expected, msg, group, index)
-    for positions in shares.values():
+    for positions, routed in shares.values():
         assert positions == sorted(set(positions))
+        assert routed == [batch[i] for i in positions]
     assert unrouted == sum(1 for i in range(len(batch))
-                           if not any(i in positions for positions in shares.values()))
+                           if not any(i in positions for positions, _ in shares.values()))
     EXAMPLES[0] += 1
 
 

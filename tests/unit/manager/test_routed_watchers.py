@@ -19,6 +19,7 @@ import pytest
 from manager_fakes import FakeTrigger, Harness, settle
 
 from sharedstream import KafkaMessage, MessageBatch
+from sharedstream.core import inline
 from sharedstream.core.ledger import State
 from sharedstream.core.memory import LocalRecord
 from sharedstream.core.routing import MatchError
@@ -341,4 +342,78 @@ async def test_the_routed_watchers_full_queues_pause_the_group_until_one_drains(
     gate.set()
     await settle()
     assert not h.producer.paused and h.publish() == {"p": 9}
+    await h.stop()
+
+
+async def test_a_batch_call_runs_in_the_step_that_routed_its_messages() -> None:
+    """The routed watcher's runner is parked waiting: its call is made in the fan-out's
+    step (the loop watch sees the watcher named there), its task is never woken."""
+    seen: Seen = {}
+    named: list[str | None] = []
+
+    async def note(batch: MessageBatch) -> None:
+        named.append(inline.running)
+
+    h = Harness(["w0", "w1"])
+    run(h, "w0", RoutedBatch(keyed(0), seen, "w0", note))
+    run(h, "w1", RoutedBatch(keyed(1), seen, "w1", note))
+    await settle()
+    stream = h.group.streams["w0"]
+    waiter = stream._waiter
+    feed(h, "0", "1", "0")
+    await asyncio.sleep(0)  # one loop turn: the pump's step alone
+    assert seen == {"w0": ["p:0", "p:2"], "w1": ["p:1"]}
+    assert sorted(n or "" for n in named) == ["w0", "w1"] and inline.running is None
+    assert stream._waiter is waiter and not waiter.done()  # never woken
+    await settle()
+    assert h.publish() == {"p": 3}
+    await h.stop()
+
+
+async def test_an_inline_call_that_waits_ends_in_its_task_and_may_time_out() -> None:
+    seen: Seen = {}
+    gate = asyncio.Event()
+    calls: list[int] = []
+
+    async def wait_first(batch: MessageBatch) -> None:
+        calls.append(len(batch))
+        if len(calls) == 1:
+            await gate.wait()  # suspends the inline call: the task resumes it
+
+    h = Harness(["w0"], ack_timeout=30.0, retry_backoff_initial=1.0)
+    run(h, "w0", RoutedBatch(keyed(0), seen, "w0", wait_first))
+    await settle()
+    feed(h, "0", "0")
+    await settle()
+    assert calls == [2] and h.resolved() == []
+    h.clock.advance(30.0)  # the call's deadline: failed, the task restarted
+    await settle()
+    assert all(h.outcome(("p", i)).failed == {"w0"} for i in range(2))
+    h.clock.advance(1.0)  # each held message comes again alone
+    await settle()
+    assert calls == [2, 1, 1] and h.publish() == {"p": 2}
+    gate.set()
+    await h.stop()
+
+
+async def test_an_inline_call_that_raises_is_split_in_its_task() -> None:
+    seen: Seen = {}
+
+    async def poison(batch: MessageBatch) -> None:
+        for msg in batch:
+            if msg.offset == 1:
+                raise ValueError("poison")
+            batch.emit(msg, TriggerEvent(name_of(msg)))
+
+    h = Harness(["w0"], max_attempts=1)
+    h.sink.auto = True
+    w0 = run(h, "w0", RoutedBatch(keyed(0), seen, "w0", poison))
+    await settle()
+    feed(h, "0", "0", "0")
+    await settle()
+    assert w0.calls == [["p:0", "p:1", "p:2"], ["p:0"], ["p:1", "p:2"], ["p:1"],  # type: ignore[attr-defined]
+                        ["p:2"]]
+    assert [r for _, r in h.producer.dead_letters] == [{"w0": "max attempts: ValueError: poison"}]
+    assert sorted(w.events[0].payload for w in h.sink.windows) == ["p:0", "p:2"]
+    assert h.publish() == {"p": 3}
     await h.stop()

@@ -415,10 +415,11 @@ class RoutingIndex:
             return rules[found[0]].names if rules[found[0]].watcher in names else tuple(names)
         return tuple(names)
 
-    def route_all(self, messages: Sequence[Any]) -> tuple[dict[str, list[int]], int]:
-        """Per routed watcher, the positions in ``messages`` it wants (in order), and how
-        many messages no routed watcher wants."""
-        shares: dict[str, list[int]] = {}
+    def route_all(self, messages: Sequence[Any]
+                  ) -> tuple[dict[str, tuple[list[int], list[Any]]], int]:
+        """Per routed watcher, the positions in ``messages`` it wants and those messages
+        (in order), and how many messages no routed watcher wants."""
+        shares: dict[str, tuple[list[int], list[Any]]] = {}
         route = self.route
         unrouted = 0
         for i, message in enumerate(messages):
@@ -429,9 +430,10 @@ class RoutingIndex:
             for name in names:
                 share = shares.get(name)
                 if share is None:
-                    shares[name] = [i]
+                    shares[name] = ([i], [message])
                 else:
-                    share.append(i)
+                    share[0].append(i)
+                    share[1].append(message)
         return shares, unrouted
 
     def _residual_holds(self, rule: _Rule, message: Any, cache: dict[Selector, Values]) -> bool:
