@@ -108,6 +108,8 @@ def test_group_partitions_lag_and_held(client: TestClient) -> None:
     assert client.get("/api/v1/held", params={"watcher": "audit"}).json()["total"] == 0
     watchers = {w["name"]: w for w in client.get("/api/v1/watchers").json()["items"]}
     assert watchers["paid"]["held"] == 1 and watchers["paid"]["rejected"] == 5
+    assert watchers["paid"]["match"] == {"value": {"status": ["paid"]}}
+    assert watchers["audit"]["match"] is None  # no match: every message
     assert client.get("/api/v1/groups/nope.none").status_code == 404
 
 

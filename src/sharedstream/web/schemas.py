@@ -59,6 +59,9 @@ class MemberCounts(BaseModel):
     queued: int
     received: int
     redelivered: int
+    unrouted: int = Field(0, description="Messages no watcher's match took (a routed group).")
+    matches: dict[str, Any] = Field(
+        default_factory=dict, description="What each watcher with a match wants.")
 
 
 class StatusProcess(BaseModel):
@@ -231,6 +234,9 @@ class Watcher(BaseModel):
     present: bool = Field(description="Subscribed in a live triggerer.")
     held: int
     rejected: int = Field(description="Rows in rejected_message.")
+    match: dict[str, Any] | None = Field(
+        None, description="What the watcher wants, as its trigger's match says (a live "
+                          "triggerer's /status); null: every message of its topics.")
 
 
 class StateEntry(BaseModel):
