@@ -92,7 +92,8 @@ class TakeOwner(Protocol):
 class BatchTaking:
     """``take`` and ``take_part`` of a stream (a base of ``SharedStream``)."""
 
-    __slots__ = ("_interrupted", "_pos", "_queue", "_queued", "_run", "_seq", "_stale")
+    __slots__ = ("_interrupted", "_pos", "_queue", "_queued", "_run", "_seq", "_stale",
+                 "on_offer")
 
     _group: TakeOwner
     # Chunks queued; the head chunk is handed out from ``_pos``; ``_queued`` counts the
@@ -104,6 +105,7 @@ class BatchTaking:
     _seq: int  # messages handed out so far
     _run: int  # messages handed out since the stream last let the loop run
     _interrupted: bool  # the waiting task was woken to do something else (interrupt)
+    on_offer: Callable[[], None] | None  # a batch runner's inline hand-over, or None
     # The stream's own fields and methods taking calls back into.
     _waiter: asyncio.Future[None] | None
     _resume_check: Callable[[], None]
@@ -171,6 +173,15 @@ class BatchTaking:
         """The stream's task waits for messages (in :meth:`take_part` or iteration)."""
         waiter = self._waiter
         return waiter is not None and not waiter.done()
+
+    def offered(self) -> None:
+        """The group queued messages for this stream: its batch runner handles them now
+        when it can (``on_offer``, core/inline.py), else the waiting filter is woken."""
+        on_offer = self.on_offer
+        if on_offer is None:
+            self.wake()
+        else:
+            on_offer()
 
     def interrupt(self) -> None:
         """Wake the waiting task with nothing taken: its ``take_part`` returns empty."""

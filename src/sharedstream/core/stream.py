@@ -135,7 +135,7 @@ class SharedStream(BatchTaking):
     # The queue's fields are BatchTaking's slots.
     __slots__ = ("_acks", "_failure", "_group", "_in_sink", "_now", "_open", "_received",
                  "_state", "_timer", "_wait_since", "_waiter", "_waiting", "_waits", "_window",
-                 "batch", "name", "on_offer", "on_release", "on_stuck")
+                 "batch", "name", "on_release", "on_stuck")
 
     _group: StreamOwner
 
@@ -442,15 +442,6 @@ class SharedStream(BatchTaking):
             self.on_stuck()
 
     # -- group side ----------------------------------------------------------------
-
-    def offered(self) -> None:
-        """The group queued messages for this stream: its batch runner handles them now
-        when it can (``on_offer``), else the waiting filter is woken."""
-        on_offer = self.on_offer
-        if on_offer is None:
-            self.wake()
-        else:
-            on_offer()
 
     def wake(self) -> None:
         """Wake the filter if it waits for a message (cheap when it does not)."""

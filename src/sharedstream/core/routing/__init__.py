@@ -2,7 +2,8 @@
 
 :mod:`~sharedstream.core.routing.language` says what a match may say and validates it;
 :mod:`~sharedstream.core.routing.index` compiles every watcher's match of a group into
-one index, with each operator's cost; :mod:`~sharedstream.core.routing.ranges` is the
+one index, with each operator's cost; :mod:`~sharedstream.core.routing.readers` reads
+what each selector offers of a message; :mod:`~sharedstream.core.routing.ranges` is the
 numeric operator's structure.
 """
 
