@@ -4,6 +4,7 @@
     python -m bench --persistence [--quick]   # issue 28 only: see persistence()
     python -m bench --tracing [--quick]       # issue 31 only: bench/tracing_cost.py
     python -m bench --avro [--quick]          # issue 30 only: bench/avro_decode.py
+    python -m bench --watchers-scale [--quick]  # issue 42 only: bench/watchers_scale.py
 
 Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set
 (each PostgreSQL figure gets a fresh database created there), else a broker and a
@@ -35,7 +36,13 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
 11. the peers (``bench/peers.py``): quixstreams, sentry-arroyo and faust-streaming beside
     plain confluent-kafka and sharedstream's two APIs, whole processes timed until their
     commits reach the log end (``python -m bench --peers`` runs only these; a peer not
-    installed in ``--peer-python``'s environment is skipped, with a line saying so).
+    installed in ``--peer-python``'s environment is skipped, with a line saying so);
+12. issue 42 (``bench/watchers_scale.py``): 1, 100, 1,000 and 10,000 watchers on one
+    6-partition topic, each wanting its own key, with a match and with Python filters
+    in both APIs, against a hand-written confluent-kafka router; ``sharedstream run``
+    processes timed from their start to their commits at the log end, filter-side, RSS
+    and start-up (``python -m bench --watchers-scale`` runs only these; not part of the
+    full run: its Python-filter runs at 10,000 watchers take minutes).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -73,6 +80,7 @@ from bench import (
     statestore_cleanup,
     tracing_cost,
     uow_throughput,
+    watchers_scale,
 )
 from bench import kafka_throughput as kt
 from confluent_kafka import Producer
@@ -751,6 +759,13 @@ def measure(services: Services, sizes: Sizes, peer_python: str = sys.executable
             "peers": run_peers(bootstrap, sizes, peer_python)}
 
 
+def run_watchers_scale(bootstrap: str, quick: bool) -> dict[str, Any]:
+    messages, filters, counts = watchers_scale.sizes(quick)
+    found = watchers_scale.measure(bootstrap, messages, filters, 1, counts)
+    found["targets"] = watchers_scale.targets(found)
+    return found
+
+
 def run_issue27(bootstrap: str, sizes: Sizes) -> dict[str, Any]:
     found = issue27.measure(bootstrap, sizes.messages, sizes.fanout,
                             runs=1 if sizes == QUICK else 3)
@@ -902,6 +917,10 @@ def main() -> None:
     parser.add_argument("--peers", action="store_true",
                         help="only the peers: quixstreams, sentry-arroyo and faust-streaming "
                              "beside plain confluent-kafka and sharedstream, whole processes")
+    parser.add_argument("--watchers-scale", action="store_true",
+                        help="only issue 42's figures: 1 to 10,000 watchers each wanting its "
+                             "own key, with a match and with Python filters, against a "
+                             "hand-written router")
     parser.add_argument("--peer-python", default=sys.executable,
                         help="the Python whose environment holds the peers (the "
                              "bench-peers extra); default: this one")
@@ -929,6 +948,8 @@ def main() -> None:
         "tracing": (lambda b: run_tracing(b, sizes), tracing_cost.markdown),
         "avro": (lambda b: run_avro(b, sizes), avro_decode.markdown),
         "peers": (lambda b: run_peers(b, sizes, args.peer_python), peers.markdown),
+        "watchers_scale": (lambda b: run_watchers_scale(b, args.quick),
+                           watchers_scale.markdown),
     }
     for name, (run, tables) in parts.items():
         if getattr(args, name):

@@ -80,7 +80,8 @@ async def running_group(bootstrap: str, store: StateStore, group_id: str,
               for watcher in triggers}
     for watcher, trigger in triggers.items():
         trigger.asset_state_store = states[watcher]
-    manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers)
+    manager.declare_cohort(next(iter(triggers.values())).shared_stream_key(), triggers,
+                           {name: trigger.match for name, trigger in triggers.items()})
     tasks = [asyncio.create_task(manager.run_watcher(n, t)) for n, t in triggers.items()]
     try:
         yield Running(sink, manager, states, bootstrap, group_id)

@@ -80,3 +80,23 @@ def test_any_document_in_any_encoding_decodes_as_json_loads_does(
 @given(st.binary(max_size=12))
 def test_any_bytes_decode_or_fail_as_json_loads_does(value: bytes) -> None:
     assert actual(value) == expected(value)
+
+
+numbers = st.from_regex(r"-?(0|[1-9][0-9]{0,40})(\.[0-9]{1,40})?([eE][+-]?[0-9]{1,3})?",
+                        fullmatch=True)
+
+
+@given(numbers)
+def test_numbers_of_any_length_and_exponent_decode_as_json_loads_does(number: str) -> None:
+    """msgspec (the fast path when installed) and json.loads must agree on every number
+    both read; one it refuses (out of a float's range) is json.loads's alone."""
+    value = f'{{"n": {number}, "l": [{number}]}}'.encode()
+    assert repr(actual(value)) == repr(expected(value))
+
+
+def test_the_fast_path_is_msgspec_when_it_is_installed() -> None:
+    from sharedstream.core import message
+
+    assert message._msgspec_decode is not None
+    assert message._fast_json(b'{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
+    assert message._fast_json(b"NaN") is message._MISSING  # json.loads's alone: NaN

@@ -122,3 +122,38 @@ def test_readiness_reports_a_block_only_once_it_is_named() -> None:
         assert reason.startswith("event loop blocked for 5.0s by a callback outside any task")
     finally:
         idle.close()
+
+
+def test_an_inline_batch_call_is_blamed_on_its_watcher_and_the_fan_out_on_nobody(
+        loop: asyncio.AbstractEventLoop) -> None:
+    """A batch call made inline runs in the fan-out's task: the watcher whose call holds
+    the loop is named; the fan-out's own time is the framework's, never a watcher's."""
+    from sharedstream.core import inline
+    from sharedstream.core.names import framework_task_name
+
+    watchdog = watch(loop)
+    release = threading.Event()
+
+    async def fan_out(inline_call: bool) -> None:
+        inline.running = "w7" if inline_call else None
+        try:
+            release.wait(30)
+        finally:
+            inline.running = None
+
+    try:
+        loop.call_soon_threadsafe(lambda: loop.create_task(
+            fan_out(True), name=framework_task_name("fan-out of group 'k'")))
+        [reason] = until(named_block(watchdog), "readiness naming the inline call")
+        assert "by watcher 'w7'" in reason, reason
+        release.set()
+        until(lambda: watchdog.problems() == [], "the inline call's block ended")
+        release.clear()
+        loop.call_soon_threadsafe(lambda: loop.create_task(
+            fan_out(False), name=framework_task_name("fan-out of group 'k'")))
+        [reason] = until(named_block(watchdog), "readiness naming the framework")
+        assert "by sharedstream itself (fan-out of group 'k')" in reason, reason
+        assert watchdog.figures()[1] == {"w7": 1, "": 1}
+    finally:
+        release.set()
+        watchdog.stop()

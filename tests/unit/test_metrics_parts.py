@@ -25,3 +25,22 @@ def test_partition_stats_reads_assigned_partitions_only() -> None:
 def test_partition_stats_survives_garbage() -> None:
     assert partition_stats("not json") == {}
 
+
+
+def test_per_watcher_outcomes_are_bounded_and_the_group_sums_them() -> None:
+    """10,000 watchers: the group's outcomes summed, and per-watcher series only for the
+    few that failed and rejected most; a small group keeps a series per watcher."""
+    from sharedstream.core.counters import GroupCounters
+    from sharedstream.triggerer.metrics import PER_WATCHER_TOP, watcher_outcomes
+
+    cohort = [f"w{i}" for i in range(10_000)]
+    counters = GroupCounters(clean=5, unrouted=7)
+    counters.failed.update({"w3": 2, "w9999": 1})
+    counters.rejected.update({"w42": 4})
+    counters.acked.update({"w1": 10})
+    totals, shown = watcher_outcomes(cohort, counters)
+    assert totals == {"acked": 5 * 10_000 + 10, "failed": 3, "rejected": 4, "unrouted": 7}
+    assert len(shown) == PER_WATCHER_TOP
+    assert {"w3", "w42", "w9999"} <= {name for name, _ in shown}
+    small, every = watcher_outcomes(["a", "b"], GroupCounters())
+    assert [name for name, _ in every] == ["a", "b"] and small["unrouted"] == 0

@@ -31,6 +31,7 @@ def status_document(process_id: str) -> dict[str, Any]:
         "groups": [{"consumer_group": GROUP, "cohort": ["audit", "paid"],
                     "present": ["audit", "paid"], "polling": True, "paused": False,
                     "in_flight": 3, "queued": 0, "received": 40, "redelivered": 2,
+                    "unrouted": 0, "matches": {"paid": {"value": {"status": ["paid"]}}},
                     "partitions": partitions,
                     "held": [{"topic": "orders", "partition": 0, "offset": 10,
                               "reasons": {"paid": f"ValueError: {MARKUP}"},

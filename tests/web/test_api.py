@@ -110,6 +110,8 @@ def test_group_partitions_lag_and_held(client: TestClient) -> None:
     # Rejected: 5 rows, and the dead letter whose two copies are on the seeded topic.
     assert watchers["paid"]["held"] == 1 and watchers["paid"]["rejected"] == 5 + 1
     assert watchers["audit"]["rejected"] == 1 and watchers["audit"]["rejected_error"] is None
+    assert watchers["paid"]["match"] == {"value": {"status": ["paid"]}}
+    assert watchers["audit"]["match"] is None  # no match: every message
     assert client.get("/api/v1/groups/nope.none").status_code == 404
 
 

@@ -53,15 +53,18 @@ next owner's redelivery re-inserts as no-ops.
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import suppress
 from typing import Any
 
 from sharedstream.core.batchtake import Pieces
-from sharedstream.core.event import TriggerEvent
+from sharedstream.core.inline import InlineCalls, Resumed
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
+from sharedstream.core.messagebatch import MessageBatch
 from sharedstream.core.stream import SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
 from sharedstream.core.window import Window, current_stream
@@ -88,70 +91,6 @@ def value_preparer(trigger: Any) -> Preparer | None:
     return prepare if callable(prepare) else None
 
 
-class MessageBatch:
-    """The messages one call of ``filter_shared_batch`` handles, and what it said of them.
-
-    Iterate it for the messages (the same :class:`~sharedstream.core.message.KafkaMessage`
-    objects every watcher of the group receives: ``msg.json`` decodes once for all).
-    Say nothing of a message to filter it out; :meth:`emit` an event for it, or
-    :meth:`reject` it. ``emitted`` (message index -> its events) and ``rejected``
-    (message index -> reason) stay None until something is said, so a batch that keeps
-    nothing costs no bookkeeping per message.
-    """
-
-    __slots__ = ("_index", "emitted", "messages", "rejected")
-
-    def __init__(self, messages: list[Any]) -> None:
-        self.messages = messages
-        self.emitted: dict[int, list[TriggerEvent]] | None = None
-        self.rejected: dict[int, str] | None = None
-        self._index: dict[int, int] | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.messages)
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def _position(self, message: Any) -> int:
-        index = self._index
-        if index is None:  # built on the first emit or reject only: most batches keep ~1%
-            index = self._index = {id(m): i for i, m in enumerate(self.messages)}
-        found = index.get(id(message))
-        if found is None:
-            raise ValueError(f"{message!r} is not a message of this batch (emit and reject "
-                             "take the objects the batch yields)")
-        return found
-
-    def emit(self, message: Any, event: TriggerEvent) -> None:
-        """Bind ``event`` to ``message``: stored once its unit of work commits, keyed by
-        the message and its index among that message's events. Ignored for a message
-        already rejected."""
-        if not isinstance(event, TriggerEvent):
-            raise TypeError(f"batch.emit() takes a TriggerEvent, not {type(event).__qualname__}")
-        i = self._position(message)
-        if self.rejected is not None and i in self.rejected:
-            return
-        emitted = self.emitted
-        if emitted is None:
-            emitted = self.emitted = {}
-        events = emitted.get(i)
-        if events is None:
-            emitted[i] = [event]
-        else:
-            events.append(event)
-
-    def reject(self, message: Any, reason: str = "") -> None:
-        """Reject ``message`` for this watcher (dead letter, with ``reason``); its events
-        are dropped. Resolved when the call returns, not before."""
-        i = self._position(message)
-        if self.rejected is None:
-            self.rejected = {}
-        self.rejected[i] = reason
-        if self.emitted is not None:
-            self.emitted.pop(i, None)
-
-
 class BatchWindow(Window):
     """The unit of work of one batch call: its staged state and the events of several
     messages. ``parts`` says whose events they are, in order: ``(record, how many)`` per
@@ -165,9 +104,11 @@ class BatchWindow(Window):
         self.parts: list[tuple[Any, int]] = []
 
 
-class BatchRunner:
+class BatchRunner(InlineCalls):
     """Runs one batch watcher's filter over its stream, for as long as the watcher runs
-    (across restarts of its task: units of work in the sink outlive a task)."""
+    (across restarts of its task: units of work in the sink outlive a task). A call is
+    made in the runner's task, or inline in the step that queued its messages while the
+    task waited for them (:mod:`sharedstream.core.inline`)."""
 
     def __init__(self, stream: SharedStream, group: StreamOwner, call: BatchFilter,
                  prepare: Preparer | None = None) -> None:
@@ -188,19 +129,35 @@ class BatchRunner:
         self._timer: TimerHandle | None = None
         self._waits = 0
         self._wait_since = 0.0
+        self._clock = group.clock
+        self._settings = group.settings
+        self._context: contextvars.Context | None = None  # the task's, once it runs
+        self._pending: Callable[[], Awaitable[None]] | None = None
+        self._suspended: Coroutine[Any, Any, None] | None = None  # an inline call's rest
         stream.on_release = self._release
         stream.batch = True  # the group may queue counted slices for it
+        if prepare is None and inspect.iscoroutinefunction(call):  # see core/inline.py
+            stream.on_offer = self.offered
 
     async def run(self) -> None:
         """Take batches and handle them until the stream ends (returns) or the group
         fails (GroupFailedError)."""
         current_stream.set(self)
+        self._context = contextvars.copy_context()
         take = self._stream.take_part
         while True:
+            pending = self._pending
+            if pending is not None:  # the rest of a call started inline
+                self._pending = self._suspended = None
+                await pending()
+                self._taken = []
+                continue
             try:
                 part = await take(self._limit)
             except StopAsyncIteration:
                 return
+            if not part:
+                continue  # woken for the work an inline call left
             self._taken = part
             self._done = 0
             await self._handle(part, self._token)
@@ -215,9 +172,42 @@ class BatchRunner:
             self._taken = entries
         return entries
 
+    @staticmethod
+    def _batch_of(part: list[Entry] | Pieces) -> MessageBatch:
+        return MessageBatch(part.messages if isinstance(part, Pieces)
+                            else [entry.raw for entry in part])
+
+    def _abandon_call(self) -> None:
+        """Drop what the failed call staged."""
+        window, self._window = self._window, None
+        if window is not None:
+            window.abandon()
+
+    async def _finish(self, part: list[Entry] | Pieces, batch: MessageBatch, token: int,
+                      coro: Coroutine[Any, Any, None], yielded: Any) -> None:
+        """The rest of a call started inline that waited: resumed here, in the task."""
+        failure: Exception | None = None
+        try:
+            await Resumed(coro, yielded)
+        except Exception as exc:
+            failure = exc
+        self._calling = False
+        if failure is None:
+            if token == self._token:
+                self._settle(batch, part)
+            return
+        self._abandon_call()
+        await self._failed(part, token, failure)
+
+    async def _failed(self, part: list[Entry] | Pieces, token: int, exc: BaseException) -> None:
+        """A call raised: its batch is split to find the message (in the task)."""
+        if not isinstance(exc, Exception):
+            raise exc  # a cancellation or an exit: the task's to end on
+        if token == self._token:
+            await self._split(self._entries(part), token, exc)
+
     async def _handle(self, part: list[Entry] | Pieces, token: int) -> None:
-        batch = MessageBatch(part.messages if isinstance(part, Pieces)
-                             else [entry.raw for entry in part])
+        batch = self._batch_of(part)
         failure: Exception | None = None
         if self._prepare is not None:
             try:
@@ -242,9 +232,7 @@ class BatchRunner:
                 if token == self._token:
                     self._settle(batch, part)
                 return
-            window, self._window = self._window, None
-            if window is not None:
-                window.abandon()
+            self._abandon_call()
         if token == self._token:  # else given up meanwhile (outside the handler: no
             await self._split(self._entries(part), token, failure)  # chained errors)
 
@@ -420,9 +408,11 @@ class BatchRunner:
         self._done = 0
         self._token += 1
         self._calling = False
-        window, self._window = self._window, None
-        if window is not None:
-            window.abandon()
+        self._pending = None  # an inline call's rest not started in the task: dropped
+        suspended, self._suspended = self._suspended, None
+        if suspended is not None:
+            suspended.close()
+        self._abandon_call()
         return owed
 
     def _release(self, fail_pending: bool) -> None:

@@ -1,7 +1,9 @@
 """A batch watcher's side of its stream: what ``take_part`` cuts from the queue.
 
 A stream's queue holds chunks (:data:`Chunk`): lists of entries, or, for a batch
-watcher, counted slices (:class:`~sharedstream.core.ledger.Slice`, no entry per message).
+watcher, counted slices (:class:`~sharedstream.core.ledger.Slice`, no entry per message)
+or, for one with a match in a routed group, its share of one
+(:class:`~sharedstream.core.shares.Share`), taken the same way.
 ``take_part`` pops up to ``limit`` messages at once, whole chunks where they fit, and
 hands out parts of counted slices as :class:`Pieces`, which the batch runner
 acknowledges with one call per slice (``ack_range``). It never mixes the two kinds, and
@@ -24,16 +26,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, Protocol
 
 from sharedstream.core.ledger import Entry, Slice, State
+from sharedstream.core.shares import Share
 
 PENDING = State.PENDING
 # Messages handed out in a row before the stream lets the loop run other work.
 HANDOUT_RUN = 128
 
 
-class Piece(NamedTuple):
-    """``[start, stop)`` of a counted slice."""
+Counted = Slice | Share  # a counted slice, or a routed watcher's share of one
 
-    run: Slice
+
+class Piece(NamedTuple):
+    """``[start, stop)`` of a counted slice (or of a watcher's share of one)."""
+
+    run: Counted
     start: int
     stop: int
 
@@ -58,12 +64,12 @@ class Pieces:
     def __len__(self) -> int:
         return len(self.messages)
 
-    def entries(self, itemise: Callable[[Slice], list[Entry]]) -> list[Entry]:
+    def entries(self, itemise: Callable[[Counted], list[Entry]]) -> list[Entry]:
         """The entries of these messages (each slice itemised: something needs them)."""
         return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
 
 
-Chunk = list[Entry] | Slice
+Chunk = list[Entry] | Counted
 
 
 class TakeOwner(Protocol):
@@ -77,8 +83,8 @@ class TakeOwner(Protocol):
     def low_queue(self) -> int:
         """The queue length at or below which a paused group may resume."""
 
-    def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (built now for a counted one)."""
+    def itemise(self, run: Counted) -> list[Entry]:
+        """The entries of a slice or share, aligned with it (built now for a counted one)."""
 
     def maybe_resume(self) -> None: ...
 
@@ -86,7 +92,8 @@ class TakeOwner(Protocol):
 class BatchTaking:
     """``take`` and ``take_part`` of a stream (a base of ``SharedStream``)."""
 
-    __slots__ = ("_pos", "_queue", "_queued", "_run", "_seq", "_stale")
+    __slots__ = ("_interrupted", "_pos", "_queue", "_queued", "_run", "_seq", "_stale",
+                 "on_offer")
 
     _group: TakeOwner
     # Chunks queued; the head chunk is handed out from ``_pos``; ``_queued`` counts the
@@ -97,9 +104,13 @@ class BatchTaking:
     _stale: bool
     _seq: int  # messages handed out so far
     _run: int  # messages handed out since the stream last let the loop run
-    # The stream's own methods taking calls back into.
+    _interrupted: bool  # the waiting task was woken to do something else (interrupt)
+    on_offer: Callable[[], None] | None  # a batch runner's inline hand-over, or None
+    # The stream's own fields and methods taking calls back into.
+    _waiter: asyncio.Future[None] | None
     _resume_check: Callable[[], None]
     _wait_for_more: Callable[[], Awaitable[None]]
+    wake: Callable[[], None]
 
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
@@ -116,23 +127,66 @@ class BatchTaking:
         failed). A message handed out again (a later delivery round, queued as a chunk
         of its own) comes alone, so a batch never mixes a retry in. Yields the loop
         first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
+        Returns empty when :meth:`interrupt` woke it.
         """
         queue = self._queue
         if self._run >= HANDOUT_RUN and queue:
             self._run = 0
             await asyncio.sleep(0)
         while True:
-            out = self._take_queued(limit)
+            out = self.take_now(limit)
             if out:
-                self._seq += len(out)
-                self._run += len(out)
-                group = self._group
-                if group.paused and self._queued <= group.low_queue:
-                    group.maybe_resume()
                 return out
             if not queue:  # else only dropped entries were at its head: look again
                 self._resume_check()
                 await self._wait_for_more()
+                if self._interrupted:  # woken for the runner's own work: nothing taken
+                    self._interrupted = False
+                    return []
+
+    def take_now(self, limit: int) -> list[Entry] | Pieces:
+        """What :meth:`take_part` takes, without waiting: maybe nothing (an inline batch
+        call takes its messages so, in the step that queued them: core/inline.py). The
+        usual hand-over, one share queued and taken whole, skips the general walk."""
+        queue = self._queue
+        head = queue[0] if len(queue) == 1 and not self._pos else None
+        out: list[Entry] | Pieces
+        if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
+                head.run.state is PENDING):
+            queue.clear()
+            self._queued = 0
+            self._stale = False
+            out = Pieces([Piece(head, 0, head.n)])
+        else:
+            out = self._take_queued(limit)
+        if out:
+            n = len(out)
+            self._seq += n
+            self._run += n
+            group = self._group
+            if group.paused and self._queued <= group.low_queue:
+                group.maybe_resume()
+        return out
+
+    @property
+    def parked(self) -> bool:
+        """The stream's task waits for messages (in :meth:`take_part` or iteration)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
+
+    def offered(self) -> None:
+        """The group queued messages for this stream: its batch runner handles them now
+        when it can (``on_offer``, core/inline.py), else the waiting filter is woken."""
+        on_offer = self.on_offer
+        if on_offer is None:
+            self.wake()
+        else:
+            on_offer()
+
+    def interrupt(self) -> None:
+        """Wake the waiting task with nothing taken: its ``take_part`` returns empty."""
+        self._interrupted = True
+        self.wake()
 
     def _take_queued(self, limit: int) -> list[Entry] | Pieces:
         """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
@@ -144,7 +198,7 @@ class BatchTaking:
         while queue:
             chunk = queue[0]
             pos = self._pos
-            if isinstance(chunk, Slice):
+            if not isinstance(chunk, list):
                 run = chunk
                 if run.chunk is not None:  # itemised since it was queued
                     if pieces:

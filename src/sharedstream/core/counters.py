@@ -23,7 +23,12 @@ class GroupCounters:
     redelivered: int = 0
     # Messages whose every watcher is done (terminal, or dead-lettering).
     settled: int = 0
+    # Messages every watcher of the cohort acked in one round (a routed message, handed to
+    # some watchers only, counts its acks per watcher instead).
     clean: int = 0
+    # Messages a routed group handed to nobody: no match took them, and no watcher of the
+    # group takes everything. Settled at once.
+    unrouted: int = 0
     acked: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)

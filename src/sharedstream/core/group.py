@@ -2,8 +2,9 @@
 
 Flow: the pump task pulls what the adapter reads (``open_stream``); records are
 admitted into the group's :class:`~sharedstream.core.ledger.Ledger`, whose entry is
-the only per-message state, and the batch's entries go to every watcher's queue as
-one chunk (one call per watcher per batch; a targeted message goes alone). Watchers
+the only per-message state, and the batch goes to the watchers' queues as one chunk
+per watcher (every watcher, or, when some watcher has a match, the watchers routed
+each message: :mod:`sharedstream.core.fanout`; a targeted message goes alone). Watchers
 resolve each entry (ack / reject / fail) through their streams; the last outcome of a
 delivery round settles it at once:
 
@@ -18,7 +19,8 @@ watcher lets its siblings run ahead by at most that many messages.
 
 Its lifecycle and flow control are :mod:`sharedstream.core.groupstate`'s enums; what
 a watcher's outcome does to an entry (ack, reject, fail, hold, redeliver, dead letter)
-is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, a base of :class:`Group`.
+is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, and how a batch is handed
+out :mod:`sharedstream.core.fanout`'s :class:`Fanout`, both bases of :class:`Group`.
 
 The group knows its manager only through the ``evict`` callback it is built with, so
 this module does not import the manager's.
@@ -32,10 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sharedstream.core import tracing
 from sharedstream.core.contract import (
     PartitionRewound,
     PartitionsEnded,
@@ -44,6 +45,7 @@ from sharedstream.core.contract import (
     SharedStreamProducer,
 )
 from sharedstream.core.counters import GroupCounters
+from sharedstream.core.fanout import Fanout
 from sharedstream.core.groupstate import (
     CLOSING,
     FAILED,
@@ -58,16 +60,16 @@ from sharedstream.core.groupstate import (
     Flow,
     GroupState,
 )
-from sharedstream.core.holds import HoldJournal, HoldKey
+from sharedstream.core.holds import HoldJournal
 from sharedstream.core.ledger import Entry, Key, Ledger, State
 from sharedstream.core.lifecycle import check_move
+from sharedstream.core.names import framework_task_name, summarise
 from sharedstream.core.resolution import Resolution
+from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     ABSENT,
-    HELD_BEFORE,
-    QUEUE_FULL,
     Clock,
     LoopClock,
     ManagerSettings,
@@ -80,14 +82,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOT_IN_COHORT = "not in the cohort"
-
-
 class ProducerStreamEnded(RuntimeError):
     """``open_stream()`` returned: a producer must stream for the group's whole life."""
 
 
-class Group(Resolution):
+class Group(Fanout, Resolution):
     """Runtime state of one ``shared_stream_key``. Internal to the manager.
 
     ``evict`` is the manager's: called once when the group fails, so a later
@@ -97,7 +96,8 @@ class Group(Resolution):
     def __init__(self, key: Hashable, cohort: frozenset[str],
                  producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
                  settings: ManagerSettings, clock: Clock, sink: WorkSink,
-                 evict: Callable[[Group], None], holds: HoldJournal | None = None) -> None:
+                 evict: Callable[[Group], None], matches: Mapping[str, Any] | None = None,
+                 holds: HoldJournal | None = None) -> None:
         self.key = key
         self.holds = holds
         self.cohort = cohort
@@ -122,6 +122,14 @@ class Group(Resolution):
         self.failure: BaseException | None = None  # why it failed (state FAILED)
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
+        # Routing (core.routes): the watchers' matches, the index, who takes everything.
+        self.routes = Routes(cohort, matches or {})
+        # The present streams the flow control watches: those taking everything.
+        self._everyone: list[SharedStream] = []
+        self._all_batch = False
+        self._membership_stale = True
+        # The watchers with a match whose full queues paused the group (maybe_resume).
+        self._paused_by: list[SharedStream] = []
         self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -144,26 +152,39 @@ class Group(Resolution):
 
     # -- membership ----------------------------------------------------------------
 
-    def add(self, name: str) -> SharedStream:
+    def add(self, name: str, match: Any = None) -> SharedStream:
+        """A watcher joins; ``match`` is what it wants (None: everything), validated."""
+        self.routes.set_match(name, match)
         # The loop's own clock skips two calls per message on the hot path.
         now = (asyncio.get_running_loop().time if isinstance(self.clock, LoopClock)
                else self.clock.now)
         stream = SharedStream(self, name, now)
         self.streams[name] = stream
-        self._membership_changed()
+        self._membership_stale = True
         if self.state is GATHERING and len(self.streams) == len(self.cohort):
             self._start_polling()
         return stream
 
     def remove(self, name: str, fail_pending: bool) -> None:
         stream = self.streams.pop(name)
-        self._membership_changed()
+        self._membership_stale = True
         stream.detach(fail_pending)
 
-    def _membership_changed(self) -> None:
-        self._present = list(self.streams.values())
-        absent = self.cohort - self.streams.keys()
-        self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+    def _members(self) -> list[SharedStream]:
+        """The present streams, brought up to date after watchers came or went: once per
+        change, when next asked, not per subscribe (10,000 watchers subscribing one by
+        one would otherwise cost O(watchers) each)."""
+        if self._membership_stale:
+            self._membership_stale = False
+            self._present = list(self.streams.values())
+            absent = self.cohort - self.streams.keys()
+            self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+            routed = self.routes.routed
+            self._everyone = ([s for s in self._present if s.name not in routed] if routed
+                              else self._present)
+            # A batch runner marks its stream as it subscribes, before anything awaits.
+            self._all_batch = all(s.batch for s in self._present)
+        return self._present
 
     def _grace_expired(self) -> None:
         self._grace = None
@@ -177,10 +198,12 @@ class Group(Resolution):
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        self._pump = self._spawn(self._run_pump())
+        self._pump = self._spawn(self._run_pump(),
+                                 framework_task_name(f"fan-out of group {self.key!r}"))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str | None = None
+               ) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -218,161 +241,34 @@ class Group(Resolution):
                     known[offset] = known.get(offset, frozenset()) | watchers
         return held
 
-    def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
-        present, overflow = self._room()
-        absent = self._absent
-        if overflow is not None:
-            absent = {**(absent or {}), **overflow}
-        # A slice stays counted (no entry per message) when every watcher it goes to
-        # takes batches and none is missing: anything else needs per-message records.
-        counted = bool(present) and absent is None and tracing.tracer is None and all(
-            stream.batch for stream in present)
-        slices = self.ledger.admit(items, self.producer.size, counted)
-        self._schedule_publish()
-        if not slices:
-            return
-        n_present = len(present)
-        cohort = self.cohort
-        for run in slices:
-            run.targets = cohort
-            run.pending = n_present
-            if counted and run.entries is None and [
-                    r.targets for r in run.records].count(None) == run.n:
-                self.counters.received += run.n
-                self.in_flight += run.n
-                for stream in present:
-                    stream.offer(run)
-            else:
-                entries = run.ledger.itemise(run)
-                self.counters.received += len(entries)
-                self.in_flight += len(entries)
-                self._broadcast_entries(entries, present, absent)
-        for stream in present:
-            stream.wake()
-        self._check_pause()
-
-    def _broadcast_entries(self, entries: list[Entry], present: list[SharedStream],
-                           absent: dict[str, str] | None) -> None:
-        """Hand out an itemised slice: targeted messages (replayed dead letters) alone, and
-        a failure record per message for the watchers that are missing."""
-        cohort = self.cohort
-        n_present = len(present)
-        held = entries[0].ledger.held if entries else None
-        run = 0  # where the run of entries addressed to everyone, not yet offered, starts
-        for i, entry in enumerate(entries):
-            targets = entry.payload.targets
-            owed = held.pop(entry.offset, None) if held else None
-            if owed is not None:  # not rows of another group, nor watchers a replay skips
-                owed &= cohort if targets is None else targets
-            if targets is None and not owed:
-                entry.targets = entry.round_targets = cohort
-                entry.pending = n_present
-                if absent is not None:
-                    entry.failed = dict(absent)
-                    self.owe(entry, absent)
-                if not n_present:
-                    self._resolved(entry)
-            else:  # a replayed dead letter or a remembered hold: what precedes goes first
-                if run < i:
-                    self._offer(present, entries[run:i])
-                run = i + 1
-                if owed:
-                    entry.targets = cohort if targets is None else targets
-                    self._remembered_hold(entry, owed)
-                else:
-                    entry.targets = targets
-                    self._deliver(entry, targets)
-        if held and entries and max(held) < entries[-1].offset:
-            held.clear()  # offsets never read (compacted away): stop itemising for them
-        if n_present and run < len(entries):
-            self._offer(present, entries if not run else entries[run:])
-
-    def _remembered_hold(self, entry: Entry, owed: frozenset[str]) -> None:
-        """A message some watchers still owed when the partition was last owned (the
-        process died, or the partition moved): it goes to the others as any message
-        read again, and to those watchers as a retry after its backoff, marked
-        ``catching_up``, as if they had just failed it (no attempt counted)."""
-        holds = self.holds
-        if holds is not None:
-            topic, partition = entry.ledger.key
-            for watcher in owed:
-                holds.loaded(HoldKey(watcher, topic, partition, entry.offset))
-        self._deliver(entry, entry.targets - owed, dict.fromkeys(owed, HELD_BEFORE))
-
-    @staticmethod
-    def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
-        for stream in present:
-            stream.offer(chunk)
-
-    def _room(self) -> tuple[list[SharedStream], dict[str, str] | None]:
-        """The streams that take this batch, and the watchers failed for it (queue full).
-
-        A watcher whose queue is full *and* a whole queue behind its fastest sibling is
-        lagging: it is failed for the new messages (held for it, no attempt used) so its
-        siblings keep their pace; the in-flight bound still caps how far they run ahead.
-        Measuring against the fastest sibling, not just the bound, keeps watchers of equal
-        speed from failing each other: under load their queues sit near the bound and
-        differ by scheduling jitter (a stream yields the loop every ``HANDOUT_RUN``
-        messages), which must not turn into holds and redeliveries. When every queue is
-        full the whole group is simply slow: the batch goes in (bounds are soft) and
-        fetching pauses.
-        """
-        present = self._present
-        if len(present) < 2:
-            return present, None
-        lengths = [s.queued for s in present]
-        bound = self.settings.subscriber_queue_size + min(lengths)
-        if max(lengths) < bound:
-            return present, None
-        return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
-                {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
-
-    def _deliver(self, entry: Entry, targets: frozenset[str],
-                 failed: dict[str, str] | None = None) -> None:
-        """Slow path: a targeted message or a redelivery round (``failed``: the watchers
-        failed for it already, outside ``targets``)."""
-        entry.round_targets = targets
-        entry.failed = failed
-        pending = 0
-        for name in targets:
-            stream = self.streams.get(name)
-            if stream is not None:
-                stream.offer([entry])
-                pending += 1
-            elif name in self.cohort:
-                if entry.failed is None:
-                    entry.failed = {}
-                entry.failed[name] = ABSENT
-                self.owe(entry, (name,))
-            else:
-                # A replayed dead letter naming a watcher that no longer exists goes
-                # back to the dead-letter topic rather than vanishing.
-                if entry.rejected is None:
-                    entry.rejected = {}
-                entry.rejected[name] = NOT_IN_COHORT
-        entry.pending = pending
-        if not pending:
-            self._resolved(entry)
-
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
         self.in_flight -= self.ledger.end(keys)
         if self.holds is not None:
             for topic, partition in keys:
                 self.holds.forget(topic, partition)
-        for stream in self._present:
+        for stream in self._members():
             stream.dropped()
         self.maybe_resume()
 
     # -- flow control ------------------------------------------------------------------
 
-    def _check_pause(self) -> None:
-        """Pause at the in-flight bound, or when every watcher's queue is full."""
+    def _check_pause(self, routed: Sequence[SharedStream] = ()) -> None:
+        """Pause at the in-flight bound, or when every watcher's queue is full: in a routed
+        group, every watcher taking everything and every watcher the batch was ``routed``
+        to (O(watchers handed something), not O(watchers)). Such a pause lifts once in
+        flight is at most half its bound and a queue drained to half (``maybe_resume``):
+        paused at the in-flight bound alone, one partition carrying all the traffic would
+        reach its own bound first, and every such bound costs a seek back and a re-fetch."""
         if self.paused:
             return
         limit = self.settings.subscriber_queue_size
-        if self.in_flight >= self.settings.max_in_flight or (self._present and all(
-                s.queued >= limit for s in self._present)):
+        self._members()
+        everyone = self._everyone
+        if self.in_flight >= self.settings.max_in_flight or ((everyone or routed) and all(
+                s.queued >= limit for s in everyone) and all(
+                s.queued >= limit for s in routed)):
+            self._paused_by = list(routed)
             self._set_flow(PAUSED)
             self.producer.pause()
 
@@ -388,12 +284,17 @@ class Group(Resolution):
 
     def maybe_resume(self) -> None:
         """Resume once in-flight fell to half its bound and some queue to half of its own
-        (a watcher that stays full is not waited for: new messages are held for it)."""
+        (a watcher that stays full is not waited for: new messages are held for it): of
+        the watchers taking everything, and of those the pausing batch was routed to."""
         if self.flow is not PAUSED or self.state is not POLLING:
             return
         low_queue = self.low_queue
-        if self.in_flight <= self.settings.max_in_flight // 2 and (not self._present or any(
-                s.queued <= low_queue for s in self._present)):
+        self._members()
+        everyone, routed = self._everyone, self._paused_by
+        if self.in_flight <= self.settings.max_in_flight // 2 and (not everyone or any(
+                s.queued <= low_queue for s in everyone)) and (not routed or any(
+                s.queued <= low_queue for s in routed)):
+            self._paused_by = []
             self._set_flow(FLOWING)
             self.producer.resume()
 
@@ -461,14 +362,14 @@ class Group(Resolution):
             return
         self._set_state(FAILED)
         self.failure = exc
-        log.error("group %r failed: %r; failing watchers %s", self.key, exc, sorted(self.streams))
+        log.error("group %r failed: %r; failing its %s", self.key, exc, summarise(self.streams))
         self._evict(self)
         self._cancel_timers()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        for stream in self._present:
+        for stream in self._members():
             stream.group_failed(exc)
         self.in_flight -= self.ledger.end_all()
         self._close_producer()
@@ -489,7 +390,7 @@ class Group(Resolution):
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
-        for stream in list(self._present):
+        for stream in list(self._members()):
             stream.detach(fail_pending=False)
         await self._close_producer()
         self.in_flight -= self.ledger.end_all()

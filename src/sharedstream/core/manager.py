@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sharedstream.core.backoff import jittered
@@ -24,6 +24,7 @@ from sharedstream.core.event import TriggerEvent
 from sharedstream.core.group import Group
 from sharedstream.core.groupstate import POLLING
 from sharedstream.core.holds import HoldJournal
+from sharedstream.core.routes import check_match
 from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
@@ -53,6 +54,8 @@ class GroupStatus:
     in_flight: int
     queued: int
     counters: GroupCounters
+    # What each watcher with a match wants (the others take every message).
+    matches: Mapping[str, Any] = field(default_factory=dict)
 
 
 class SharedStreamManager:
@@ -71,16 +74,21 @@ class SharedStreamManager:
         self.settings = settings or ManagerSettings()
         self.clock: Clock = clock or LoopClock()
         self._cohorts: dict[Hashable, frozenset[str]] = {}
+        self._matches: dict[Hashable, Mapping[str, Any]] = {}
         self._groups: dict[Hashable, Group] = {}
         self._membership: dict[str, Group] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 
     # -- cohorts and membership ---------------------------------------------------------
 
-    def declare_cohort(self, key: Hashable, watcher_names: Iterable[str]) -> None:
+    def declare_cohort(self, key: Hashable, watcher_names: Iterable[str],
+                       matches: Mapping[str, Any] | None = None) -> None:
         """Fix the watchers of group ``key``: polling waits for all of them.
 
-        Redeclaring the same set is a no-op; changing it while the group runs is an error.
+        ``matches`` says what each watcher wants (its trigger's ``match``; absent or None:
+        everything), so that what is held for a watcher not subscribed yet is only what
+        is routed to it. Redeclaring the same set is a no-op; changing it while the group
+        runs is an error.
         """
         if key is None:
             raise ValueError("a shared-stream key cannot be None")
@@ -96,6 +104,7 @@ class SharedStreamManager:
             raise ValueError(f"cohort of running group {key!r} cannot change "
                              f"({sorted(current)} -> {sorted(cohort)})")
         self._cohorts[key] = cohort
+        self._matches[key] = dict(matches or {})
 
     def subscribe(self, watcher: str, trigger: Subscriber) -> SharedStream:
         """Join ``watcher`` to its trigger's group and return the stream its filter reads.
@@ -104,7 +113,9 @@ class SharedStreamManager:
         :class:`ProducerFactoryError`, terminal). Raises ValueError for a None key, a
         watcher already subscribed, an undeclared cohort or a watcher outside it;
         and :class:`SharedStreamConflictError` (a ValueError) for a trigger whose
-        ``shared_stream_arguments()`` differ from the group's first trigger (naming both).
+        ``shared_stream_arguments()`` differ from the group's first trigger (naming both),
+        and :class:`~sharedstream.core.routing.MatchError` (a ValueError) for a trigger
+        whose ``match`` is not valid.
         """
         key = trigger.shared_stream_key()
         if key is None:
@@ -118,6 +129,8 @@ class SharedStreamManager:
         if watcher not in cohort:
             raise ValueError(f"watcher {watcher!r} is not in the cohort of {key!r}: "
                              f"{sorted(cohort)}")
+        match = getattr(trigger, "match", None)
+        check_match(watcher, match)
         group = self._groups.get(key)
         if group is None:
             arguments = trigger.shared_stream_arguments()
@@ -129,11 +142,12 @@ class SharedStreamManager:
                 ) from exc
             group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
                                               self.settings, self.clock, self.sink, self._evict,
-                                              self.holds)
+                                              self._matches.get(key), self.holds)
         else:
             check_shared_stream_group([group.founder, (watcher, trigger)])
+        stream = group.add(watcher, match)
         self._membership[watcher] = group
-        return group.add(watcher)
+        return stream
 
     async def unsubscribe(self, watcher: str) -> None:
         """Leave the group. What the watcher still owed is held for it (counted failed,
@@ -186,7 +200,7 @@ class SharedStreamManager:
                             present=frozenset(g.streams), polling=g.state is POLLING,
                             paused=g.paused, in_flight=g.in_flight,
                             queued=sum(s.queued for s in g.streams.values()),
-                            counters=g.counters)
+                            counters=g.counters, matches=dict(g.routes.matches))
                 for g in self._groups.values()]
 
     def snapshots(self) -> list[tuple[GroupStatus, GroupSnapshot]]:

@@ -115,14 +115,10 @@ class KafkaMessage(_Fields):
         if found is _MISSING:
             value = self.value
             if value is not None:
-                try:
-                    text = value.decode("utf-8")
-                    found, end = _raw_decode(text)
-                    if end == len(text):
-                        cache[JSON] = found
-                        return found
-                except ValueError:
-                    pass
+                found = _fast_json(value)
+                if found is not _MISSING:
+                    cache[JSON] = found
+                    return found
         elif found.__class__ is not _Failed:
             return found
         return self.decoded(JSON)
@@ -231,28 +227,53 @@ class _Text:
 # One decoder, built once: its ``raw_decode`` parses text without ``json.loads``'s
 # per-call encoding detection and whitespace matching (half the cost of a small value).
 _raw_decode = _json.JSONDecoder().raw_decode
+try:  # msgspec's decoder, when installed: 0.32 us for a 90-byte order against 1.19 us
+    from msgspec.json import Decoder as _Decoder  # for raw_decode (issue 42)
+
+    _msgspec_decode: Any = _Decoder().decode
+except ImportError:  # pragma: no cover - msgspec is a dependency; kept for a bare install
+    _msgspec_decode = None
+
+
+def _fast_json(value: bytes) -> Any:
+    """``value`` parsed on the fast path, or ``_MISSING`` when it does not take it (the
+    full path then gives ``json.loads``'s result or error). msgspec, when installed,
+    refuses everything ``json.loads`` reads differently or refuses (NaN and Infinity,
+    numbers out of a float's range, lone surrogates, a BOM, other encodings, integers
+    past ``int``'s digit limit, bad JSON): each then takes the full path, so a result
+    is always exactly ``json.loads``'s."""
+    if _msgspec_decode is not None:
+        try:
+            return _msgspec_decode(value)
+        except ValueError:  # msgspec.DecodeError and its kin
+            return _MISSING
+    try:
+        text = value.decode("utf-8")
+        found, end = _raw_decode(text)
+        if end == len(text):
+            return found
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError: the full path says which
+        pass
+    return _MISSING
 
 
 class _Json:
     """JSON (UTF-8, -16 or -32 as ``json.loads`` detects): :attr:`KafkaMessage.json`.
 
-    The common case, UTF-8 text that is one JSON document edge to edge, is parsed from
-    its text. Whatever that path does not take (another encoding, a BOM, surrogates,
-    surrounding whitespace, bad JSON) is ``json.loads(value)``, so results and error
-    reasons are exactly ``json.loads``'s: a value the fast path accepts has no NUL in its
-    first two bytes and no BOM, which is when ``json.loads`` reads UTF-8 too.
+    The common case, UTF-8 text that is one JSON document, is parsed by msgspec when it
+    is installed (else from its text by the standard library's decoder). Whatever that
+    path does not take (another encoding, a BOM, surrogates, NaN, bad JSON) is
+    ``json.loads(value)``, so results and error reasons are exactly ``json.loads``'s: a
+    value the fast path accepts has no NUL in its first two bytes and no BOM, which is
+    when ``json.loads`` reads UTF-8 too (:func:`_fast_json`).
     """
 
     __slots__ = ()
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
-        try:
-            text = value.decode("utf-8")
-            found, end = _raw_decode(text)
-            if end == len(text):
-                return found
-        except ValueError:  # UnicodeDecodeError and JSONDecodeError: the full path says which
-            pass
+        found = _fast_json(value)
+        if found is not _MISSING:
+            return found
         try:
             return _json.loads(value)
         except UnicodeDecodeError:

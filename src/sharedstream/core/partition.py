@@ -15,7 +15,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 Key = tuple[str, int]
 
@@ -107,10 +107,14 @@ class Slice:
 
     ``open`` counts its offsets not terminal: at 0 the whole slice is behind the commit
     target's reach and :meth:`PartitionLedger.trim` drops it in one step.
+
+    In a routed group, ``targets`` are the watchers that take every message (no match)
+    and ``shares`` the parts of it routed to each watcher with a match:
+    ``pending`` counts both, a share until its watcher resolved all of it.
     """
 
     __slots__ = ("chunk", "entries", "ledger", "n", "offsets", "open", "pending", "progress",
-                 "raws", "records", "size", "state", "targets", "weigh")
+                 "raws", "records", "shares", "size", "state", "targets", "weigh")
 
     def __init__(self, ledger: PartitionLedger, weigh: Callable[[Any], int] | None = None,
                  itemised: bool = False) -> None:
@@ -128,6 +132,7 @@ class Slice:
         self.size = 0
         self.state = PENDING
         self.targets: frozenset[str] = frozenset()
+        self.shares: Shares | None = None
 
     def __len__(self) -> int:
         return self.n if self.entries is None else len(self.entries)
@@ -151,6 +156,15 @@ class Slice:
         form = "counted" if self.entries is None else "itemised"
         return f"Slice({form}, {len(self)} from {self.first() if len(self) else None}, " \
                f"{self.open} open, pending={self.pending})"
+
+
+class Shares(Protocol):
+    """A routed slice's shares, one per watcher with a match it was routed to
+    (:class:`~sharedstream.core.shares.Shares`)."""
+
+    def owed(self, n: int) -> tuple[int, list[tuple[int, frozenset[str]] | None]]:
+        """How many shares still owe all of it, and per position (shares owing it,
+        watchers it was routed to), or None where it was routed to none."""
 
 
 @dataclass(slots=True)
@@ -255,13 +269,21 @@ class PartitionLedger:
                 chunk.append(entry)
         else:
             weigh, targets, pending = run.weigh, run.targets, run.pending
+            owing_shares, routed = run.shares.owed(run.n) if run.shares else (0, None)
+            pending -= owing_shares  # what the watchers taking everything still owe
             ahead = sorted(run.progress.values()) if run.progress else []  # prefixes resolved
             for i, (raw, record) in enumerate(zip(run.raws, run.records, strict=True)):
                 while ahead and ahead[0] <= i:
                     ahead.pop(0)
                 entry = Entry(self, run, offsets[i], PENDING, raw, record)
-                entry.targets = entry.round_targets = targets
                 entry.pending = pending - len(ahead)
+                share = None if routed is None else routed[i]
+                if share is not None:
+                    owing, names = share
+                    entry.pending += owing
+                    entry.targets = entry.round_targets = targets | names
+                else:
+                    entry.targets = entry.round_targets = targets
                 if weigh is not None:
                     entry.size = weigh(raw)
                 chunk.append(entry)
@@ -433,5 +455,5 @@ class PartitionLedger:
         return self.fetch is not Fetch.OPEN
 
 
-__all__ = ["OPEN", "PENDING", "TERMINAL", "Entry", "Fetch", "Key", "PartitionLedger", "Slice",
-           "State"]
+__all__ = ["OPEN", "PENDING", "TERMINAL", "Entry", "Fetch", "Key", "PartitionLedger", "Shares",
+           "Slice", "State"]

@@ -31,12 +31,14 @@ from typing import Any, TypeVar
 
 from sharedstream.core import tracing
 from sharedstream.core.backoff import jittered
+from sharedstream.core.batchtake import Counted
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.groupstate import CLOSING, FAILED, POLLING, GroupState
 from sharedstream.core.holds import HoldJournal, HoldKey
 from sharedstream.core.ledger import Entry, Ledger, Slice, State
 from sharedstream.core.message import KafkaMessage
+from sharedstream.core.shares import Share, Shares
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
 
@@ -117,15 +119,28 @@ class Resolution:
         if clean:
             self._settled_clean(clean)
 
-    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
-        """A batch watcher resolved ``[start, stop)`` of a counted slice cleanly.
+    def ack_range(self, run: Counted, start: int, stop: int, watcher: str) -> None:
+        """A batch watcher resolved ``[start, stop)`` of a counted slice (or of its share of
+        one, in a routed group) cleanly.
 
         In order (the watcher's acks so far cover ``[0, start)``) it is one count: the
         slice's ``pending`` drops when the watcher reaches its end, and the slice settles
         when no watcher owes it. Out of order (an earlier part still waits for its unit
         of work), or once the slice is itemised, each message is acked on its own.
         """
-        if run.entries is None:
+        if isinstance(run, Share):
+            share, whole = run, run.run
+            if whole.entries is None:
+                if whole.state is not PENDING:
+                    return  # dropped: its partition ended
+                if share.done == start:
+                    share.done = stop
+                    if stop == share.n:
+                        whole.pending -= 1
+                        if not whole.pending:
+                            self._settle_slice(whole)
+                    return
+        elif run.entries is None:
             if run.state is not PENDING:
                 return  # dropped: its partition ended
             progress = run.progress
@@ -144,18 +159,33 @@ class Resolution:
                 return
         self.ack_many(self.itemise(run)[start:stop], watcher)
 
-    def itemise(self, run: Slice) -> list[Entry]:
-        """The entries of a slice, aligned with it (a counted slice gets them now).
+    def itemise(self, run: Counted) -> list[Entry]:
+        """The entries of a slice (or of a watcher's share of one), aligned with it (a
+        counted slice gets them now).
 
         A counted slice's entries that every watcher still owing it had resolved already
-        (each acked a prefix of it: ``progress``) are owed by nobody: they settle here, as
-        the clean acknowledgement they had (counters, ``in_flight``, the ledger, the resume
+        (each acked a prefix of it, or of its share: ``progress``, ``done``) are owed by
+        nobody, and so is a routed message no watcher wanted: they settle here, as the
+        clean acknowledgement they had (counters, ``in_flight``, the ledger, the resume
         mark). Left pending, nothing would ever finish them: the commit target would stop
         on the first of them. Itemise through here, not the partition ledger, for that.
         """
+        if isinstance(run, Share):
+            self.itemise(run.run)
+            entries = run.chunk
+            assert entries is not None
+            return entries
         counted = run.entries is None and run.state is PENDING
         chunk = run.ledger.itemise(run)
-        if counted:
+        if counted and run.shares is not None:  # routed: anywhere, each target counted
+            owed_by_none = [entry for entry in chunk if not entry.pending]
+            if owed_by_none and self.state is not CLOSING and self.state is not FAILED:
+                acked = self.counters.acked
+                for entry in owed_by_none:
+                    acked.update(entry.targets)
+                self._settle_clean(len(owed_by_none), self.ledger.finish_many, owed_by_none,
+                                   clean=False)
+        elif counted:
             resolved = 0  # pending falls to 0 only on a prefix: progress covers prefixes
             while resolved < len(chunk) and not chunk[resolved].pending:
                 resolved += 1
@@ -164,21 +194,37 @@ class Resolution:
         return chunk
 
     def _settle_slice(self, run: Slice) -> None:
-        """Every watcher acked a counted slice cleanly: settle it in one step."""
-        self._settle_clean(run.n, self.ledger.settle, run)
+        """Every watcher acked a counted slice cleanly: settle it in one step. In a routed
+        group each watcher's acknowledgements are counted, once per slice: ``clean``
+        counts the messages the whole cohort acked."""
+        if run.shares is None:
+            self._settle_clean(run.n, self.ledger.settle, run)
+            return
+        if self.state is CLOSING or self.state is FAILED:
+            return  # as in _resolved
+        acked = self.counters.acked
+        for name in run.targets:
+            acked[name] += run.n
+        assert isinstance(run.shares, Shares)
+        for share in run.shares:
+            acked[share.watcher] += share.n
+        self._settle_clean(run.n, self.ledger.settle, run, clean=False)
 
     def _settled_clean(self, entries: list[Entry]) -> None:
         """Settle entries every watcher acked cleanly, in one go (see ``ack_many``)."""
         self._settle_clean(len(entries), self.ledger.finish_many, entries)
 
-    def _settle_clean(self, n: int, settle: Callable[[_T], None], what: _T) -> None:
-        """Count ``n`` clean settlements, let the ledger ``settle`` them, then publish and
-        resume where in flight crosses the resume mark (once per batch, not per entry)."""
+    def _settle_clean(self, n: int, settle: Callable[[_T], None], what: _T, *,
+                      clean: bool = True) -> None:
+        """Count ``n`` clean settlements (``clean``: each acked by the whole cohort), let
+        the ledger ``settle`` them, then publish and resume where in flight crosses the
+        resume mark (once per batch, not per entry)."""
         state = self.state
         if state is CLOSING or state is FAILED:
             return  # as in _resolved: left uncommitted, read again by the next consumer
         counters = self.counters
-        counters.clean += n
+        if clean:
+            counters.clean += n
         counters.settled += n
         self.in_flight -= n
         settle(what)

@@ -61,8 +61,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaking, Chunk, TakeOwner
-from sharedstream.core.ledger import Entry, Slice, State
+from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaking, Chunk, Counted, TakeOwner
+from sharedstream.core.ledger import Entry, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.message import where_read
 from sharedstream.core.streamconfig import (
@@ -113,8 +113,8 @@ class StreamOwner(TakeOwner, Protocol):
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
         """``ack`` of every entry of a batch, in one call (a batch filter's ack)."""
 
-    def ack_range(self, run: Slice, start: int, stop: int, watcher: str) -> None:
-        """A clean acknowledgement of ``[start, stop)`` of a counted slice."""
+    def ack_range(self, run: Counted, start: int, stop: int, watcher: str) -> None:
+        """A clean acknowledgement of ``[start, stop)`` of a counted slice or share."""
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 
@@ -152,6 +152,7 @@ class SharedStream(BatchTaking):
         self._pos = 0
         self._queued = 0
         self._stale = False
+        self._interrupted = False
         # Messages the filter moved past with nothing bound: acked together (ack_many)
         # when the stream next suspends or yields, at most HANDOUT_RUN of them.
         self._acks: list[Entry] = []
@@ -170,6 +171,8 @@ class SharedStream(BatchTaking):
         filter)."""
         self.on_release: Callable[[bool], None] | None = None
         """A batch runner's own release (``fail_pending``), told when the stream stops."""
+        self.on_offer: Callable[[], None] | None = None
+        """A batch runner's inline hand-over (core/inline.py), instead of a wake."""
         # The window whose filter waits on infrastructure, how many waits, since when.
         self._waiting: Window | None = None
         self._waits = 0
@@ -210,7 +213,7 @@ class SharedStream(BatchTaking):
         while True:
             while queue:
                 chunk = queue[0]  # the next entry of the head chunk, inline: per message
-                if isinstance(chunk, Slice):  # counted: a batch stream's (not met here)
+                if not isinstance(chunk, list):  # counted: a batch stream's (not met here)
                     chunk = queue[0] = self._group.itemise(chunk)
                 pos = self._pos
                 entry = chunk[pos]
@@ -468,7 +471,7 @@ class SharedStream(BatchTaking):
         group = self._group
         if fail_pending:
             owed = [entry for i, chunk in enumerate(self._queue)
-                    for entries in [group.itemise(chunk) if isinstance(chunk, Slice) else chunk]
+                    for entries in [chunk if isinstance(chunk, list) else group.itemise(chunk)]
                     for entry in (entries[self._pos:] if i == 0 else entries)]
             if self._open is not None:
                 window = self._window

@@ -14,7 +14,10 @@ itself, by its own rules and configuration.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +77,49 @@ def to_payload(value: Any) -> Any:
         from google.protobuf.json_format import MessageToDict
         return MessageToDict(value, preserving_proto_field_name=True)
     return value
+
+
+def model_field_types(cls: Any) -> dict[str, list[Any]] | None:
+    """The fields a value of type ``cls`` can have, by the name they have in JSON, each
+    with the types it may hold (an optional or union field its members, a list its
+    element's); ``{}`` for a scalar type; None when any name may be there (a dict,
+    ``Any``, a type this module does not know). For checking a match's field paths."""
+    if cls in _SCALARS:
+        return {}
+    if _is_msgspec_struct(cls):
+        import msgspec
+        return {f.encode_name: _members(f.type) for f in msgspec.structs.fields(cls)}
+    if _is_pydantic_model(cls):
+        out: dict[str, list[Any]] = {}
+        for name, info in cls.model_fields.items():
+            out[name] = _members(info.annotation)
+            if info.alias:
+                out[info.alias] = out[name]
+        return out
+    if dataclasses.is_dataclass(cls) and isinstance(cls, type):
+        try:
+            hints = typing.get_type_hints(cls)
+        except (NameError, TypeError):  # a forward reference it cannot resolve
+            hints = {}
+        return {f.name: _members(hints.get(f.name, Any)) for f in dataclasses.fields(cls)}
+    return None
+
+
+_SCALARS = (str, int, float, bool, bytes, type(None))
+
+
+def _members(tp: Any) -> list[Any]:
+    """What a field typed ``tp`` may hold: a union's members, a list's elements."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _members(args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for a in args if a is not type(None) for m in _members(a)]
+    if origin in (list, tuple, set, frozenset, collections.abc.Sequence,
+                  collections.abc.Set):
+        return [m for a in args if a is not Ellipsis for m in _members(a)]
+    return [tp]
 
 
 def _pydantic_reason(exc: Any) -> str:

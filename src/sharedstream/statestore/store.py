@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar, cast
@@ -22,9 +22,12 @@ from sharedstream.statestore.models import asset, asset_event
 from sharedstream.statestore.payload import FilesystemPayloadBackend, PayloadBackend
 from sharedstream.statestore.scopes import AssetScope, TaskScope, Writer
 from sharedstream.statestore.settings import StateStoreSettings
-from sharedstream.statestore.sql import insert_if_absent
+from sharedstream.statestore.sql import insert_if_absent, upsert
 from sharedstream.statestore.types import utcnow
 from sharedstream.statestore.uow import UnitOfWork
+
+# Rows per statement of a bulk registration: inside every backend's limit on bound values.
+_BULK = 500
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -149,6 +152,26 @@ class StateStore:
                     uri=uri, active=True, deactivated_at=None, updated_at=now))
             return int(connection.execute(
                 select(asset.c.id).where(asset.c.name == name)).scalar_one())
+
+    def register_assets(self, assets: Iterable[tuple[str, str | None]]) -> dict[str, int]:
+        """:meth:`register_asset` for many ``(name, uri)`` at once: one transaction, an
+        upsert and a lookup per thousand names, not a transaction per asset (10,000
+        watchers' assets took 20 s one by one on SQLite). ``{name: id}``."""
+        now = self.clock()
+        declared = dict(assets)  # a name once: an upsert may not touch a row twice
+        rows = [{"name": name, "uri": uri, "active": True, "deactivated_at": None,
+                 "created_at": now, "updated_at": now} for name, uri in declared.items()]
+        names = list(declared)
+        ids: dict[str, int] = {}
+        with self.engine.begin() as connection:
+            for start in range(0, len(rows), _BULK):
+                upsert(connection, asset, rows[start:start + _BULK], conflict=("name",),
+                       update=("uri", "active", "deactivated_at", "updated_at"))
+            for start in range(0, len(names), _BULK):
+                found = connection.execute(select(asset.c.name, asset.c.id).where(
+                    asset.c.name.in_(names[start:start + _BULK])))
+                ids.update((str(name), int(id_)) for name, id_ in found)
+        return ids
 
     def deactivate_asset(self, name: str) -> bool:
         """Mark an asset inactive (its state is kept until swept); True if it was active."""

@@ -165,14 +165,16 @@ class WatcherHarness:
         self._tmp = tempfile.TemporaryDirectory(prefix="sharedstream-testing-")
         store = self._store = StateStore.from_url(f"sqlite:///{Path(self._tmp.name) / 'state.db'}")
         store.upgrade()
-        asset_ids = {w.name: store.register_asset(w.asset.name) for w in self._loaded}
+        by_asset = store.register_assets((w.asset.name, None) for w in self._loaded)
+        asset_ids = {w.name: by_asset[w.asset.name] for w in self._loaded}
         self.sink = DatabaseWorkSink(store, asset_ids, ProcessSettings(uow_max_delay=0.0))
         self.manager = SharedStreamManager(self.sink, self.settings)
-        groups: dict[Hashable, list[str]] = {}
+        groups: dict[Hashable, dict[str, Any]] = {}
         for loaded in self._kafka:
-            groups.setdefault(loaded.trigger.shared_stream_key(), []).append(loaded.name)
-        for key, names in groups.items():
-            self.manager.declare_cohort(key, names)
+            groups.setdefault(loaded.trigger.shared_stream_key(), {})[loaded.name] = getattr(
+                loaded.trigger, "match", None)
+        for key, matches in groups.items():
+            self.manager.declare_cohort(key, list(matches), matches)
         self.sink.start()
         for loaded in self._kafka:
             trigger = self._trigger(loaded)

@@ -7,8 +7,9 @@ a missing file, a syntax error (file and line), an import that raises or exits
 (``sys.exit()``, ``KeyboardInterrupt``: anything but the SIGTERM that stops a process
 still starting), no assets, an asset without watchers, a watcher name used twice, a
 trigger whose ``serialize()`` does not rebuild an equal trigger, a shared-stream filter
-that is not an async generator function, two watchers of one shared-stream group that
-disagree on the group's arguments, and dead letters that would come back as input.
+that is not an async generator function, a match whose fields the value cannot have,
+two watchers of one shared-stream group that disagree on the group's arguments, and dead
+letters that would come back as input.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from sharedstream.core.routing import MatchError
 from sharedstream.triggerer.signals import StoppedWhileStarting
 from sharedstream.triggers.assets import Asset, AssetWatcher
 from sharedstream.triggers.base import (
@@ -31,6 +33,7 @@ from sharedstream.triggers.base import (
     check_shared_stream_group,
 )
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.triggers.matching import check_value_fields
 
 
 class WatcherLoadError(ValueError):
@@ -229,6 +232,7 @@ def _check(target: str, assets: tuple[Asset, ...]) -> None:
             owner_of[watcher.name] = asset.name
             _check_serializable(target, watcher)
             _check_filter(target, watcher)
+            _check_match(target, watcher)
 
 
 def _check_serializable(target: str, watcher: AssetWatcher) -> None:
@@ -246,6 +250,16 @@ def _check_serializable(target: str, watcher: AssetWatcher) -> None:
     except Exception as exc:
         raise WatcherLoadError(f"{what} is not serialisable: {type(exc).__name__}: {exc}") \
             from None
+
+
+def _check_match(target: str, watcher: AssetWatcher) -> None:
+    """A match's fields of the value must be ones its value type can have."""
+    trigger = watcher.trigger
+    try:
+        check_value_fields(getattr(trigger, "match", None),
+                           getattr(trigger, "value_deserializer", None))
+    except MatchError as exc:
+        raise WatcherLoadError(f"{target}: watcher {watcher.name!r}: {exc}") from None
 
 
 def _check_filter(target: str, watcher: AssetWatcher) -> None:

@@ -15,7 +15,9 @@ is done from a thread of its own:
   (``asyncio.current_task(loop)``); a watcher's filter runs in a task named after it
   (:func:`sharedstream.core.manager.watcher_task_name`), so the watcher is named
   without any per-message cost, and rightly even when the filter awaited before it
-  blocked.
+  blocked. A batch call made inline, in the fan-out's step (``core.inline``), names
+  its watcher in ``inline.running``; the fan-out's own time is the framework's
+  (``core.names.FRAMEWORK_TASK``), reported as such, never blamed on a watcher.
 * Once per block: a WARNING when it passes ``warn_after``, naming the watcher, and a
   WARNING when the loop answers again, with how long it was blocked in all. Readiness
   (:meth:`LoopWatchdog.problems`) names the block while it is longer than
@@ -38,7 +40,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sharedstream.core import inline
 from sharedstream.core.manager import task_watcher
+from sharedstream.core.names import FRAMEWORK_TASK
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +152,16 @@ class LoopWatchdog:
 
     def _begin(self, waited: float) -> None:
         task = asyncio.current_task(self._loop)
-        watcher = task_watcher(task)
+        # A batch call made inline runs in the fan-out's task: the watcher holds the loop.
+        watcher = inline.running or task_watcher(task)
         if watcher is not None:
             culprit = f"watcher {watcher!r}"
             advice = ADVICE
         elif task is None:
             culprit, advice = "a callback outside any task", "not a watcher's filter"
+        elif task.get_name().startswith(FRAMEWORK_TASK):
+            culprit = f"sharedstream itself ({task.get_name()[len(FRAMEWORK_TASK):]})"
+            advice = "the framework's own work, not a watcher's filter"
         else:
             culprit, advice = f"task {task.get_name()!r}", "not a watcher's filter"
         self._block = Block(watcher or "", culprit)

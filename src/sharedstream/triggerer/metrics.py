@@ -9,7 +9,7 @@ between scrapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sharedstream.core.backpressure import PauseReason
-from sharedstream.core.counters import counter_help
+from sharedstream.core.counters import GroupCounters, counter_help
 from sharedstream.delivery.deliverer import DestinationState
 from sharedstream.serde.lookups import RegistryFigures
 from sharedstream.serde.registries import registry_figures
@@ -71,8 +71,18 @@ RECEIVED = MetricSpec("messages_received", "counter",
                       GROUP)
 REDELIVERED = MetricSpec("redeliveries", "counter", "Held messages delivered again.", GROUP)
 OUTCOMES = MetricSpec("watcher_outcomes", "counter",
-                      "Per-watcher outcomes of messages (acked, filtered, failed, rejected...).",
+                      "Per-watcher outcomes of messages (acked, failed, rejected): every "
+                      "watcher of a group of at most 100, else the 20 that failed and "
+                      "rejected most (series bounded at 10,000 watchers).",
                       ("group", "watcher", "outcome"))
+GROUP_OUTCOMES = MetricSpec("group_outcomes", "counter",
+                            "Outcomes summed over the group's watchers (acked, failed, "
+                            "rejected), and messages no watcher's match took (unrouted).",
+                            ("group", "outcome"))
+UNROUTED = "unrouted"
+# Per-watcher series: every watcher up to this many in a group, else the top few.
+PER_WATCHER_ALL = 100
+PER_WATCHER_TOP = 20
 BROKER_READY = MetricSpec("broker_ready", "gauge",
                           "1 when the group's broker connection is healthy.", GROUP)
 ASSIGNED = MetricSpec("assigned_partitions", "gauge", "Partitions assigned to this process.", GROUP)
@@ -163,14 +173,33 @@ LOOP_BLOCKED_SECONDS = MetricSpec("event_loop_blocked_seconds", "counter",
 
 CATALOG: tuple[MetricSpec, ...] = (
     GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
-    BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE,
-    OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values(), DATABASE_HEALTHY,
+    GROUP_OUTCOMES, BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED,
+    FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values(),
+    DATABASE_HEALTHY,
     UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
     HEARTBEAT_FAILURES, DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS,
     EVENTS_DELIVERED, EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, REGISTRY_OUT, REGISTRY_FAILURES,
     LOOP_LAG, LOOP_BLOCKS, LOOP_BLOCKED_SECONDS,
 )
+
+
+def watcher_outcomes(cohort: Iterable[str], counters: GroupCounters
+                     ) -> tuple[dict[str, int], list[tuple[str, dict[str, int]]]]:
+    """A group's outcomes summed over its watchers (and its unrouted messages), and the
+    watchers shown one by one: all of a group of at most ``PER_WATCHER_ALL``, else the
+    ``PER_WATCHER_TOP`` that failed and rejected most (then by name). O(watchers) per
+    scrape, never per message; a scrape of 10,000 watchers stays a few dozen series."""
+    every = [(watcher, counters.outcomes(watcher)) for watcher in sorted(cohort)]
+    totals = {"acked": 0, "failed": 0, "rejected": 0}
+    for _, outcomes in every:
+        for outcome, value in outcomes.items():
+            totals[outcome] = totals.get(outcome, 0) + value
+    totals[UNROUTED] = counters.unrouted
+    if len(every) <= PER_WATCHER_ALL:
+        return totals, every
+    troubled = sorted(every, key=lambda w: (-(w[1]["failed"] + w[1]["rejected"]), w[0]))
+    return totals, sorted(troubled[:PER_WATCHER_TOP])
 
 
 class TriggererCollector(Collector):
@@ -184,8 +213,9 @@ class TriggererCollector(Collector):
         names = {g.key: g.consumer_group for g in triggerer.plan.groups}
         families = {spec: spec.family() for spec in (
             GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
-            BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED,
-            FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values())}
+            GROUP_OUTCOMES, BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG,
+            PARTITION_PAUSED, FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE,
+            *KAFKA_COUNTERS.values())}
 
         def add(spec: MetricSpec, labels: list[str], value: float) -> None:
             families[spec].add_metric(labels, value)
@@ -199,8 +229,11 @@ class TriggererCollector(Collector):
             counters = status.counters
             add(RECEIVED, [name], float(counters.received))
             add(REDELIVERED, [name], float(counters.redelivered))
-            for watcher in sorted(status.cohort):
-                for outcome, value in counters.outcomes(watcher).items():
+            totals, shown = watcher_outcomes(status.cohort, counters)
+            for outcome, value in totals.items():
+                add(GROUP_OUTCOMES, [name, outcome], float(value))
+            for watcher, outcomes in shown:
+                for outcome, value in outcomes.items():
                     add(OUTCOMES, [name, watcher, outcome], float(value))
             producer = status.producer
             health = producer.health()

@@ -29,6 +29,7 @@ from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
 from sharedstream.core.holds import HoldJournal
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
+from sharedstream.core.names import summarise
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
 from sharedstream.kafka.runtime import KafkaRuntime, use_kafka_runtime
@@ -156,8 +157,10 @@ class Triggerer:
         self.registries = use_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
         for group in self.plan.groups:
-            self.manager.declare_cohort(group.key, [m.name for m in group.members])
-            log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
+            self.manager.declare_cohort(group.key, [m.name for m in group.members],
+                                        {m.name: getattr(m.trigger, "match", None)
+                                         for m in group.members})
+            log.info("group %s: %s", group.consumer_group, summarise(group.watchers))
         for loaded in self.plan.watchers:
             access = WatcherStateAccess(self.store, loaded.name, loaded.asset,
                                         self.asset_ids[loaded.asset.name])

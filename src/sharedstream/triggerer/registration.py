@@ -67,8 +67,9 @@ def _listify(value: object) -> object:
 
 
 def register_assets(store: StateStore, assets: Iterable[Asset]) -> dict[str, int]:
-    """Create/reactivate declared assets, deactivate the others; ``{asset name: id}``."""
-    ids = {a.name: store.register_asset(a.name, a.uri) for a in assets}
+    """Create/reactivate declared assets (one transaction for all), deactivate the
+    others; ``{asset name: id}``."""
+    ids = store.register_assets((a.name, a.uri) for a in assets)
     with store.engine.connect() as connection:
         active = connection.execute(
             select(asset.c.name).where(asset.c.active.is_(True))).scalars().all()

@@ -52,6 +52,7 @@ def status_document(triggerer: TriggererView) -> dict[str, Any]:
             "polling": status.polling, "paused": status.paused,
             "in_flight": status.in_flight, "queued": status.queued,
             "received": status.counters.received, "redelivered": status.counters.redelivered,
+            "unrouted": status.counters.unrouted, "matches": dict(status.matches),
             "partitions": partitions, "held": [asdict(h) for h in snapshot.held]})
     destinations = []
     if triggerer.delivery is not None:

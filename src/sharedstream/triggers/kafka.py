@@ -29,6 +29,7 @@ from sharedstream.triggers.base import (
     classpath,
     reject_shared_stream_event,
 )
+from sharedstream.triggers.matching import as_match
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
     :attr:`tombstones_skipped`; values that do not decode are rejected with the
     deserialiser's reason (``"not UTF-8"`` for text; the schema id and the error for a
     registry format), to the dead-letter topic or ``rejected_message``.
+
+    ``match`` says, as data, which messages the watcher wants (the key, headers, fields
+    of the JSON value: :mod:`sharedstream.core.routing.language`); the group routes it
+    only those, and its filter runs on them alone. None: every message. Like the
+    deserialiser it is the watcher's own, not the group's: watchers with different
+    matches share one consumer.
     """
 
     def __init__(
@@ -59,6 +66,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         poll_timeout: float = 1.0,
         dlq_topic: str | None = None,
         value_deserializer: ValueDecoder | None = None,
+        match: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(topics, str):
             raise TypeError("topics must be a list of topic names, not a string")
@@ -69,6 +77,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         self.poll_timeout = poll_timeout
         self.dlq_topic = dlq_topic
         self.value_deserializer = value_deserializer
+        self.match = as_match(match)
         self.tombstones_skipped = 0
 
     def shared_stream_key(self) -> Hashable:
@@ -84,6 +93,8 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
         # Only when declared: subclasses whose __init__ predates the argument still rebuild.
         if self.value_deserializer is not None:
             kwargs["value_deserializer"] = self.value_deserializer
+        if self.match is not None:
+            kwargs["match"] = self.match
         return classpath(self), kwargs
 
     def shared_stream_arguments(self) -> Mapping[str, Any]:
@@ -234,16 +245,17 @@ class KafkaMessageTrigger(KafkaSharedStreamTrigger):
     (redelivered with backoff), as a raising filter does.
 
     It shares the stream with every other Kafka trigger of the same topics and
-    connection: the function is not one of the group's arguments.
+    connection: the function is not one of the group's arguments. With ``match`` the
+    function is called only on the messages the match routes to it.
     """
 
     def __init__(self, *, topics: Sequence[str], apply_function: str,
                  apply_function_args: Sequence[Any] | None = None,
                  apply_function_kwargs: Mapping[str, Any] | None = None,
                  kafka_config_id: str = "kafka_default", poll_timeout: float = 1.0,
-                 dlq_topic: str | None = None) -> None:
+                 dlq_topic: str | None = None, match: Mapping[str, Any] | None = None) -> None:
         super().__init__(topics=topics, kafka_config_id=kafka_config_id,
-                         poll_timeout=poll_timeout, dlq_topic=dlq_topic)
+                         poll_timeout=poll_timeout, dlq_topic=dlq_topic, match=match)
         self.apply_function = apply_function
         self.apply_function_args = list(apply_function_args or [])
         self.apply_function_kwargs = dict(apply_function_kwargs or {})

@@ -59,6 +59,9 @@ class MemberCounts(BaseModel):
     queued: int
     received: int
     redelivered: int
+    unrouted: int = Field(0, description="Messages no watcher's match took (a routed group).")
+    matches: dict[str, Any] = Field(
+        default_factory=dict, description="What each watcher with a match wants.")
 
 
 class StatusProcess(BaseModel):
@@ -234,6 +237,9 @@ class Watcher(BaseModel):
                                       "dead-letter topics, plus its rows in rejected_message.")
     rejected_error: str | None = Field(None, description="Why a dead-letter topic could not "
                                                          "be read (its last counts stand).")
+    match: dict[str, Any] | None = Field(
+        None, description="What the watcher wants, as its trigger's match says (a live "
+                          "triggerer's /status); null: every message of its topics.")
 
 
 class StateEntry(BaseModel):

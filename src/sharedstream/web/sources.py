@@ -311,6 +311,9 @@ class Sources(DatabaseReads, DeadLetterReads):
             names = set((recorded.get(name) or {}).get("watchers", []))
             names |= {w for _, d in members.members for w in d.get("cohort", [])}
             present = {w for _, d in members.members for w in d.get("present", [])}
+            matches: dict[str, Any] = {}  # what each watcher with a match wants
+            for _, doc in members.members:
+                matches.update(doc.get("matches") or {})
             for watcher in names:
                 held = sum(1 for _, h in members.held if watcher in (h.get("reasons") or {}))
                 found[(name, watcher)] = {
@@ -318,7 +321,8 @@ class Sources(DatabaseReads, DeadLetterReads):
                     "topics": (recorded.get(name) or {}).get("topics", []),
                     "present": watcher in present, "held": held,
                     "rejected": int(rejected.get(watcher, 0)) + dead[watcher],
-                    "rejected_error": "; ".join(unread) or None}
+                    "rejected_error": "; ".join(unread) or None,
+                    "match": matches.get(watcher)}
         return [found[k] for k in sorted(found, key=lambda k: (k[1], k[0]))]
 
     # -- overview ---------------------------------------------------------------------------

@@ -1,0 +1,178 @@
+"""Batch calls made in the step that queued the messages, not in a woken task (issue 42).
+
+A batch watcher's runner waits in its own task for messages. Waking it costs a Future, a
+loop turn and a task step, about as much as the call itself; with 10,000 watchers each
+routed one message of a consumed batch, that wake was most of the cost of a message.
+So when messages are queued for a watcher whose runner is parked waiting for them, the
+fan-out hands them over in its own step (:meth:`InlineCalls.offered`): it takes them
+(``take_now``), starts the filter's call, and when the call returns without waiting on
+anything (the usual batch: parse, test, emit) settles it there, exactly as the runner
+would have. The runner's task is never woken.
+
+A call that does wait (a state read, a sleep), or raises, is not finished here: what
+remains of it runs in the runner's own task, as if that task had made the call (its ack
+timeout, cancellation and restart, its split of a raising batch): the task is woken with
+nothing taken (``interrupt``) and first runs the remainder (:attr:`InlineCalls._pending`).
+The suspended call is resumed there by :class:`Resumed`, which passes on whatever the
+task sends or throws, as ``await`` would. The call's first step ran in a copy of the
+runner task's context (``current_stream`` is the runner), so state access and rejection
+find the running call the same way. A trigger with a ``prepare`` step (a registry
+format) is never called inline: that step awaits.
+
+:data:`running` names the watcher whose call runs inline now, for the loop watch
+(``triggerer.loopwatch``): the step runs in the fan-out's task, and the watcher, not the
+framework, is what holds the loop then.
+
+Failure windows: none added; a call started here is settled, failed or given up exactly
+as one the runner's task made (its messages were taken the same way).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, cast
+
+from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
+from sharedstream.core.ledger import Entry
+from sharedstream.core.stream import SharedStream
+from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
+
+if TYPE_CHECKING:
+    from sharedstream.core.messagebatch import MessageBatch
+
+running: str | None = None
+"""The watcher whose batch call runs inline right now (read by the loop watch's thread)."""
+
+
+class Resumed:
+    """Awaitable: the rest of coroutine ``coro`` after its first step yielded ``first``.
+
+    Awaited in a task, it yields ``first`` to the task (which waits on it as the
+    coroutine asked), then sends or throws whatever the task gives back into ``coro``,
+    step by step, until it returns: the task runs the coroutine as if it had awaited it
+    from the start."""
+
+    __slots__ = ("_coro", "_first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self._coro, self._first
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation, or an error thrown in
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+class InlineCalls:
+    """``offered``: the inline side of a batch runner (a base of ``BatchRunner``)."""
+
+    name: str
+    _stream: SharedStream
+    _call: Callable[[MessageBatch], Awaitable[None]]
+    _limit: int
+    _taken: list[Entry] | Pieces
+    _done: int
+    _token: int
+    _calling: bool
+    _window: Any
+    _waits: int
+    _deadline: float
+    _timer: TimerHandle | None
+    _clock: Clock
+    _settings: ManagerSettings
+    # The runner's own methods inline calls use.
+    _batch_of: Callable[[list[Entry] | Pieces], MessageBatch]
+    _settle: Callable[[MessageBatch, list[Entry] | Pieces], None]
+    _arm: Callable[[], None]
+    _abandon_call: Callable[[], None]
+    _finish: Callable[[list[Entry] | Pieces, MessageBatch, int,
+                       Coroutine[Any, Any, None], Any], Awaitable[None]]
+    _failed: Callable[[list[Entry] | Pieces, int, BaseException], Awaitable[None]]
+
+    # Set by the runner's task: its context, once it runs; the work it owes first, and
+    # the suspended call that work resumes (closed if the call is given up before).
+    _context: contextvars.Context | None
+    _pending: Callable[[], Awaitable[None]] | None
+    _suspended: Coroutine[Any, Any, None] | None
+
+    def offered(self) -> None:
+        """Messages were queued for this watcher: handle them now, in the caller's step,
+        when the runner's task waits for them (at most ``HANDOUT_RUN`` messages; the task
+        is woken for more); else just wake the task."""
+        stream = self._stream
+        if self._context is None or self._pending is not None or not stream.parked:
+            stream.wake()
+            return
+        handled = 0
+        while stream.queued:
+            if handled >= HANDOUT_RUN:
+                stream.wake()
+                return
+            part = stream.take_now(self._limit)
+            if not part:
+                continue  # dropped entries only: look again
+            handled += len(part)
+            if not self._call_now(part):
+                return  # the rest is the task's now
+
+    def _call_now(self, part: list[Entry] | Pieces) -> bool:
+        """Start the call for ``part`` here; True when it ended here too (settled)."""
+        context = self._context
+        assert context is not None
+        self._taken, self._done = part, 0
+        token = self._token
+        batch = self._batch_of(part)
+        self._window = None
+        self._calling = True
+        self._waits = 0
+        coro = cast(Coroutine[Any, Any, None], self._call(batch))  # an async def's
+        global running
+        running = self.name
+        try:
+            yielded = context.run(coro.send, None)
+        except StopIteration:
+            self._calling = False
+            if token == self._token:
+                self._settle(batch, part)
+            self._taken = []
+            return True
+        except BaseException as exc:
+            self._calling = False
+            self._abandon_call()
+            self._later(functools.partial(self._failed, part, token, exc))
+            return False
+        finally:
+            running = None
+        # Only a call that waits can overrun its ack timeout: its deadline starts here
+        # (the step before it held the loop, and was no one else's wait).
+        self._deadline = self._clock.now() + self._settings.ack_timeout
+        if self._timer is None:
+            self._arm()
+        self._suspended = coro
+        self._later(functools.partial(self._finish, part, batch, token, coro, yielded))
+        return False
+
+    def _later(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Hand the rest of the call to the runner's task (see the module docstring)."""
+        self._pending = work
+        self._stream.interrupt()
+
+
+__all__ = ["InlineCalls", "Resumed", "running"]

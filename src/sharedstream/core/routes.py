@@ -1,0 +1,116 @@
+"""A group's routing: its watchers' matches, the index they compile to, who takes all.
+
+The group hands each consumed batch out through :class:`Routes` once any watcher of its
+cohort has a match: a message goes to the watchers without one (:attr:`Routes.everyone`)
+and to those whose match it satisfies, found by the index
+(:class:`~sharedstream.core.routing.RoutingIndex`), never by asking every watcher. A
+group whose watchers have no match keeps the broadcast path (no index, no lookup).
+
+Matches come from the cohort's declaration and from each watcher as it subscribes (its
+trigger's ``match``, which wins); a change is validated at once and compiled when the
+next batch is routed, so 10,000 watchers subscribing one by one compile the index once.
+A watcher whose match is not known yet (declared by name only, not subscribed) takes
+everything: what is held for it while it is missing is then a superset of its share.
+
+Failure window: none; routing is pure and in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sharedstream.core.partition import Slice
+from sharedstream.core.routing import MatchError, RoutingIndex, compile_match
+from sharedstream.core.shares import Share, Shares
+
+
+def check_match(name: str, match: Any) -> None:
+    """Raise :class:`MatchError`, naming the watcher, when ``match`` is not valid."""
+    if match is None:
+        return
+    try:
+        compile_match(match)
+    except MatchError as exc:
+        raise MatchError(f"match of watcher {name!r}: {exc}") from None
+
+
+class Routes:
+    """The matches of one group's cohort and the index compiled from them."""
+
+    __slots__ = ("_index", "_stale", "_targets", "cohort", "everyone", "matches", "routed")
+
+    def __init__(self, cohort: frozenset[str], matches: Mapping[str, Any]) -> None:
+        self.cohort = cohort
+        self.matches: dict[str, Any] = {}
+        for name, match in matches.items():
+            if name in cohort and match is not None:
+                self._check(name, match)
+                self.matches[name] = match
+        self._index: RoutingIndex | None = None
+        self._stale = True
+        self._targets: dict[tuple[str, ...], frozenset[str]] = {}
+        self._changed()
+
+    def set_match(self, name: str, match: Any) -> None:
+        """What ``name`` wants now (None: everything); ValueError for an invalid match."""
+        if self.matches.get(name) == match:
+            return
+        if match is None:
+            del self.matches[name]
+        else:
+            self._check(name, match)
+            self.matches[name] = match
+        self._changed()
+
+    def _changed(self) -> None:
+        self.routed = frozenset(self.matches)
+        self.everyone = self.cohort - self.routed
+        self._stale = True
+        self._targets = {}
+
+    @staticmethod
+    def _check(name: str, match: Any) -> None:
+        check_match(name, match)
+
+    def index(self) -> RoutingIndex | None:
+        """The compiled index (compiled now after a change); None when no watcher of the
+        group has a match: then nothing is routed, every message goes to everyone."""
+        if self._stale:
+            self._stale = False
+            self._index = (RoutingIndex({name: self.matches.get(name) for name in self.cohort})
+                           if self.matches else None)
+        return self._index
+
+    def share(self, run: Slice, index: RoutingIndex) -> tuple[Shares, int]:
+        """The shares of a counted slice, one per watcher routed some of it, and how
+        many of its messages no match took."""
+        routed, unrouted = index.route_all(run.raws)
+        shares = Shares()
+        for name, (positions, raws) in routed.items():
+            shares.append(Share(run, name, positions, raws))
+        return shares, unrouted
+
+    def targets(self, names: tuple[str, ...]) -> frozenset[str]:
+        """Every watcher a message routed to ``names`` is addressed to (and those taking
+        everything): one set per combination of names, kept."""
+        found = self._targets.get(names)
+        if found is None:
+            if len(self._targets) > 4096:  # many combinations: keep the cache bounded
+                self._targets.clear()
+            found = self._targets[names] = self.everyone.union(names)
+        return found
+
+    def absent_routed(self, absent: Mapping[str, str]) -> dict[str, str] | None:
+        """Of the watchers missing for a batch, those with a match (held only for what is
+        routed to them)."""
+        found = {name: why for name, why in absent.items() if name in self.routed}
+        return found or None
+
+    def absent_everyone(self, absent: Mapping[str, str]) -> dict[str, str] | None:
+        """Of the watchers missing for a batch, those taking everything (failed for all)."""
+        found = {name: why for name, why in absent.items() if name not in self.routed}
+        return found or None
+
+
+__all__ = ["Routes", "check_match"]
