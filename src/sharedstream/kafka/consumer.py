@@ -62,6 +62,7 @@ from sharedstream.kafka.consumer_thread import ConsumerThread
 from sharedstream.kafka.dead_letter_outbox import DeadLetterOutbox
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff, StreamNotOpenError
+from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.replay_topic import ensure_replay_topic
@@ -106,6 +107,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
         topic_id_resolver: TopicIdResolver = describe_topic_ids,
         topic_id_check_interval: float = TOPIC_ID_CHECK_S,
+        membership: StaticMembership | None = None,
     ) -> None:
         self.topics = tuple(sorted(set(topics)))
         if not self.topics:
@@ -122,8 +124,12 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self.commit_interval = commit_interval
         self._revoke_timeout = revoke_timeout
         self._recorder = recorder
+        membership = membership or StaticMembership()
         self._settings = ConsumerSettings(
             config=self._config, consumer_group=self.consumer_group, topics=self.topics,
+            instance_id=membership.instance_id(self.consumer_group, self._config),
+            instance_origin=membership.origin(self._config),
+            leave_on_close=membership.leave_on_close,
             replay_topic=replay_topic, batch_size=batch_size,
             consume_timeout=max(0.001, min(poll_timeout, commit_interval)),
             commit_interval=commit_interval, revoke_timeout=revoke_timeout,
@@ -265,7 +271,11 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         ready, last_error, failure = self._hand.readiness()
         alive = self._thread is not None and self._thread.is_alive()
         _, holding = self._hand.paused_partitions()
+        since = self._hand.waiting_since
         return AdapterHealth(
+            waiting_for_partitions=None if since is None or not alive
+            else time.monotonic() - since,
+            session_timeout=self._settings.session_timeout,
             ready=alive and ready and failure is None,
             assigned_partitions=len(loads),
             held_messages=sum(held for _, held in loads.values()),

@@ -18,7 +18,9 @@ or ``close()``).
   dropped.
 * Lost: another member may own the partitions already: commit nothing.
 * Close: the final commit is confirmed before the member leaves, serving a rebalance
-  that overtakes it, within ``revoke_timeout``.
+  that overtakes it, within ``revoke_timeout``. A static member then unsubscribes to
+  leave (unless ``leave_group_on_shutdown`` is off): closing alone would keep its
+  partitions for the session timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sharedstream.kafka.progress import decode_progress
 
 # First pause before a revocation's commit is sent again after another kind of failure.
 REVOKE_RETRY_S = 0.1
+LEAVE_POLL_S = 0.05  # how often a leaving static member looks whether it was unassigned
 
 
 class Rebalancing(ConsumerCore):
@@ -74,6 +77,8 @@ class Rebalancing(ConsumerCore):
             consumer.pause(start)
         self.publish_paused()
         self.log.info("%s: assigned %s", self.s.consumer_group, _names(start))
+        if self.owned:
+            self.assigned(time.monotonic())
 
     def _committed(self, consumer: Any, partitions: list[TopicPartition]
                    ) -> list[TopicPartition]:
@@ -171,7 +176,25 @@ class Rebalancing(ConsumerCore):
             self.sender.flush(self.s.revoke_timeout)
         self._sync_with_loop()
         self._final_commit(consumer)
+        if self.s.instance_id is not None and self.s.leave_on_close:
+            self._leave(consumer)
         self.close_quietly(consumer)
+
+    def _leave(self, consumer: Any) -> None:
+        """A static member leaves the group only by unsubscribing before ``close()``:
+        librdkafka sends no LeaveGroup for one that closes (kafka/membership.py). The
+        revocation this brings is served here (its commit finds nothing left to send),
+        and the leave goes once the assignment is empty, within ``revoke_timeout``; past
+        that the close goes on, and the partitions wait for the session timeout."""
+        try:
+            consumer.unsubscribe()
+        except (KafkaException, RuntimeError) as exc:
+            self.log.warning("%s: leaving the group failed: %s", self.s.consumer_group, exc)
+            return
+        deadline = time.monotonic() + self.s.revoke_timeout
+        while consumer.assignment() and time.monotonic() < deadline:
+            # Nothing read now is handled: the next owner reads it from the commit.
+            consumer.consume(num_messages=self.s.batch_size, timeout=LEAVE_POLL_S)
 
     def _final_commit(self, consumer: Any) -> None:
         """Commit the resolved prefix of every owned partition, through a rebalance.

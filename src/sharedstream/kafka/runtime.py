@@ -13,6 +13,10 @@ reported as unready, so nothing vanishes because a process forgot to wire it.
 ``topic_id_resolver`` replaces the broker's topic-id lookup (``describe_topics``)
 for clusters that cannot answer it: librdkafka's in-process mock cluster of
 ``sharedstream demo``. None means the real lookup.
+
+``membership``: the ``group.instance.id`` of each consumer group, derived by the
+triggerer (``kafka/membership.py``); None joins as dynamic members (unless a
+connection sets its own id).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.topic_ids import TopicIdResolver
 
@@ -31,6 +36,7 @@ class KafkaRuntime:
     recorder: RejectionRecorder | None = None
     environ: Mapping[str, str] | None = None  # None: os.environ at resolution time
     topic_id_resolver: TopicIdResolver | None = None  # None: describe_topic_ids
+    membership: StaticMembership | None = None
 
 
 _runtime = KafkaRuntime()
@@ -41,10 +47,12 @@ def configure_kafka_runtime(
     recorder: RejectionRecorder | None,
     environ: Mapping[str, str] | None = None,
     topic_id_resolver: TopicIdResolver | None = None,
+    membership: StaticMembership | None = None,
 ) -> None:
     """Set the connections table and rejection recorder every Kafka group will use."""
     global _runtime
-    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver)
+    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver,
+                            membership)
 
 
 def kafka_runtime() -> KafkaRuntime:

@@ -20,7 +20,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -30,6 +30,7 @@ from sharedstream.core.backoff import jittered
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
+from sharedstream.kafka.membership import InstanceFencedError, StaticMembership
 from sharedstream.kafka.runtime import configure_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.serde import configure_schema_registries, registry_problems
@@ -44,7 +45,7 @@ from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.plan import Plan
+from sharedstream.triggerer.plan import GroupPlan, Plan
 from sharedstream.triggerer.progress import ProgressLog
 from sharedstream.triggerer.readiness import destination_problems
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +72,14 @@ class Triggerer:
 
     def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,
                  topic_id_resolver: TopicIdResolver | None = None,
-                 delivery: DeliveryService | None = None) -> None:
+                 delivery: DeliveryService | None = None,
+                 membership: StaticMembership | None = None) -> None:
         """``topic_id_resolver`` only for a cluster without ``describe_topics`` (the demo);
-        ``delivery`` runs the destinations beside ingestion when given."""
+        ``delivery`` runs the destinations beside ingestion when given; ``membership``
+        the groups' ``group.instance.id`` (triggerer/identity.py)."""
         self.plan = plan
         self.topic_id_resolver = topic_id_resolver
+        self.membership = membership
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
@@ -136,13 +141,15 @@ class Triggerer:
         """Run until ``stop`` is set (or a fatal error); return the exit code."""
         self._stop = stop
         configure_kafka_runtime(self.config.connections, self.recorder,
-                                topic_id_resolver=self.topic_id_resolver)
+                                topic_id_resolver=self.topic_id_resolver,
+                                membership=self.membership)
         configure_airflow_instances(lambda path: load_config(path).airflow)
         configure_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])
-            log.info("group %s: watchers %s", group.consumer_group, sorted(group.watchers))
+            log.info("group %s: watchers %s%s", group.consumer_group, sorted(group.watchers),
+                     self._member_text(group))
         for loaded in self.plan.watchers:
             access = WatcherStateAccess(self.store, loaded.name, loaded.asset,
                                         self.asset_ids[loaded.asset.name])
@@ -199,6 +206,13 @@ class Triggerer:
         finally:
             self.group_names.uninstall()
         return code
+
+    def _member_text(self, group: GroupPlan) -> str:
+        """How the group's consumer joins: as which static member, if one."""
+        if self.membership is None or group.connection_id is None:
+            return ""
+        found = self.membership.instance_id(group.consumer_group, group.connection)
+        return "" if found is None else f", static member {found!r}"
 
     async def _report_progress(self, interval: float) -> None:
         """A progress line per group every ``interval`` seconds (``progress_interval``)."""
@@ -270,8 +284,8 @@ class Triggerer:
         could loop on the same error, and leaving it dead would stop its work behind a
         ready process. The process stops instead (exit 1; ``TriggererFailed`` for the
         embedded API), and the next start reads again what was not committed."""
-        if self.stopping:
-            return
+        if self.stopping or (self._fatal is not None and self._stop.is_set()):
+            return  # stopping already: what ends now ends because of it
         if task.cancelled():
             error: BaseException = RuntimeError(f"{task.get_name()} was cancelled")
         else:
@@ -293,6 +307,12 @@ class Triggerer:
                     return
                 log.warning("watcher %r: its filter ended; subscribing it again", loaded.name)
             except GroupFailedError as exc:
+                fenced = _cause(exc, InstanceFencedError)
+                if fenced is not None:
+                    # Rejoining would fence the other process in turn, for ever: stop.
+                    self._fatal = self._fatal or fenced
+                    self._stop.set()
+                    return
                 failures += 1
                 log.error("watcher %r: its group failed (%s); rejoining", loaded.name, exc)
             await asyncio.sleep(jittered(self.config.manager.backoff(max(failures, 1))))
@@ -320,6 +340,16 @@ class Triggerer:
         seconds = asyncio.get_running_loop().time() - self._started
         for line in self.progress.stopped_lines(stopping, seconds, self.sink.events_written):
             log.info("%s", line)
+
+
+def _cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` in ``exc``'s chain of causes, if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def run_with_signals(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:
