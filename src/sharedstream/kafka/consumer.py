@@ -44,7 +44,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from sharedstream.core.backpressure import Backpressure, PauseReason, bound_reason
 from sharedstream.core.contract import (
@@ -62,6 +62,7 @@ from sharedstream.kafka.consumer_thread import ConsumerThread
 from sharedstream.kafka.dead_letter_outbox import DeadLetterOutbox
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff, StreamNotOpenError
+from sharedstream.kafka.lag import LagProbe
 from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.kafka.rejections import RejectionRecorder
@@ -138,6 +139,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._watch = TopicWatch(topic_id_resolver, self._config, self._settings.read_topics,
                                  topic_id_check_interval, self._log, self.consumer_group)
         self._hand: HandOff[KafkaPayload] = HandOff()
+        self._lag = LagProbe(self._config, self.consumer_group)
         self._ledger: Ledger | None = None
         self._outbox: DeadLetterOutbox | None = None
         self._thread: threading.Thread | None = None
@@ -296,6 +298,20 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         if self._ledger is None:
             return {}
         return {key: load for key, (load, _) in dict(self._ledger.loads).items()}
+
+    async def lag_now(self, request_timeout: float) -> int | None:
+        """The lag of the partitions this consumer owns, asked of the broker now
+        (kafka/lag.py: statistics can be minutes old); None when it owns none, or the
+        broker did not answer within ``request_timeout``."""
+        ledger = self._ledger
+        if ledger is None or not ledger.partitions:
+            return None
+        try:
+            return await asyncio.to_thread(self._lag.lag, sorted(ledger.partitions),
+                                           request_timeout)
+        except (KafkaException, TimeoutError) as exc:
+            self._log.debug("%s: lag not read: %s", self.consumer_group, exc)
+            return None
 
     def paused_partitions(self) -> Mapping[Key, PauseReason]:
         paused, _ = self._hand.paused_partitions()

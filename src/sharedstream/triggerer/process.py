@@ -46,7 +46,7 @@ from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.plan import GroupPlan, Plan
-from sharedstream.triggerer.progress import ProgressLog
+from sharedstream.triggerer.progress import ProgressLog, fresh_lags
 from sharedstream.triggerer.readiness import destination_problems
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.standalone import run_standalone
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+LAG_TIMEOUT_S = 5.0  # how long a progress line waits for the broker's offsets
 E = TypeVar("E", bound=BaseException)
 
 
@@ -220,8 +221,10 @@ class Triggerer:
         while True:
             await asyncio.sleep(interval)
             try:
-                lines = self.progress.lines(self.manager.status(), loop.time(),
-                                            self.sink.events_written)
+                statuses = self.manager.status()
+                lags = await fresh_lags(statuses, min(interval, LAG_TIMEOUT_S))
+                lines = self.progress.lines(statuses, loop.time(), self.sink.events_written,
+                                            lags)
             except Exception:  # a figure an adapter cannot give must not end the lines
                 log.exception("progress line not written")
                 continue
