@@ -1,6 +1,7 @@
-"""Issue 27's start-up probe: where the time from process start to the first delivery goes.
+"""Issues 27 and 43's start-up probe: where the time from process start to the first
+message goes.
 
-Each run starts two fresh processes on a small topic and reads their phases from their
+Each run starts three fresh processes on a small topic and reads their phases from their
 marks and log lines, in seconds after ``Popen``:
 
 * ``sharedstream``, the bare child (``python -m bench.startup --child``): one watcher
@@ -8,17 +9,21 @@ marks and log lines, in seconds after ``Popen``:
   done, the consumer group subscribed (``open_stream``), partitions assigned (group
   join), the first message at the watcher.
 * ``cli``, what users run: ``sharedstream run watchers.py --config sharedstream.toml``
-  with one watcher keeping every message (``bench.process_runs``), a SQLite state store
-  already at the schema head (a restart, the common case: a first start also creates
-  the schema), health server on, sharedstream's own fetch defaults (``--config`` is
-  the bare child's). The consumer group subscribed and assigned (its log
-  lines), and the first event persisted (the smallest ``asset_event.created_at``, the
-  time the writing transaction stamped it); and the CPU seconds it had used when its
+  with one watcher keeping every message (``bench.process_runs``'s, marking the first
+  message its filter sees), a SQLite state store already at the schema head (a restart,
+  the common case: a first start also creates the schema), health server on,
+  sharedstream's own fetch defaults, a new consumer group. The consumer group subscribed
+  and assigned (its log lines), the first message in the filter (issue 43's target:
+  0.5 s), the first event persisted (the smallest ``asset_event.created_at``, the time
+  the writing transaction stamped it); and the CPU seconds it had used when its
   assignment was logged (read from Linux's /proc: steadier than wall time on a loaded
   machine).
+* ``plain_process``: plain confluent-kafka in a process of its own, subscribing with a
+  new group and consuming until its first record (``PLAIN``): the same measure as the
+  CLI's ``first``, the floor under it.
 
-Plain confluent-kafka's join and its first record after assignment are timed beside
-them, in this process. Prints one JSON line per run, then the medians.
+Plain confluent-kafka's join and its first record after assignment are also timed in
+this process (``plain``). Prints one JSON line per run, then the medians.
 
     PYTHONPATH=src python -m bench.startup --bootstrap HOST:PORT [--runs 3] [--config JSON]
 """
@@ -79,6 +84,46 @@ def logged_at(line: str) -> float | None:
         return None  # a continuation line
 
 
+# bench.process_runs' watcher, its filter marking (once) when it saw its first message.
+WATCHERS = '''
+import os, sys, time
+from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger, TriggerEvent
+
+class Marked(KafkaSharedStreamTrigger):
+    async def filter_shared_stream(self, stream):
+        marked = False
+        async for message in stream:
+            if not marked:
+                marked = True
+                print(f"MARK first {time.time()}", file=sys.stderr, flush=True)
+            yield TriggerEvent(message.text)
+
+orders = Asset("orders", watchers=[AssetWatcher("orders", Marked(
+    topics=[os.environ["BENCH_TOPIC"]], kafka_config_id="bench", poll_timeout=0.2))])
+'''
+
+# Plain confluent-kafka as a process: Popen to its first record (argv: bootstrap, topic).
+PLAIN = '''
+import sys, time, uuid
+from confluent_kafka import Consumer
+consumer = Consumer({"bootstrap.servers": sys.argv[1], "group.id": uuid.uuid4().hex,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+consumer.subscribe([sys.argv[2]])
+while not consumer.consume(1, 0.1):
+    pass
+print(f"MARK first {time.time()}", file=sys.stderr, flush=True)
+consumer.close()
+'''
+
+
+def plain_process(bootstrap: str, topic: str) -> dict[str, float]:
+    started = time.time()
+    out = subprocess.run([sys.executable, "-c", PLAIN, bootstrap, topic], check=True,
+                         capture_output=True, text=True)
+    [mark] = [line for line in out.stderr.splitlines() if line.startswith("MARK first")]
+    return {"first": round(float(mark.split()[2]) - started, 3)}
+
+
 def cli_run(bootstrap: str, topic: str, workdir: Path, schema: Path) -> dict[str, float]:
     """One ``sharedstream run`` from ``Popen`` to its first persisted event, on a copy of
     the SQLite database ``schema``; stopped by SIGTERM once that event is there."""
@@ -124,12 +169,14 @@ def cli_run(bootstrap: str, topic: str, workdir: Path, schema: Path) -> dict[str
     found = {"persisted": datetime.fromisoformat(first).replace(tzinfo=UTC).timestamp()}
     for line in lines:
         at = logged_at(line)
-        if at is not None and ": consumer group " in line:
+        if line.startswith("MARK first"):
+            found["first"] = float(line.split()[2])
+        elif at is not None and ": consumer group " in line:
             found.setdefault("subscribed", at)
         elif at is not None and ": assigned " in line:
             found.setdefault("assigned", at)
     return {**{name: round(found[name] - started, 3)
-               for name in ("subscribed", "assigned", "persisted")},
+               for name in ("subscribed", "assigned", "first", "persisted")},
             "cpu_to_assigned": round(cpu[0], 2)}
 
 
@@ -168,7 +215,6 @@ def main() -> None:
     from bench import kafka_throughput as kt
     from bench.__main__ import compile_measured
     from bench.decode_once import value
-    from bench.process_runs import WATCHERS
 
     from sharedstream.statestore import StateStore
 
@@ -188,6 +234,7 @@ def main() -> None:
                                  check=True, capture_output=True, text=True, env=os.environ)
             runs.append({"sharedstream": phases(out.stderr, started),
                          "cli": cli_run(args.bootstrap, topic, workdir, schema),
+                         "plain_process": plain_process(args.bootstrap, topic),
                          "plain": plain(args.bootstrap, topic)})
             print(json.dumps(runs[-1]), flush=True)
     print(json.dumps({"median": {

@@ -15,7 +15,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from sharedstream.core.backpressure import Backpressure, PauseReason
 from sharedstream.core.counters import AdapterCounters
@@ -69,9 +76,21 @@ class ConsumerSettings:
         # How long a member that stopped without leaving keeps its partitions (seconds):
         # the broker's group.consumer.session.timeout.ms under KIP-848, 45 s by default.
         self.session_timeout = float(config.get("session.timeout.ms", 45000)) / 1000
+        self.reset_offset = reset_offset(config)
         protocol = str(config.get("group.protocol", "classic")).lower()
         strategy = str(config.get("partition.assignment.strategy", "cooperative-sticky"))
         self.incremental = protocol == "consumer" or "cooperative" in strategy
+
+
+def reset_offset(config: Mapping[str, Any]) -> int:
+    """Where ``auto.offset.reset`` starts a partition never committed, as a logical
+    offset; OFFSET_INVALID (librdkafka decides) for a value it alone knows (``error``)."""
+    reset = str(config.get("auto.offset.reset", "latest")).lower()
+    if reset in ("earliest", "smallest", "beginning"):
+        return OFFSET_BEGINNING
+    if reset in ("latest", "largest", "end"):
+        return OFFSET_END
+    return OFFSET_INVALID
 
 
 class ConsumerCore:

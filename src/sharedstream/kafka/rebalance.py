@@ -51,11 +51,15 @@ class Rebalancing(ConsumerCore):
         seek in here): the remembered offsets must be known before the first record is
         admitted, or a message handled before would be handed out again."""
         self.watch.check_now()
-        committed = self._committed(consumer, partitions)
+        committed, known = self._committed(consumer, partitions)
         self.generation += 1
         start: list[TopicPartition] = []
         starts: list[tuple[str, int, int | None, frozenset[int]]] = []
         replay_topic = self.s.replay_topic
+        # Known never committed: start where auto.offset.reset says, given explicitly.
+        # OFFSET_INVALID would have librdkafka ask for the committed offset again before
+        # resetting: 0.1 s more to the first record (bench/startup.py).
+        never = self.s.reset_offset if known else OFFSET_INVALID
         for tp in committed:
             base = tp.offset if tp.offset >= 0 else None
             remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
@@ -66,7 +70,7 @@ class Rebalancing(ConsumerCore):
             starts.append((tp.topic, tp.partition, base, frozenset(remembered)))
             # A replay topic never committed starts at its beginning whatever
             # auto.offset.reset says: "latest" would skip replays made before this start.
-            reset = OFFSET_BEGINNING if tp.topic == replay_topic else OFFSET_INVALID
+            reset = OFFSET_BEGINNING if tp.topic == replay_topic else never
             start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
         self.hand.post(PartitionsStarted(self.generation, tuple(starts)))
         if self.s.incremental:
@@ -81,16 +85,18 @@ class Rebalancing(ConsumerCore):
             self.assigned(time.monotonic())
 
     def _committed(self, consumer: Any, partitions: list[TopicPartition]
-                   ) -> list[TopicPartition]:
-        """Committed offsets with metadata; on failure the stored offset, forgetful."""
+                   ) -> tuple[list[TopicPartition], bool]:
+        """Committed offsets with metadata, and whether the broker answered; on failure
+        the stored offset (librdkafka looks it up itself), forgetful."""
         try:
             result: list[TopicPartition] = consumer.committed(
                 partitions, timeout=self.s.revoke_timeout)
-            return result
+            return result, True
         except KafkaException as exc:
             self.log.warning("%s: committed offsets unavailable: %s", self.s.consumer_group,
                              exc)
-            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
+            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID)
+                    for tp in partitions], False
 
     def on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Let the watchers finish (bounded), deliver pending dead letters, commit the
