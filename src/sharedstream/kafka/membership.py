@@ -87,9 +87,10 @@ def fenced(error: KafkaError) -> bool:
 
 
 def fenced_error(consumer_group: str, instance_id: str, origin: str) -> InstanceFencedError:
-    fix = ("give each process its own [triggerer] instance_name "
-           "(SHAREDSTREAM__TRIGGERER__INSTANCE_NAME)") if "instance_name" in origin \
-        else f"give each process its own {origin}"
+    fix = ("give each process its own group.instance.id in its connection"
+           if origin.startswith("the connection") else
+           "give each process its own [triggerer] instance_name "
+           "(SHAREDSTREAM__TRIGGERER__INSTANCE_NAME)")
     return InstanceFencedError(
         f"group {consumer_group}: another live process joined with this process's "
         f"group.instance.id {instance_id!r} (from {origin}), so the broker fenced this "

@@ -78,7 +78,7 @@ def claim_identity(settings: ProcessSettings, consumer_groups: Iterable[str], *,
             locks.append(fd)
         ids[group] = f"{name}-{slot}"
     return Identity(StaticMembership(
-        ids, "the host name: set [triggerer] instance_name", leave), locks)
+        ids, "the host name and a slot", leave), locks)
 
 
 def _claim_slot(directory: Path, group: str) -> tuple[int, int | None]:
