@@ -230,6 +230,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
 
     async def aclose(self) -> None:
         """Drain rejections (bounded), deliver dead letters, commit, close the consumer."""
+        self._lag.close()
         if not self._hand.close():
             return
         if self._outbox is not None:
@@ -304,7 +305,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         (kafka/lag.py: statistics can be minutes old); None when it owns none, or the
         broker did not answer within ``request_timeout``."""
         ledger = self._ledger
-        if ledger is None or not ledger.partitions:
+        if ledger is None or not ledger.partitions or not self._hand.live:
             return None
         try:
             return await asyncio.to_thread(self._lag.lag, sorted(ledger.partitions),

@@ -54,6 +54,12 @@ class LagProbe:
         return sum(max(ends[key] - committed.get(key, starts.get(key, 0)), 0)
                    for key in keys)
 
+    def close(self) -> None:
+        """Drop the admin client here, on the caller's thread: left to the garbage
+        collector, it could be freed from one of librdkafka's own threads, which aborts
+        the process (see ``ops/offsets.py``)."""
+        self._admin = None
+
     def _client(self) -> AdminClient:
         if self._admin is None:
             config = client_config(self._config)
