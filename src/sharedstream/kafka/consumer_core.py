@@ -26,6 +26,7 @@ from confluent_kafka import (
 
 from sharedstream.core.backpressure import Backpressure, PauseReason
 from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.holds import HoldStore
 from sharedstream.core.ledger import Key
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.dead_letters import DeadLetterSender
@@ -56,8 +57,8 @@ class ConsumerSettings:
                  consume_timeout: float, commit_interval: float, revoke_timeout: float,
                  consumer_factory: Callable[[dict[str, Any]], Any],
                  dlq_producer_factory: Callable[[dict[str, Any]], Any],
-                 instance_id: str | None = None, instance_origin: str = "",
-                 leave_on_close: bool = True) -> None:
+                 holds: HoldStore | None = None, instance_id: str | None = None,
+                 instance_origin: str = "", leave_on_close: bool = True) -> None:
         self.config = config
         self.consumer_group = consumer_group
         self.topics = topics
@@ -69,6 +70,7 @@ class ConsumerSettings:
         self.revoke_timeout = revoke_timeout
         self.consumer_factory = consumer_factory
         self.dlq_producer_factory = dlq_producer_factory
+        self.holds = holds  # read on assignment (core/holds.py); None: none kept
         # Static membership (kafka/membership.py): the id joined with, what set it.
         self.instance_id = instance_id
         self.instance_origin = instance_origin

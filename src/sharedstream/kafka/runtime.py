@@ -17,14 +17,23 @@ for clusters that cannot answer it: librdkafka's in-process mock cluster of
 ``membership``: the ``group.instance.id`` of each consumer group, derived by the
 triggerer (``kafka/membership.py``); None joins as dynamic members (unless a
 connection sets its own id).
+
+Several triggerers may run in one process (embedded, each ``async with Triggerer``), each
+with its own connections, recorder and hold store (its own database). So a triggerer sets
+its runtime with :func:`use_kafka_runtime`, in the context of its own task: every task it
+starts (the groups, their supervisors) inherits it, and no other triggerer sees it.
+:func:`configure_kafka_runtime` sets the process's runtime, used outside any triggerer
+(tests, tools).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharedstream.core.holds import HoldStore
 from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.topic_ids import TopicIdResolver
@@ -36,10 +45,13 @@ class KafkaRuntime:
     recorder: RejectionRecorder | None = None
     environ: Mapping[str, str] | None = None  # None: os.environ at resolution time
     topic_id_resolver: TopicIdResolver | None = None  # None: describe_topic_ids
+    holds: HoldStore | None = None  # where watchers' holds survive a crash (core/holds.py)
     membership: StaticMembership | None = None
 
 
 _runtime = KafkaRuntime()
+_scoped: ContextVar[KafkaRuntime | None] = ContextVar("sharedstream_kafka_runtime",
+                                                      default=None)
 
 
 def configure_kafka_runtime(
@@ -47,13 +59,22 @@ def configure_kafka_runtime(
     recorder: RejectionRecorder | None,
     environ: Mapping[str, str] | None = None,
     topic_id_resolver: TopicIdResolver | None = None,
+    holds: HoldStore | None = None,
     membership: StaticMembership | None = None,
 ) -> None:
-    """Set the connections table and rejection recorder every Kafka group will use."""
+    """Set the process's connections table, rejection recorder and hold store (used
+    where no triggerer set its own with :func:`use_kafka_runtime`)."""
     global _runtime
-    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver,
+    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver, holds,
                             membership)
 
 
+def use_kafka_runtime(runtime: KafkaRuntime) -> None:
+    """Set ``runtime`` for the current context: the calling task and the tasks and
+    worker threads (``asyncio.to_thread``) it starts from now on."""
+    _scoped.set(runtime)
+
+
 def kafka_runtime() -> KafkaRuntime:
-    return _runtime
+    """The runtime of the current context's triggerer, else the process's."""
+    return _scoped.get() or _runtime

@@ -19,6 +19,7 @@ from sharedstream.ops.clitools import (
     console,
     emit_json,
     open_store,
+    option_value,
     stamp,
     store_command,
 )
@@ -63,10 +64,8 @@ def audit_list(ctx: click.Context, /, since: str | None, limit: int, as_json: bo
                **_: Any) -> None:
     """Every action done or refused, newest first: when, who (console:<token name> or
     cli:<user>), what, on what, and the result."""
-    try:
-        after = None if since is None else parse_instant(since, utcnow())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from None
+    after = None if since is None else option_value(
+        "--since", lambda text: parse_instant(text, utcnow()), since)
     store = open_store(ctx)
     rows, total = actions.audit_list(store, limit=limit, since=after)
     if as_json:

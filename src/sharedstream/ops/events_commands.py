@@ -19,6 +19,7 @@ from sharedstream.delivery.errors import PermanentDeliveryError
 from sharedstream.delivery.follow import follow_sync
 from sharedstream.delivery.service import make_sender
 from sharedstream.ops.clitools import (
+    EXIT_USAGE,
     CommandError,
     RenamedOption,
     command_config,
@@ -27,11 +28,12 @@ from sharedstream.ops.clitools import (
     fail,
     json_line,
     open_store,
+    option_value,
     stamp,
     store_command,
 )
 from sharedstream.serde.registries import configure_schema_registries
-from sharedstream.statestore.durations import parse_duration, parse_instant
+from sharedstream.statestore.durations import NotAnInstant, parse_duration, parse_instant
 from sharedstream.statestore.events import (
     EventRecord,
     clean_events,
@@ -87,9 +89,10 @@ def parse_since(text: str | None) -> int | datetime | None:
         return int(text)
     try:
         return parse_instant(text, utcnow())
+    except NotAnInstant as exc:
+        raise fail(f"--since: {exc}, or an event id (digits only)", EXIT_USAGE) from None
     except ValueError as exc:
-        raise click.BadParameter(f"{exc}, or an event id (digits only)",
-                                 param_hint="--since") from None
+        raise fail(f"--since: {exc}", EXIT_USAGE) from None
 
 
 @events_group.command("list")
@@ -126,10 +129,7 @@ def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
     Deleted events are created again if their offsets are ever re-read (after
     `sharedstream offsets reset`); that is how to reprocess deliberately.
     """
-    try:
-        age = parse_duration(older_than)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    age = option_value("--older-than", parse_duration, older_than)
     store = open_store(ctx)
     size = store.settings.state_cleanup_batch_size if batch_size is None else batch_size
     report = clean_events(store.engine, now=store.clock(), older_than=age, batch_size=size,

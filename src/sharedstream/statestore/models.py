@@ -232,4 +232,18 @@ stream_group = Table(
     _stamp("updated_at"),
 )
 
+# A message a watcher has not durably handled although it may have moved past it (failed,
+# rejected before its dead letter was acknowledged): written in the unit of work of the
+# watcher's next messages, so that after a crash the message goes to it again as a retry
+# (``sharedstream.core.holds``). Rows are few: one per open hold.
+watcher_hold = Table(
+    "watcher_hold", metadata,
+    Column("topic", String(NAME_LENGTH), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("watcher", String(NAME_LENGTH), primary_key=True),
+    _required("consumer_group", Text),
+    _stamp("created_at"),
+)
+
 tables = metadata.tables
