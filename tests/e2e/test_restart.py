@@ -9,8 +9,9 @@ the bound. The figures each test measured are printed (``pytest -s`` shows them)
   and consumes again within seconds (it idled 45 s before static membership);
 * SIGTERM, then a start: it left the group, so the start joins afresh, as quickly;
 * a scale-down: the process stopped leaves, so the one left takes its partitions at once;
-* two live processes given one ``instance_name``: the older is fenced and stops with one
-  ``error:`` line naming the setting;
+* two live processes given one ``instance_name``: they fence each other; the older,
+  fenced twice within a minute, stops with one ``error:`` line naming the setting (one
+  fence alone rebuilds the group: a process fences itself after a lost session);
 * without static membership, a restart after kill -9 waits for the dead member's
   session (a short one here): the log and ``/status`` say so, and for how long.
 """

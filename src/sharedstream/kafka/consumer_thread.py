@@ -86,8 +86,10 @@ class ConsumerThread(Rebalancing):
             self.watch.stop()
             self.shutdown(consumer)
             hand.closed()
-        except InstanceFencedError as exc:  # the operator's to fix: no traceback
-            self.log.error("%s", exc)
+        except InstanceFencedError as exc:  # the triggerer decides (FenceWatch)
+            self.log.warning("%s: the broker fenced static member %r: this consumer cannot go "
+                             "on (the group is rebuilt, or the process stops if another "
+                             "process holds the identity)", s.consumer_group, exc.instance_id)
             hand.fail(exc)
             if consumer is not None:
                 self.close_quietly(consumer)

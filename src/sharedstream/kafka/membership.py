@@ -15,9 +15,13 @@ the process (``sharedstream.triggerer.identity``) and hands them over as a
   static member restarted after a kill -9 is refused there (``UNRELEASED_INSTANCE_ID``)
   until the old member's session expires, which is worse than joining afresh.
 * Two live consumers with one id in one group: the broker *fences* the older one (a
-  fatal error, :class:`InstanceFencedError`); the process stops with an error naming
-  the setting that gives each its own identity, instead of fencing the other back
-  when it rejoins.
+  fatal error, :class:`InstanceFencedError`). librdkafka reports the same when a member
+  fences *itself*: after a lost session (a broker restart, a network cut) it rejoins
+  under a new member id, and a request still in flight under the old one is answered
+  "fenced". So one fence only rebuilds the group (a new consumer, the same id); a second
+  fence of the group within ``FENCE_WINDOW_S`` (:class:`FenceWatch`) means another live
+  process holds the identity, and the process stops with an error naming the setting
+  that gives each its own, instead of the two fencing each other for ever.
 * Leaving: librdkafka never sends LeaveGroup for a static member that closes, so its
   partitions would idle for the session timeout if it does not come back (a scale-down,
   a pod replaced under a new name). With ``leave_on_close`` the consumer unsubscribes
@@ -27,7 +31,8 @@ the process (``sharedstream.triggerer.identity``) and hands them over as a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +44,40 @@ INSTANCE_ID = "group.instance.id"
 _FENCED_TEXT = "static consumer fenced"
 
 
+# Two fences of one group within this long: another live process has its identity.
+FENCE_WINDOW_S = 60.0
+
+
 class InstanceFencedError(RuntimeError):
-    """Another live consumer joined this group with this consumer's ``group.instance.id``:
-    the broker fenced this one for good. Two processes claim one identity; the message
-    says which setting gives each its own."""
+    """The broker fenced this consumer's ``group.instance.id``: another live consumer
+    joined with it, or this one's own stale request after a lost session (see the
+    module doc). The message says which setting gives each process its own."""
+
+    def __init__(self, message: str, consumer_group: str, instance_id: str) -> None:
+        super().__init__(message)
+        self.consumer_group = consumer_group
+        self.instance_id = instance_id
+
+
+class FenceWatch:
+    """Tells a group fenced by its own stale request from one fenced by a twin: a second
+    fence of the group within ``window`` seconds of the first (see the module doc)."""
+
+    def __init__(self, window: float = FENCE_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._window = window
+        self._clock = clock
+        self._last: dict[str, tuple[float, InstanceFencedError]] = {}
+
+    def twin(self, fence: InstanceFencedError) -> bool:
+        """Whether ``fence`` is the group's second within the window. Every watcher of the
+        group reports the same fence: it counts once."""
+        now = self._clock()
+        last = self._last.get(fence.consumer_group)
+        if last is not None and last[1] is fence:
+            return False
+        self._last[fence.consumer_group] = (now, fence)
+        return last is not None and now - last[0] < self._window
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,5 +129,5 @@ def fenced_error(consumer_group: str, instance_id: str, origin: str) -> Instance
     return InstanceFencedError(
         f"group {consumer_group}: another live process joined with this process's "
         f"group.instance.id {instance_id!r} (from {origin}), so the broker fenced this "
-        f"one: {fix}, or turn static membership off with [triggerer] "
-        "static_membership = false")
+        f"one (twice within {FENCE_WINDOW_S:g}s): {fix}, or turn static membership off "
+        "with [triggerer] static_membership = false", consumer_group, instance_id)

@@ -31,7 +31,7 @@ from sharedstream.core.holds import HoldJournal
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
-from sharedstream.kafka.membership import InstanceFencedError, StaticMembership
+from sharedstream.kafka.membership import FenceWatch, InstanceFencedError, StaticMembership
 from sharedstream.kafka.runtime import KafkaRuntime, use_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.serde.registries import (
@@ -87,6 +87,7 @@ class Triggerer:
         self.plan = plan
         self.topic_id_resolver = topic_id_resolver
         self.membership = membership
+        self._fences = FenceWatch()
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
@@ -326,8 +327,10 @@ class Triggerer:
                 log.warning("watcher %r: its filter ended; subscribing it again", loaded.name)
             except GroupFailedError as exc:
                 fenced = _cause(exc, InstanceFencedError)
-                if fenced is not None:
-                    # Rejoining would fence the other process in turn, for ever: stop.
+                if fenced is not None and self._fences.twin(fenced):
+                    # Another live process has this identity: rejoining would fence it in
+                    # turn, and it us, for ever. One fence is this process's own stale
+                    # request after a lost session: rebuilt below (kafka/membership.py).
                     self._fatal = self._fatal or fenced
                     self._stop.set()
                     return

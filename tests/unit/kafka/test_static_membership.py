@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError
 
 from ledger_driver import Driver
 from sharedstream.kafka.membership import (
+    FenceWatch,
     InstanceFencedError,
     StaticMembership,
     fenced,
@@ -129,3 +130,23 @@ async def test_a_fenced_consumer_fails_its_group_naming_the_setting() -> None:
     assert "group.instance.id 'host-0'" in str(cause)
     assert "[triggerer] instance_name" in str(cause)
     await producer.aclose()
+
+
+def test_one_fence_rebuilds_the_group_a_second_within_the_window_is_a_twin() -> None:
+    """After a lost session (a broker restart) librdkafka fences a member by its own stale
+    request: that must not stop the process (the fault suite's broker restart did). A
+    second fence of the group soon after is another live process with the identity."""
+    now = [0.0]
+    watch = FenceWatch(60.0, lambda: now[0])
+
+    def fence(group: str = GROUP) -> InstanceFencedError:
+        return InstanceFencedError("fenced", group, "host-0")
+
+    first = fence()
+    assert not watch.twin(first)
+    assert not watch.twin(first)  # each watcher of the group reports the same fence
+    now[0] = 61.0
+    assert not watch.twin(fence())  # a minute on: a lost session again, not a twin
+    now[0] = 70.0
+    assert not watch.twin(fence("app.other"))  # groups are told apart
+    assert watch.twin(fence())
