@@ -31,6 +31,7 @@ from sharedstream.core.ledger import Key
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff
+from sharedstream.kafka.logs import RepeatFilter
 from sharedstream.kafka.membership import fenced, fenced_error, is_fatal
 from sharedstream.kafka.payload import FirstRead, KafkaPayload
 from sharedstream.kafka.topic_watch import TopicWatch
@@ -39,6 +40,9 @@ from sharedstream.kafka.topic_watch import TopicWatch
 REBALANCE_ERRORS = frozenset(
     {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
 )
+
+_BROKER_LOG = logging.getLogger("sharedstream.kafka.consumer.broker")
+_BROKER_LOG.addFilter(RepeatFilter())
 
 # A consumer with no partition this long says so in the log (``/status`` at once).
 WAIT_NOTE_S = 5.0
@@ -206,7 +210,10 @@ class ConsumerCore:
             self.hand.fail(self.fatal(error))
             return
         self.hand.note_error(error.str())
-        self.log.warning("%s: broker error: %s", self.s.consumer_group, error.str())
+        # A broker that is down fails every connection attempt (tens a second): readiness
+        # says so at once, the log once a minute (with how many it held back).
+        _BROKER_LOG.warning("%s: broker error: %s", self.s.consumer_group, error.str(),
+                            extra={"group": self.s.consumer_group})
 
     # -- waiting for partitions --------------------------------------------------------
 
