@@ -43,6 +43,9 @@ server started with ``scripts/localservices`` for the run. Figures, side by side
     processes timed from their start to their commits at the log end, filter-side, RSS
     and start-up (``python -m bench --watchers-scale`` runs only these; not part of the
     full run: its Python-filter runs at 10,000 watchers take minutes).
+13. start-up (``bench/startup.py``): ``sharedstream run`` with one watcher and plain
+    confluent-kafka, each a process timed from ``Popen`` to its first message (``python
+    -m bench --startup`` runs only these; not part of the full run).
 
 Writes ``bench.json`` (every figure, ratios to the plain baseline, machine, targets),
 ``throughput.png``, ``latency_cdf.png`` and ``bench.md`` into ``--out``. The existing
@@ -77,17 +80,18 @@ from bench import (
     peers,
     persistence_reference,
     report,
+    startup,
     statestore_cleanup,
     tracing_cost,
     uow_throughput,
     watchers_scale,
 )
 from bench import kafka_throughput as kt
+from bench.report import compile_measured
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-import sharedstream
 from sharedstream.core.batch import BatchWindow, MessageBatch
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.window import Window
@@ -668,21 +672,6 @@ def machine() -> dict[str, Any]:
             "load_average_at_start": os.getloadavg()}
 
 
-def compile_measured() -> None:
-    """Write the bytecode of the measured code (sharedstream and bench/) before anything is
-    timed.
-
-    pip compiles a package when it installs it, so a user's process loads bytecode, as
-    the plain confluent-kafka side does here. A checkout under PYTHONDONTWRITEBYTECODE
-    (set on the machines these figures come from) would instead compile about a hundred
-    modules in every timed process: ~60 ms of start-up that no installed process pays.
-    """
-    import compileall
-
-    for tree in (Path(sharedstream.__file__).parent, Path(__file__).parent):
-        compileall.compile_dir(tree, quiet=1)
-
-
 def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
@@ -921,6 +910,9 @@ def main() -> None:
                         help="only issue 42's figures: 1 to 10,000 watchers each wanting its "
                              "own key, with a match and with Python filters, against a "
                              "hand-written router")
+    parser.add_argument("--startup", action="store_true",
+                        help="only the start-up figures (bench/startup.py): `sharedstream "
+                             "run` and plain confluent-kafka, process start to first message")
     parser.add_argument("--peer-python", default=sys.executable,
                         help="the Python whose environment holds the peers (the "
                              "bench-peers extra); default: this one")
@@ -950,6 +942,7 @@ def main() -> None:
         "peers": (lambda b: run_peers(b, sizes, args.peer_python), peers.markdown),
         "watchers_scale": (lambda b: run_watchers_scale(b, args.quick),
                            watchers_scale.markdown),
+        "startup": (lambda b: startup.measure(b, 1 if args.quick else 5), startup.markdown),
     }
     for name, (run, tables) in parts.items():
         if getattr(args, name):

@@ -18,6 +18,7 @@ database; SIGTERM must end the process with 0 within the grace period the chart 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ MESSAGES = 5
 SHUTDOWN_TIMEOUT = 10
 CONFIG_PATH = "/etc/sharedstream/sharedstream.toml"
 WATCHERS_PATH = "/etc/sharedstream/watchers"
+POD_NAME = "release-sharedstream-triggerer-7d9f8c-x2vkq"  # what the downward API gives
 
 
 @pytest.fixture
@@ -114,19 +116,25 @@ def test_the_charts_triggerer_reaches_kafka_and_the_database_and_stops_in_its_gr
             env[name] = variable["value"]
         elif variable["valueFrom"].get("fieldRef", {}).get("fieldPath") == "status.podIP":
             env[name] = "127.0.0.1"
+        elif variable["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[name] = POD_NAME
         else:
             assert variable["valueFrom"]["secretKeyRef"] == {"name": "sharedstream-db",
                                                              "key": "url"}, variable
             env[name] = schema_url
     assert env.pop("SHAREDSTREAM_CONFIG") == CONFIG_PATH
     assert env["PYTHONPATH"] == WATCHERS_PATH
-    env.update(PYTHONPATH=str(watchers), SHAREDSTREAM__TRIGGERER__HEALTH_PORT="0")
+    # The watchers where the pod has them; what this run imports sharedstream from, after.
+    env.update(PYTHONPATH=os.pathsep.join([str(watchers), os.environ.get("PYTHONPATH", "")]),
+               SHAREDSTREAM__TRIGGERER__HEALTH_PORT="0")
     for name in ("SHAREDSTREAM_CONFIG", "SHAREDSTREAM__DATABASE__URL"):
         monkeypatch.delenv(name, raising=False)
 
     process = triggerers(config, watchers, env=env, args=tuple(args[4:]))
     process.start()
     process.wait_ready(timeout=30)
+    # The pod's name is its static membership identity (a restart in the pod keeps it).
+    assert f"static member {POD_NAME!r}" in process.log(), process.log()[-3000:]
 
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for number in range(MESSAGES):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +82,54 @@ def test_progress_interval_zero_prints_no_progress_line(
     assert "stopped after" in log and f"group {group} committed 0 messages" in log, log
     assert not progress_lines(log, group), log
 
+
+
+def logged_at(line: str) -> float:
+    """The epoch time of a text log line (its local ``asctime``)."""
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def test_the_progress_lines_lag_is_at_most_one_interval_old(
+        sqlite_url: str, kafka_bootstrap: str, create_topic: Callable[..., str],
+        connection: dict[str, Any], triggerers: Callable[..., Triggerer],
+        tmp_path: Path) -> None:
+    """Issue 43: the lag came from librdkafka's statistics, whose log end stops moving
+    while a partition is paused at its bound (here: a message held by a stuck watcher),
+    and which say nothing of a partition never committed: the lines went on printing
+    the lag of minutes before, or ``?``. Each line now asks the broker."""
+    topic = create_topic("fresh-lag")
+    group = f"{connection['group.id']}.{topic}"
+    flag = tmp_path / "stuck.flag"
+    flag.touch()
+    interval = 1.0
+    config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
+                          connection=connection,
+                          triggerer={"progress_interval": interval, "max_in_flight": 5})
+    process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": "stuck",
+                                      "E2E_STUCK_IDS": "10", "E2E_STUCK_FLAG": str(flag)}
+                         ).start()
+    process.wait_ready()
+
+    def lag_after(ids: range, expected: int) -> None:
+        """Produce ``ids``; the first line logged one interval later says ``expected``."""
+        produce(kafka_bootstrap, topic, ids, 1)
+        produced = time.time()
+
+        def later() -> list[str]:
+            return [line for line in process.log().splitlines() if group in line
+                    and PROGRESS_LINE.search(line) and logged_at(line) > produced + interval]
+
+        first = until(later, "a progress line one interval after the produce",
+                      timeout=30, interval=0.2)[0]
+        lag = re.search(r"lag (\S+),", first)
+        assert lag is not None and lag.group(1) == str(expected), first
+
+    lag_after(range(10), 0)
+    # Id 10 holds the floor: what is above it is lag, and the partition pauses at its
+    # bound (5 in flight) while more is written.
+    lag_after(range(10, 40), 30)
+    lag_after(range(40, 100), 90)
+    flag.unlink()
+
+
+PROGRESS_LINE = re.compile(r"msg/s, [\d.]+ events/s")

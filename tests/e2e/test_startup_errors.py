@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # where the type stubs declare it
 from test_startup import OFFLINE, refused, start
-from triggerer import COMMAND, run_cli, until, write_config
+from triggerer import COMMAND, Triggerer, run_cli, until, write_config
 
 IMPORTS = ("from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger, "
            "KafkaMessageTrigger, TriggerEvent, reject_shared_stream_event\n")
@@ -154,18 +154,46 @@ def test_async_generator_filters_pass_including_the_shipped_triggers(
 
 def test_a_health_port_in_use_is_one_error_line_before_anything_is_written(
         tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str]) -> None:
-    """``run`` used to print a 57-line traceback and exit 1; ``check`` did not look."""
+    """``run`` used to print a 57-line traceback and exit 1. ``check`` says what listens
+    there but passes (issue 43: it binds nothing; see the test below)."""
     topic = create_topic("orders")
     watchers = module(tmp_path, watcher("orders", [topic]))
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        check_and_run(tmp_path, watchers, f"127.0.0.1:{port}", "in use", "health_port",
-                      connection=connection, triggerer={"health_port": port})
-    # The positive twin: the same port, released, passes (and check says it looked).
+        refused(start(tmp_path, watchers, connection=connection,
+                      triggerer={"health_port": port}), f"127.0.0.1:{port}", "in use",
+                "health_port")
+        assert not (tmp_path / "state.db").exists()
+        out = check_passes(tmp_path, watchers, connection, triggerer={"health_port": port})
+        assert f"ok: health server: 127.0.0.1:{port} is in use now" in out, out
+    # The port released: check says nothing listens there.
     out = check_passes(tmp_path, watchers, connection, triggerer={"health_port": port})
-    assert f"ok: health server: 127.0.0.1:{port} is free" in out, out
+    assert f"ok: health server: 127.0.0.1:{port}, nothing listens there now" in out, out
+
+
+def test_check_beside_a_running_triggerer_binds_nothing(
+        tmp_path: Path, connection: dict[str, Any], create_topic: Callable[..., str],
+        triggerers: Callable[..., Triggerer]) -> None:
+    """Issue 43: ``check`` run beside a running triggerer, with the same config, exited 2
+    (``health server: 127.0.0.1:PORT is in use``): it bound the port the triggerer serves
+    on. It must check, not bind: exit 0, and the triggerer keeps serving."""
+    topic = create_topic("orders")
+    watchers = module(tmp_path, watcher("orders", [topic]))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = write_config(tmp_path / "same.toml",
+                          database_url=f"sqlite:///{tmp_path / 'same.db'}",
+                          connection=connection, triggerer={"health_port": port})
+    running = triggerers(config, watchers=watchers).start()
+    running.wait_ready()
+    assert running.port == port
+    result = run_cli(["check", str(watchers), "--config", str(config)], cwd=tmp_path)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert f"ok: health server: 127.0.0.1:{port} is in use now" in result.stdout, result.stdout
+    assert running.get("/livez")[0] == 200
 
 
 # -- item 17: a watcher module that exits at import ---------------------------------------

@@ -114,6 +114,41 @@ def test_show(orders: tuple[str, str], invoke: Invoke, tmp_path: Path) -> None:
     assert by_watcher["group"] == group
 
 
+def test_show_without_options_shows_every_group_of_the_connection(
+        orders: tuple[str, str], kafka_bootstrap: str, create_topic: Callable[..., str],
+        base: str, invoke: Invoke, tmp_path: Path) -> None:
+    """Issue 43: ``offsets show`` alone exited 2 (``give exactly one of --group GROUP or
+    --watcher W``); it shows every shared-stream group of the connection (its
+    ``<group.id>.`` prefix), and which of them no recorded watcher reads any more."""
+    topic, group = orders
+    other_topic = create_topic("returns", partitions=1)
+    produce(kafka_bootstrap, other_topic, {0: 2})
+    other = f"{base}.{other_topic}"
+    commit(kafka_bootstrap, other, [TopicPartition(other_topic, 0, 1)])
+    commit(kafka_bootstrap, f"not-{base}.{topic}", [TopicPartition(topic, 0, 1)])
+    url = f"sqlite:///{tmp_path / 'groups.db'}"
+    with StateStore.from_url(url) as store:
+        store.upgrade()
+        with store.engine.begin() as connection:
+            connection.execute(stream_group.insert(), [{
+                "group_key": json.dumps(["kafka-shared-stream", [topic], "kafka_default"]),
+                "consumer_group": group, "watchers": json.dumps(["w_a"])}])
+
+    data = json.loads(invoke("offsets", "show", "--database-url", url, "--json").stdout)
+    shown = {g["group"]: g for g in data["groups"]}
+    assert sorted(shown) == [group, other]  # the connection's prefix only
+    assert [(p["partition"], p["committed"], p["lag"]) for p in shown[group]["partitions"]] \
+        == [(0, 2, 3), (1, 3, 0)]
+    assert (shown[group]["left_behind"], shown[other]["left_behind"]) == (False, True)
+    text = invoke("offsets", "show", "--database-url", url).stdout
+    assert group in text and other in text
+    assert f"left behind: {other}" in text and f"left behind: {group}" not in text
+    # Without a database nobody can tell which groups are in use: every group, a note.
+    alone = invoke("offsets", "show").stdout
+    assert group in alone and other in alone and "left behind:" not in alone
+    assert "no database" in alone
+
+
 def test_show_a_group_that_committed_nothing_yet(
         kafka_bootstrap: str, create_topic: Callable[..., str], base: str,
         invoke: Invoke) -> None:

@@ -70,6 +70,8 @@ def test_every_variable_is_an_option_of_the_reference_and_loads(values: Path,
 def _stand_in(name: str) -> str:
     if name.endswith("__HEALTH_HOST"):
         return "10.1.2.3"
+    if name.endswith("__INSTANCE_NAME"):
+        return "release-sharedstream-triggerer-7d9f8c-x2vkq"
     if name.endswith("__DATABASE__URL"):
         return "postgresql+psycopg://sharedstream:pw@postgres/sharedstream"
     return "a-secret-from-kubernetes-0123456789"

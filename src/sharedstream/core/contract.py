@@ -96,6 +96,10 @@ class AdapterHealth:
     paused: bool
     last_error: str | None
     failed: str | None
+    # Seconds the adapter has owned no partition (None: it owns some, or cannot tell), and
+    # how long a member that stopped without leaving keeps them (the session timeout).
+    waiting_for_partitions: float | None = None
+    session_timeout: float | None = None
 
     def problem(self) -> str | None:
         """Readiness's reason, or None when ready."""

@@ -36,6 +36,14 @@ never reads a single message:
   with 1000, waits out the rest of it with nothing to hand to the watchers. In three
   runs 10, 50 and 100 were equally fast and 1000 the slowest; 100 wakes librdkafka up
   least of the three (measured: ``docs/performance.md``, issue 27).
+* ``reconnect.backoff.ms``: absent -> 25 (librdkafka's own default is 100). librdkafka
+  waits about half of it before its first connection to each broker the metadata names,
+  not only before a reconnection: every new client (the start-up checks, the consumer's
+  coordinator, the dead-letter producer) paid about 50 ms of it before its first
+  request there, a fifth of ``sharedstream run``'s start-up; with 25 a consumer joins
+  in 17 ms instead of 55 (10 is no faster). The cost: against a broker that is down,
+  librdkafka tries about 75 times a second instead of 20 (measured: ``bench/startup.py``,
+  issue 43); the consumer's ``broker error`` warnings are held back to one a minute.
 * ``oauth_cb``: the dotted path of a function (``"mycompany.kafka.msk_iam_token"``),
   imported here and handed to librdkafka as its OAUTHBEARER token callback (MSK IAM,
   OIDC): a function cannot be written in TOML or an environment variable.
@@ -73,6 +81,7 @@ ENV_PREFIX = "SHAREDSTREAM_CONN_"
 AIRFLOW_PREFIX = "AIRFLOW_CONN_"
 DEFAULT_GROUP_ID = "sharedstream"
 FETCH_QUEUE_BACKOFF_MS = 100  # see the module doc; chosen by bench/issue27.py
+RECONNECT_BACKOFF_MS = 25  # see the module doc; measured by bench/startup.py
 
 # Keys whose values are secrets: matched on the dotted name, case-insensitive.
 _SECRET_KEY = re.compile(r"(password|secret|token|sasl\.jaas|\.key\.pem|credentials)", re.I)
@@ -123,6 +132,7 @@ def validate_connection(connection_id: str, config: Mapping[str, Any]) -> dict[s
     resolved["enable.auto.offset.store"] = False
     resolved.setdefault("auto.offset.reset", "earliest")
     resolved.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+    resolved.setdefault("reconnect.backoff.ms", RECONNECT_BACKOFF_MS)
     return resolved
 
 

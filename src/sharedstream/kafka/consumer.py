@@ -44,7 +44,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from sharedstream.core.backpressure import Backpressure, PauseReason, bound_reason
 from sharedstream.core.contract import (
@@ -63,6 +63,8 @@ from sharedstream.kafka.consumer_thread import ConsumerThread
 from sharedstream.kafka.dead_letter_outbox import DeadLetterOutbox
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff, StreamNotOpenError
+from sharedstream.kafka.lag import LagProbe
+from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.replay_topic import ensure_replay_topic
@@ -108,6 +110,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         topic_id_resolver: TopicIdResolver = describe_topic_ids,
         topic_id_check_interval: float = TOPIC_ID_CHECK_S,
         holds: HoldStore | None = None,
+        membership: StaticMembership | None = None,
     ) -> None:
         self.topics = tuple(sorted(set(topics)))
         if not self.topics:
@@ -124,8 +127,12 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self.commit_interval = commit_interval
         self._revoke_timeout = revoke_timeout
         self._recorder = recorder
+        membership = membership or StaticMembership()
         self._settings = ConsumerSettings(
             config=self._config, consumer_group=self.consumer_group, topics=self.topics,
+            instance_id=membership.instance_id(self.consumer_group, self._config),
+            instance_origin=membership.origin(self._config),
+            leave_on_close=membership.leave_on_close,
             replay_topic=replay_topic, batch_size=batch_size,
             consume_timeout=max(0.001, min(poll_timeout, commit_interval)),
             commit_interval=commit_interval, revoke_timeout=revoke_timeout,
@@ -135,6 +142,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._watch = TopicWatch(topic_id_resolver, self._config, self._settings.read_topics,
                                  topic_id_check_interval, self._log, self.consumer_group)
         self._hand: HandOff[KafkaPayload] = HandOff()
+        self._lag = LagProbe(self._config, self.consumer_group)
         self._ledger: Ledger | None = None
         self._outbox: DeadLetterOutbox | None = None
         self._thread: threading.Thread | None = None
@@ -225,6 +233,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
 
     async def aclose(self) -> None:
         """Drain rejections (bounded), deliver dead letters, commit, close the consumer."""
+        self._lag.close()
         if not self._hand.close():
             return
         if self._outbox is not None:
@@ -268,7 +277,11 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         ready, last_error, failure = self._hand.readiness()
         alive = self._thread is not None and self._thread.is_alive()
         _, holding = self._hand.paused_partitions()
+        since = self._hand.waiting_since
         return AdapterHealth(
+            waiting_for_partitions=None if since is None or not alive
+            else time.monotonic() - since,
+            session_timeout=self._settings.session_timeout,
             ready=alive and ready and failure is None,
             assigned_partitions=len(loads),
             held_messages=sum(held for _, held in loads.values()),
@@ -289,6 +302,20 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         if self._ledger is None:
             return {}
         return {key: load for key, (load, _) in dict(self._ledger.loads).items()}
+
+    async def lag_now(self, request_timeout: float) -> int | None:
+        """The lag of the partitions this consumer owns, asked of the broker now
+        (kafka/lag.py: statistics can be minutes old); None when it owns none, or the
+        broker did not answer within ``request_timeout``."""
+        ledger = self._ledger
+        if ledger is None or not ledger.partitions or not self._hand.live:
+            return None
+        try:
+            return await asyncio.to_thread(self._lag.lag, sorted(ledger.partitions),
+                                           request_timeout)
+        except (KafkaException, TimeoutError) as exc:
+            self._log.debug("%s: lag not read: %s", self.consumer_group, exc)
+            return None
 
     def paused_partitions(self) -> Mapping[Key, PauseReason]:
         paused, _ = self._hand.paused_partitions()

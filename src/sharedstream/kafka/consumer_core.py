@@ -15,7 +15,14 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    OFFSET_INVALID,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from sharedstream.core.backpressure import Backpressure, PauseReason
 from sharedstream.core.counters import AdapterCounters
@@ -24,6 +31,8 @@ from sharedstream.core.ledger import Key
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.dead_letters import DeadLetterSender
 from sharedstream.kafka.handoff import ConsumerState, HandOff
+from sharedstream.kafka.logs import RepeatFilter
+from sharedstream.kafka.membership import fenced, fenced_error, is_fatal
 from sharedstream.kafka.payload import FirstRead, KafkaPayload
 from sharedstream.kafka.topic_watch import TopicWatch
 
@@ -31,6 +40,12 @@ from sharedstream.kafka.topic_watch import TopicWatch
 REBALANCE_ERRORS = frozenset(
     {KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.UNKNOWN_MEMBER_ID}
 )
+
+_BROKER_LOG = logging.getLogger("sharedstream.kafka.consumer.broker")
+_BROKER_LOG.addFilter(RepeatFilter())
+
+# A consumer with no partition this long says so in the log (``/status`` at once).
+WAIT_NOTE_S = 5.0
 
 # Loop callbacks the thread waits for: settle(keys, until, done) and publish(done).
 Settle = Callable[[frozenset[Key], float, threading.Event], None]
@@ -46,7 +61,8 @@ class ConsumerSettings:
                  consume_timeout: float, commit_interval: float, revoke_timeout: float,
                  consumer_factory: Callable[[dict[str, Any]], Any],
                  dlq_producer_factory: Callable[[dict[str, Any]], Any],
-                 holds: HoldStore | None = None) -> None:
+                 holds: HoldStore | None = None, instance_id: str | None = None,
+                 instance_origin: str = "", leave_on_close: bool = True) -> None:
         self.config = config
         self.consumer_group = consumer_group
         self.topics = topics
@@ -59,9 +75,28 @@ class ConsumerSettings:
         self.consumer_factory = consumer_factory
         self.dlq_producer_factory = dlq_producer_factory
         self.holds = holds  # read on assignment (core/holds.py); None: none kept
+        # Static membership (kafka/membership.py): the id joined with, what set it.
+        self.instance_id = instance_id
+        self.instance_origin = instance_origin
+        self.leave_on_close = leave_on_close
+        # How long a member that stopped without leaving keeps its partitions (seconds):
+        # the broker's group.consumer.session.timeout.ms under KIP-848, 45 s by default.
+        self.session_timeout = float(config.get("session.timeout.ms", 45000)) / 1000
+        self.reset_offset = reset_offset(config)
         protocol = str(config.get("group.protocol", "classic")).lower()
         strategy = str(config.get("partition.assignment.strategy", "cooperative-sticky"))
         self.incremental = protocol == "consumer" or "cooperative" in strategy
+
+
+def reset_offset(config: Mapping[str, Any]) -> int:
+    """Where ``auto.offset.reset`` starts a partition never committed, as a logical
+    offset; OFFSET_INVALID (librdkafka decides) for a value it alone knows (``error``)."""
+    reset = str(config.get("auto.offset.reset", "latest")).lower()
+    if reset in ("earliest", "smallest", "beginning"):
+        return OFFSET_BEGINNING
+    if reset in ("latest", "largest", "end"):
+        return OFFSET_END
+    return OFFSET_INVALID
 
 
 class ConsumerCore:
@@ -87,6 +122,7 @@ class ConsumerCore:
         # Each partition's class of first reads, of the generation it was last read in.
         self.read_as: dict[Key, type[FirstRead]] = {}
         self._holding = False
+        self._wait_noted = False
 
     # -- pausing the assignment --------------------------------------------------------
 
@@ -170,11 +206,48 @@ class ConsumerCore:
     # -- broker health -----------------------------------------------------------------
 
     def _on_error(self, error: KafkaError) -> None:
-        if error.fatal():
-            self.hand.fail(KafkaException(error))
+        if is_fatal(error):
+            self.hand.fail(self.fatal(error))
             return
         self.hand.note_error(error.str())
-        self.log.warning("%s: broker error: %s", self.s.consumer_group, error.str())
+        # A broker that is down fails every connection attempt (tens a second): readiness
+        # says so at once, the log once a minute (with how many it held back).
+        _BROKER_LOG.warning("%s: broker error: %s", self.s.consumer_group, error.str(),
+                            extra={"group": self.s.consumer_group})
+
+    # -- waiting for partitions --------------------------------------------------------
+
+    def unassigned(self, now: float) -> None:
+        """Each turn while the consumer owns no partition: ``/status`` shows the wait from
+        its start, the log once it outlasts ``WAIT_NOTE_S`` (a join takes well under
+        that; a previous member that did not leave holds them for its session)."""
+        since = self.hand.waiting_since
+        if since is None:
+            self.hand.set_waiting(now)
+        elif not self._wait_noted and now - since >= WAIT_NOTE_S:
+            self._wait_noted = True
+            self.log.warning(
+                "%s: waiting for partitions for %.0fs: the broker still assigns them to a "
+                "previous member that stopped without leaving the group (a crash), until "
+                "its session times out (session.timeout.ms, %gs), or other members hold "
+                "them all", self.s.consumer_group, now - since, self.s.session_timeout)
+
+    def assigned(self, now: float) -> None:
+        """Partitions came: the wait, if one was logged, ends with a line saying how long."""
+        since = self.hand.waiting_since
+        if since is not None and self._wait_noted:
+            self.log.info("%s: partitions assigned after waiting %.1fs",
+                          self.s.consumer_group, now - since)
+        self.hand.set_waiting(None)
+        self._wait_noted = False
+
+    def fatal(self, error: KafkaError) -> Exception:
+        """What a fatal consumer error fails the group with: a fenced static member names
+        the setting that gives each process its own identity."""
+        if fenced(error) and self.s.instance_id is not None:
+            return fenced_error(self.s.consumer_group, self.s.instance_id,
+                                self.s.instance_origin)
+        return KafkaException(error)
 
     def _probe(self, consumer: Any) -> None:
         try:

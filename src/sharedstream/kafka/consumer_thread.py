@@ -28,6 +28,7 @@ from sharedstream.core.reads import PartitionRun, ReadBatch
 from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.handoff import StreamNotOpenError
 from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
+from sharedstream.kafka.membership import InstanceFencedError, is_fatal
 from sharedstream.kafka.payload import (
     FirstRead,
     KafkaPayload,
@@ -69,6 +70,8 @@ class ConsumerThread(Rebalancing):
                 if records:
                     self._hand_over(records)
                 now = time.monotonic()
+                if not self.owned:
+                    self.unassigned(now)
                 if now - last_commit >= s.commit_interval:
                     last_commit = now
                     self.commit(consumer, synchronous=False)
@@ -83,6 +86,13 @@ class ConsumerThread(Rebalancing):
             self.watch.stop()
             self.shutdown(consumer)
             hand.closed()
+        except InstanceFencedError as exc:  # the triggerer decides (FenceWatch)
+            self.log.warning("%s: the broker fenced static member %r: this consumer cannot go "
+                             "on (the group is rebuilt, or the process stops if another "
+                             "process holds the identity)", s.consumer_group, exc.instance_id)
+            hand.fail(exc)
+            if consumer is not None:
+                self.close_quietly(consumer)
         except BaseException as exc:
             self.log.exception("%s: consumer thread failed", s.consumer_group)
             hand.fail(exc)
@@ -96,6 +106,8 @@ class ConsumerThread(Rebalancing):
     def _consumer_config(self) -> dict[str, Any]:
         cfg = dict(self.s.config)
         cfg["group.id"] = self.s.consumer_group
+        if self.s.instance_id is not None:
+            cfg["group.instance.id"] = self.s.instance_id
         cfg["enable.partition.eof"] = False
         cfg.setdefault("logger", LIBRDKAFKA_LOGGER)
         cfg["error_cb"] = self._on_error
@@ -135,8 +147,8 @@ class ConsumerThread(Rebalancing):
         for record in records:
             error = record.error()
             if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
+                if is_fatal(error):
+                    raise self.fatal(error)
                 self.hand.note_error(f"consume error: {error.str()}")
                 continue
             topic, partition = record.topic(), record.partition()

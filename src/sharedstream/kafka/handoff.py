@@ -15,7 +15,7 @@ under one lock, touched once per batch or commit tick, never per message:
   asks for its next event. So on a backlog the thread appends and goes on reading.
 * **what health, ``/status`` and ``/metrics`` read** from a third thread: the consumer
   state, readiness, the last error, the failure, the counters, the broker's partition
-  figures and why each paused partition is paused.
+  figures, why each paused partition is paused, and since when no partition is owned.
 
 Consumer states and the transitions allowed (any other raises :class:`InvalidState`)::
 
@@ -114,6 +114,8 @@ class HandOff(Generic[PayloadT]):
         self._stats: Mapping[Key, PartitionStats] = {}
         self._paused: Mapping[Key, PauseReason] = {}
         self._holding = False
+        # Since when (time.monotonic()) the consumer owns no partition; None: it owns some.
+        self.waiting_since: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -382,6 +384,11 @@ class HandOff(Generic[PayloadT]):
     def stats(self) -> Mapping[Key, PartitionStats]:
         with self._lock:
             return self._stats
+
+    def set_waiting(self, since: float | None) -> None:
+        """Thread: the consumer owns no partition since ``since`` (None: it owns some).
+        One attribute, written whole: readers need no lock."""
+        self.waiting_since = since
 
     def set_paused(self, paused: Mapping[Key, PauseReason], holding: bool) -> None:
         """Thread: which partitions do not fetch, and whether the group's fetching is

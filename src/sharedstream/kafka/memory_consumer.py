@@ -91,6 +91,19 @@ class MemoryConsumer:
         self._callbacks = callbacks
         self.broker.join(self)
 
+    def unsubscribe(self) -> None:
+        """Leave the group: the assignment is revoked (``on_revoke``), then the broker
+        forgets the member (a static member's way out, see kafka/membership.py)."""
+        self._require_open()
+        if not self._subscription:
+            return
+        if self._owned:
+            revoke = sorted(self._owned)
+            self._callback("on_revoke", revoke)
+            self._drop(revoke)
+        self._subscription = frozenset()
+        self.broker.leave(self)
+
     @property
     def subscription(self) -> frozenset[str]:
         return self._subscription
@@ -276,7 +289,8 @@ class MemoryConsumer:
             self._callback("on_revoke", revoke)
             self._drop(revoke)
         self._closed = True
-        self.broker.leave(self)
+        if self._subscription:
+            self.broker.leave(self)
 
     def _require_open(self) -> None:
         if self._closed:

@@ -18,7 +18,9 @@ or ``close()``).
   dropped.
 * Lost: another member may own the partitions already: commit nothing.
 * Close: the final commit is confirmed before the member leaves, serving a rebalance
-  that overtakes it, within ``revoke_timeout``.
+  that overtakes it, within ``revoke_timeout``. A static member then unsubscribes to
+  leave (unless ``leave_group_on_shutdown`` is off): closing alone would keep its
+  partitions for the session timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sharedstream.kafka.progress import decode_progress
 
 # First pause before a revocation's commit is sent again after another kind of failure.
 REVOKE_RETRY_S = 0.1
+LEAVE_POLL_S = 0.05  # how often a leaving static member looks whether it was unassigned
 
 
 class Rebalancing(ConsumerCore):
@@ -48,11 +51,15 @@ class Rebalancing(ConsumerCore):
         seek in here): the remembered offsets must be known before the first record is
         admitted, or a message handled before would be handed out again."""
         self.watch.check_now()
-        committed = self._committed(consumer, partitions)
+        committed, known = self._committed(consumer, partitions)
         self.generation += 1
         start: list[TopicPartition] = []
         starts: list[tuple[str, int, int | None, frozenset[int]]] = []
         replay_topic = self.s.replay_topic
+        # Known never committed: start where auto.offset.reset says, given explicitly.
+        # OFFSET_INVALID would have librdkafka ask for the committed offset again before
+        # resetting: 0.1 s more to the first record (bench/startup.py).
+        never = self.s.reset_offset if known else OFFSET_INVALID
         for tp in committed:
             base = tp.offset if tp.offset >= 0 else None
             remembered = decode_progress(tp.offset, tp.metadata) if base is not None else ()
@@ -63,7 +70,7 @@ class Rebalancing(ConsumerCore):
             starts.append((tp.topic, tp.partition, base, frozenset(remembered)))
             # A replay topic never committed starts at its beginning whatever
             # auto.offset.reset says: "latest" would skip replays made before this start.
-            reset = OFFSET_BEGINNING if tp.topic == replay_topic else OFFSET_INVALID
+            reset = OFFSET_BEGINNING if tp.topic == replay_topic else never
             start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
         held = self._remembered_holds(starts)
         self.hand.post(PartitionsStarted(self.generation, tuple(starts), held))
@@ -75,6 +82,8 @@ class Rebalancing(ConsumerCore):
             consumer.pause(start)
         self.publish_paused()
         self.log.info("%s: assigned %s", self.s.consumer_group, _names(start))
+        if self.owned:
+            self.assigned(time.monotonic())
 
     def _remembered_holds(self, starts: list[tuple[str, int, int | None, frozenset[int]]]
                           ) -> dict[Key, dict[int, frozenset[str]]]:
@@ -103,16 +112,18 @@ class Rebalancing(ConsumerCore):
                 time.sleep(backoff.next())
 
     def _committed(self, consumer: Any, partitions: list[TopicPartition]
-                   ) -> list[TopicPartition]:
-        """Committed offsets with metadata; on failure the stored offset, forgetful."""
+                   ) -> tuple[list[TopicPartition], bool]:
+        """Committed offsets with metadata, and whether the broker answered; on failure
+        the stored offset (librdkafka looks it up itself), forgetful."""
         try:
             result: list[TopicPartition] = consumer.committed(
                 partitions, timeout=self.s.revoke_timeout)
-            return result
+            return result, True
         except KafkaException as exc:
             self.log.warning("%s: committed offsets unavailable: %s", self.s.consumer_group,
                              exc)
-            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
+            return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID)
+                    for tp in partitions], False
 
     def on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Let the watchers finish (bounded), deliver pending dead letters, commit the
@@ -198,7 +209,25 @@ class Rebalancing(ConsumerCore):
             self.sender.flush(self.s.revoke_timeout)
         self._sync_with_loop()
         self._final_commit(consumer)
+        if self.s.instance_id is not None and self.s.leave_on_close:
+            self._leave(consumer)
         self.close_quietly(consumer)
+
+    def _leave(self, consumer: Any) -> None:
+        """A static member leaves the group only by unsubscribing before ``close()``:
+        librdkafka sends no LeaveGroup for one that closes (kafka/membership.py). The
+        revocation this brings is served here (its commit finds nothing left to send),
+        and the leave goes once the assignment is empty, within ``revoke_timeout``; past
+        that the close goes on, and the partitions wait for the session timeout."""
+        try:
+            consumer.unsubscribe()
+        except (KafkaException, RuntimeError) as exc:
+            self.log.warning("%s: leaving the group failed: %s", self.s.consumer_group, exc)
+            return
+        deadline = time.monotonic() + self.s.revoke_timeout
+        while consumer.assignment() and time.monotonic() < deadline:
+            # Nothing read now is handled: the next owner reads it from the commit.
+            consumer.consume(num_messages=self.s.batch_size, timeout=LEAVE_POLL_S)
 
     def _final_commit(self, consumer: Any) -> None:
         """Commit the resolved prefix of every owned partition, through a rebalance.

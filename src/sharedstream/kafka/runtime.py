@@ -14,6 +14,10 @@ reported as unready, so nothing vanishes because a process forgot to wire it.
 for clusters that cannot answer it: librdkafka's in-process mock cluster of
 ``sharedstream demo``. None means the real lookup.
 
+``membership``: the ``group.instance.id`` of each consumer group, derived by the
+triggerer (``kafka/membership.py``); None joins as dynamic members (unless a
+connection sets its own id).
+
 Several triggerers may run in one process (embedded, each ``async with Triggerer``), each
 with its own connections, recorder and hold store (its own database). So a triggerer sets
 its runtime with :func:`use_kafka_runtime`, in the context of its own task: every task it
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedstream.core.holds import HoldStore
+from sharedstream.kafka.membership import StaticMembership
 from sharedstream.kafka.rejections import RejectionRecorder
 from sharedstream.kafka.topic_ids import TopicIdResolver
 
@@ -41,6 +46,7 @@ class KafkaRuntime:
     environ: Mapping[str, str] | None = None  # None: os.environ at resolution time
     topic_id_resolver: TopicIdResolver | None = None  # None: describe_topic_ids
     holds: HoldStore | None = None  # where watchers' holds survive a crash (core/holds.py)
+    membership: StaticMembership | None = None
 
 
 _runtime = KafkaRuntime()
@@ -54,11 +60,13 @@ def configure_kafka_runtime(
     environ: Mapping[str, str] | None = None,
     topic_id_resolver: TopicIdResolver | None = None,
     holds: HoldStore | None = None,
+    membership: StaticMembership | None = None,
 ) -> None:
     """Set the process's connections table, rejection recorder and hold store (used
     where no triggerer set its own with :func:`use_kafka_runtime`)."""
     global _runtime
-    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver, holds)
+    _runtime = KafkaRuntime(dict(connections), recorder, environ, topic_id_resolver, holds,
+                            membership)
 
 
 def use_kafka_runtime(runtime: KafkaRuntime) -> None:

@@ -48,6 +48,10 @@ T = TypeVar("T")
 ResetTarget = Literal["earliest", "latest"] | datetime
 
 
+class GroupNotFound(CommandError):
+    """The group has neither members nor committed offsets: nothing to show or change."""
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionPosition:
     """One partition of a group: where it is committed and how far the log goes.
@@ -198,6 +202,11 @@ class GroupOffsets:
                            delete_command(name))
                 for name in left_behind(prefixed, latest, [self.group])]
 
+    def groups(self) -> list[str]:
+        """Every shared-stream group of this connection: those named with its
+        ``<group.id>.`` prefix, sorted."""
+        return self._call(self._groups.groups, f"{self._group_id}.")
+
     def delete(self) -> None:
         """Delete the group and its committed offsets (refused by the broker while it has
         members)."""
@@ -256,8 +265,8 @@ def show(offsets: GroupOffsets) -> GroupPositions:
     state, members = offsets.state()
     committed = offsets.committed()
     if state == ConsumerGroupState.DEAD.name and not committed:
-        raise CommandError(f"consumer group {offsets.group!r} not found "
-                           "(no members, no committed offsets)")
+        raise GroupNotFound(f"consumer group {offsets.group!r} not found "
+                            "(no members, no committed offsets)")
     partitions = offsets.partitions(offsets.topics(committed))
     starts = offsets.log_offsets(partitions, "earliest")
     ends = offsets.log_offsets(partitions, "latest")
@@ -267,6 +276,29 @@ def show(offsets: GroupOffsets) -> GroupPositions:
         remembered = tuple(sorted(decode_progress(at, metadata))) if at is not None else ()
         rows.append(PartitionPosition(topic, partition, at, remembered, start, end))
     return GroupPositions(offsets.group, state, members, rows)
+
+
+def show_all(offsets: GroupOffsets) -> list[GroupPositions]:
+    """:func:`show` for every shared-stream group of the connection (``offsets.group`` is
+    set to each in turn, on the one admin client); a group the broker lists with neither
+    members nor committed offsets has nothing to show and is left out."""
+    found = []
+    for name in offsets.groups():
+        offsets.group = name
+        try:
+            found.append(show(offsets))
+        except GroupNotFound:
+            continue  # gone since the listing, or never committed: nothing to show
+    return found
+
+
+def left_behind_of(shown: Sequence[GroupPositions], latest: Iterable[str]) -> set[str]:
+    """Of the ``shown`` groups, those left behind: committed, yet no recorded watcher's
+    latest group (``latest``), as :func:`~sharedstream.kafka.group_start.left_behind`
+    decides it for ``check`` and ``run``."""
+    committed = {g.group: {(p.topic, p.partition): (p.committed, "") for p in g.partitions
+                           if p.committed is not None} for g in shown}
+    return set(left_behind(committed, latest))
 
 
 def idle_committed(offsets: GroupOffsets, action: str) -> dict[Partition, tuple[int, str]]:
@@ -279,8 +311,8 @@ def idle_committed(offsets: GroupOffsets, action: str) -> dict[Partition, tuple[
             f"stop every triggerer of this group first, then {action}")
     committed = offsets.committed()
     if state == ConsumerGroupState.DEAD.name and not committed:
-        raise CommandError(f"consumer group {offsets.group!r} not found "
-                           "(no members, no committed offsets)")
+        raise GroupNotFound(f"consumer group {offsets.group!r} not found "
+                            "(no members, no committed offsets)")
     return committed
 
 

@@ -15,6 +15,8 @@ import click
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
+from sharedstream.kafka.connections import DEFAULT_GROUP_ID
+from sharedstream.kafka.group_start import delete_command
 from sharedstream.ops.clitools import (
     CommandError,
     console,
@@ -33,9 +35,11 @@ from sharedstream.ops.offsets import (
     apply_reset,
     format_ranges,
     idle_committed,
+    left_behind_of,
     parse_reset_target,
     plan_reset,
     show,
+    show_all,
 )
 from sharedstream.statestore.engine import DatabaseURLError
 from sharedstream.statestore.types import utcnow
@@ -116,18 +120,18 @@ def offsets_group() -> None:
 def offsets_show(ctx: click.Context, /, group: str | None, watcher: str | None,
                  timeout: float, as_json: bool, **_: Any) -> None:
     """Per partition: committed offset, remembered progress above it, log end, lag; and
-    whether the group has live members."""
+    whether the group has live members. Without --group or --watcher: every group of the
+    connection (named <group.id>.<topics>), and which are left behind."""
+    if group is None and watcher is None:
+        _show_every_group(ctx, timeout, as_json)
+        return
     with _offsets(ctx, group, watcher, timeout) as offsets:
         positions = show(offsets)
         in_use, note = _groups_in_use(ctx)
         behind = offsets.left_behind(in_use)
     if as_json:
-        emit_json({
-            "group": positions.group, "state": positions.state,
-            "live_members": positions.live_members,
-            "partitions": [asdict(p) | {"lag": p.lag} for p in positions.partitions],
-            "left_behind": [asdict(b) for b in behind],
-        })
+        emit_json({**_positions_json(positions),
+                   "left_behind": [asdict(b) for b in behind]})
         return
     console.print(positions_table(positions))
     for b in behind:
@@ -136,6 +140,41 @@ def offsets_show(ctx: click.Context, /, group: str | None, watcher: str | None,
                       f"grows for ever): remove it with `{b.command}`", soft_wrap=True)
     if note:
         console.print(note, soft_wrap=True)
+
+
+def _show_every_group(ctx: click.Context, timeout: float, as_json: bool) -> None:
+    """``offsets show`` alone: every shared-stream group of the connection. Which are left
+    behind needs the database's records; without them none is called so."""
+    connection = kafka_connection(ctx)
+    with GroupOffsets(connection, "", timeout) as offsets:
+        shown = show_all(offsets)
+    in_use, note = _groups_in_use(ctx)
+    if note:
+        note = ("note: no database to tell which groups the triggerers use (give --config "
+                "or --database-url): none is called left behind")
+    behind = set() if note else left_behind_of(shown, in_use)
+    if as_json:
+        emit_json({"groups": [_positions_json(p) | {"left_behind": p.group in behind}
+                              for p in shown], "note": note})
+        return
+    if not shown:
+        prefix = f"{connection.get('group.id') or DEFAULT_GROUP_ID}."
+        console.print(f"no consumer group named {prefix}<topics> on this connection",
+                      soft_wrap=True)
+    for positions in shown:
+        console.print(positions_table(positions))
+        if positions.group in behind:
+            console.print(f"left behind: {positions.group} (no group in use reads with it; "
+                          f"its lag grows for ever): remove it with "
+                          f"`{delete_command(positions.group)}`", soft_wrap=True)
+    if note:
+        console.print(note, soft_wrap=True)
+
+
+def _positions_json(positions: GroupPositions) -> dict[str, Any]:
+    return {"group": positions.group, "state": positions.state,
+            "live_members": positions.live_members,
+            "partitions": [asdict(p) | {"lag": p.lag} for p in positions.partitions]}
 
 
 def _groups_in_use(ctx: click.Context) -> tuple[set[str], str | None]:

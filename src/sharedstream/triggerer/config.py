@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,8 @@ from sharedstream.triggerer.settings_loader import (
 )
 
 DEFAULT_DATABASE_URL = "sqlite:///sharedstream.db"
+# Kafka's characters for a group.instance.id (up to 249; room left for a suffix).
+INSTANCE_NAME = re.compile(r"[A-Za-z0-9._-]{0,200}")
 CONFIG_ENV = "SHAREDSTREAM_CONFIG"
 
 __all__ = ["Config", "ConfigError", "load_config"]
@@ -84,6 +87,22 @@ class ProcessSettings:
     * ``progress_interval``: seconds between the log's progress lines (one per group:
       messages/s, events/s, lag, held, dead-lettered since the previous line), so a
       quiet stream can be told from a stuck one; 0 turns them off.
+    * ``static_membership``: join each consumer group as a static member (KIP-345, a
+      ``group.instance.id`` per group), so a process restarted after a crash takes its
+      partitions back at once instead of after the dead member's session timeout
+      (``session.timeout.ms``, 45 s by default). A connection's own
+      ``group.instance.id`` is kept; none is derived under ``group.protocol =
+      "consumer"``.
+    * ``instance_name``: the stable name the ids are made of (letters, digits, ``.``,
+      ``_``, ``-``): one per process, the same across its restarts. Empty (the
+      default): the host name and a slot number that stays the same for a process
+      restarted on the host (so the ids of two processes of one module on one host
+      differ). The Helm chart sets the pod name.
+    * ``leave_group_on_shutdown``: after SIGTERM's final commit, leave the groups, so
+      their partitions go to the other members at once. Without it (a static member
+      never leaves by itself) a process that does not come back, a scale-down or a
+      pod replaced under a new name, leaves its partitions unread for the session
+      timeout; with it, a clean restart costs one rebalance.
     """
 
     shutdown_timeout: float = 30.0
@@ -96,8 +115,14 @@ class ProcessSettings:
     broker_timeout: float = 15.0
     loop_block_timeout: float = 10.0
     progress_interval: float = 60.0
+    static_membership: bool = True
+    instance_name: str = ""
+    leave_group_on_shutdown: bool = True
 
     def __post_init__(self) -> None:
+        if not INSTANCE_NAME.fullmatch(self.instance_name):
+            raise ValueError("instance_name may hold only letters, digits, '.', '_' and "
+                             "'-' (at most 200), as Kafka's group.instance.id")
         if not self.progress_interval >= 0:
             raise ValueError("progress_interval must be >= 0 (0 turns the progress lines off)")
         if not self.loop_block_timeout > 0:

@@ -33,11 +33,13 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 
+from sharedstream.kafka.membership import InstanceFencedError
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer import process, startup
 from sharedstream.triggerer.config import Config
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggerer.group_starts import start_groups
+from sharedstream.triggerer.identity import Identity, claim_identity
 from sharedstream.triggerer.loading import WatcherLoadError, check_assets
 from sharedstream.triggerer.plan import Plan, StartupError, UnavailableError, make_plan, plan_of
 from sharedstream.triggerer.registration import register_assets
@@ -88,6 +90,7 @@ class Triggerer:
         self.options = options
         self.exit_code: int | None = None
         self._store: StateStore | None = None
+        self._identity: Identity | None = None
         self._runtime: process.Triggerer | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[int] | None = None
@@ -119,6 +122,7 @@ class Triggerer:
                                   timeout=config.process.broker_timeout):
             process.log.info("%s", line)
         store = startup.connect(config, upgrade=self.options.upgrade)
+        identity = None
         try:
             start_groups(plan.groups, store, config.process.broker_timeout,
                          takeover=self.options.takeover)
@@ -126,11 +130,15 @@ class Triggerer:
             delivery = None
             if self.options.deliver and config.destinations:
                 delivery = startup.delivery_service(store, config)
+            identity = claim_identity(config.process, [
+                g.consumer_group for g in plan.groups if g.connection_id is not None])
         except BaseException:
             store.close()
             raise
         self._store = store
-        self._runtime = process.Triggerer(plan, store, asset_ids, delivery=delivery)
+        self._identity = identity
+        self._runtime = process.Triggerer(plan, store, asset_ids, delivery=delivery,
+                                          membership=identity.membership)
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run the started triggerer until ``stop`` is set or a fatal error; the exit
@@ -141,10 +149,14 @@ class Triggerer:
         return self.exit_code
 
     def close(self) -> None:
-        """Release the database connections (after :meth:`run` returned)."""
+        """Release the database connections and this process's identity (after
+        :meth:`run` returned)."""
         if self._store is not None:
             self._store.close()
             self._store = None
+        if self._identity is not None:
+            self._identity.release()
+            self._identity = None
 
     async def __aenter__(self) -> Triggerer:
         if self._task is not None:
@@ -230,6 +242,10 @@ def run_triggerer(config: Config, target: str | Sequence[str],
     triggerer.start_up()
     try:
         tune_gc()  # start-up is done: freeze it out of the collections (see gctune)
-        return asyncio.run(process.run_with_signals(triggerer.run))
+        code = asyncio.run(process.run_with_signals(triggerer.run))
     finally:
         triggerer.close()
+    if isinstance(triggerer.failure, InstanceFencedError):
+        # Two processes claim one identity: the operator's to fix, like a bad setting.
+        raise StartupError(str(triggerer.failure))
+    return code

@@ -7,16 +7,19 @@ callable the triggerer supplies; it returns the list of reasons the process is
 not ready (empty list = ready), which ``/readyz`` prints so an operator sees why.
 
 The address is bound when the server is built, and :func:`check_port` binds and
-releases it the same way, so ``check`` and the start of ``run`` refuse a port in use
-(a :class:`HealthPortError`, exit 2) before anything is written. Between that check
-and the real bind another process may still take the port: the bind then fails with
-the same error.
+releases it the same way, so the start of ``run`` refuses a port in use (a
+:class:`HealthPortError`, exit 2) before anything is written. Between that check and
+the real bind another process may still take the port: the bind then fails with the
+same error. ``check`` binds nothing (:func:`probe_port`): run beside a running
+triggerer, whose health server holds the port, it only says that something listens
+there.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
@@ -42,6 +45,27 @@ def check_port(host: str, port: int) -> str:
         return f"health server: {host}, any free port"
     _bind(host, port, BaseHTTPRequestHandler).server_close()
     return f"health server: {host}:{port} is free"
+
+
+def probe_port(host: str, port: int, timeout: float = 0.5) -> str:
+    """What ``check`` says of the health server's address, binding nothing: whether
+    something listens there now (a running triggerer, usually). A host that does not
+    resolve is the same :class:`HealthPortError` the bind of ``run`` raises."""
+    if port == 0:
+        return f"health server: {host}, any free port"
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise HealthPortError(
+            f"health server: {host} does not resolve ({exc.strerror or exc}): set "
+            "[triggerer] health_host to an address of this machine") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError:
+        return f"health server: {host}:{port}, nothing listens there now"
+    return (f"health server: {host}:{port} is in use now (a running triggerer's, say): "
+            "a second `run` on this machine needs another [triggerer] health_port")
 
 
 def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:

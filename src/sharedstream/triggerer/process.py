@@ -20,7 +20,7 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
@@ -32,6 +32,7 @@ from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.names import summarise
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
+from sharedstream.kafka.membership import FenceWatch, InstanceFencedError, StaticMembership
 from sharedstream.kafka.runtime import KafkaRuntime, use_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
 from sharedstream.serde.registries import (
@@ -51,8 +52,8 @@ from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import TriggererCollector
 from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.plan import Plan
-from sharedstream.triggerer.progress import ProgressLog
+from sharedstream.triggerer.plan import GroupPlan, Plan
+from sharedstream.triggerer.progress import ProgressLog, fresh_lags
 from sharedstream.triggerer.readiness import destination_problems
 from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.standalone import run_standalone
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
+LAG_TIMEOUT_S = 5.0  # how long a progress line waits for the broker's offsets
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +80,15 @@ class Triggerer:
 
     def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,
                  topic_id_resolver: TopicIdResolver | None = None,
-                 delivery: DeliveryService | None = None) -> None:
+                 delivery: DeliveryService | None = None,
+                 membership: StaticMembership | None = None) -> None:
         """``topic_id_resolver`` only for a cluster without ``describe_topics`` (the demo);
-        ``delivery`` runs the destinations beside ingestion when given."""
+        ``delivery`` runs the destinations beside ingestion when given; ``membership``
+        the groups' ``group.instance.id`` (triggerer/identity.py)."""
         self.plan = plan
         self.topic_id_resolver = topic_id_resolver
+        self.membership = membership
+        self._fences = FenceWatch()
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
@@ -148,11 +155,12 @@ class Triggerer:
         """Run until ``stop`` is set (or a fatal error); return the exit code."""
         self._stop = stop
         # Its own, in its task's context (inherited by every task it starts): another
-        # triggerer of the process keeps its connections, recorder, hold store and
-        # registries.
+        # triggerer of the process keeps its connections, recorder, hold store,
+        # registries and static membership.
         use_kafka_runtime(KafkaRuntime(dict(self.config.connections), self.recorder,
                                        topic_id_resolver=self.topic_id_resolver,
-                                       holds=DatabaseHoldStore(self.store)))
+                                       holds=DatabaseHoldStore(self.store),
+                                       membership=self.membership))
         configure_airflow_instances(lambda path: load_config(path).airflow)
         self.registries = use_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
@@ -160,7 +168,8 @@ class Triggerer:
             self.manager.declare_cohort(group.key, [m.name for m in group.members],
                                         {m.name: getattr(m.trigger, "match", None)
                                          for m in group.members})
-            log.info("group %s: %s", group.consumer_group, summarise(group.watchers))
+            log.info("group %s: %s%s", group.consumer_group, summarise(group.watchers),
+                     self._member_text(group))
         for loaded in self.plan.watchers:
             access = WatcherStateAccess(self.store, loaded.name, loaded.asset,
                                         self.asset_ids[loaded.asset.name])
@@ -218,14 +227,23 @@ class Triggerer:
             self.group_names.uninstall()
         return code
 
+    def _member_text(self, group: GroupPlan) -> str:
+        """How the group's consumer joins: as which static member, if one."""
+        if self.membership is None or group.connection_id is None:
+            return ""
+        found = self.membership.instance_id(group.consumer_group, group.connection)
+        return "" if found is None else f", static member {found!r}"
+
     async def _report_progress(self, interval: float) -> None:
         """A progress line per group every ``interval`` seconds (``progress_interval``)."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
             try:
-                lines = self.progress.lines(self.manager.status(), loop.time(),
-                                            self.sink.events_written)
+                statuses = self.manager.status()
+                lags = await fresh_lags(statuses, min(interval, LAG_TIMEOUT_S))
+                lines = self.progress.lines(statuses, loop.time(), self.sink.events_written,
+                                            lags)
             except Exception:  # a figure an adapter cannot give must not end the lines
                 log.exception("progress line not written")
                 continue
@@ -288,8 +306,8 @@ class Triggerer:
         could loop on the same error, and leaving it dead would stop its work behind a
         ready process. The process stops instead (exit 1; ``TriggererFailed`` for the
         embedded API), and the next start reads again what was not committed."""
-        if self.stopping:
-            return
+        if self.stopping or (self._fatal is not None and self._stop.is_set()):
+            return  # stopping already: what ends now ends because of it
         if task.cancelled():
             error: BaseException = RuntimeError(f"{task.get_name()} was cancelled")
         else:
@@ -311,6 +329,14 @@ class Triggerer:
                     return
                 log.warning("watcher %r: its filter ended; subscribing it again", loaded.name)
             except GroupFailedError as exc:
+                fenced = _cause(exc, InstanceFencedError)
+                if fenced is not None and self._fences.twin(fenced):
+                    # Another live process has this identity: rejoining would fence it in
+                    # turn, and it us, for ever. One fence is this process's own stale
+                    # request after a lost session: rebuilt below (kafka/membership.py).
+                    self._fatal = self._fatal or fenced
+                    self._stop.set()
+                    return
                 failures += 1
                 log.error("watcher %r: its group failed (%s); rejoining", loaded.name, exc)
             await asyncio.sleep(jittered(self.config.manager.backoff(max(failures, 1))))
@@ -338,6 +364,16 @@ class Triggerer:
         seconds = asyncio.get_running_loop().time() - self._started
         for line in self.progress.stopped_lines(stopping, seconds, self.sink.events_written):
             log.info("%s", line)
+
+
+def _cause(exc: BaseException, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` in ``exc``'s chain of causes, if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def run_with_signals(run: Callable[[asyncio.Event], Awaitable[int]]) -> int:

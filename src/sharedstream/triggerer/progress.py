@@ -2,9 +2,11 @@
 
 Every ``[triggerer] progress_interval`` seconds (0: never) one line per group:
 messages read per second, events persisted per second, the lag (messages behind
-the log end, from the committed offsets the broker reports), the messages held
-for a retry, and the dead letters written since the previous line. A quiet stream
-reads ``0.0 msg/s, lag 0``, a stuck one ``0.0 msg/s, lag 1200, held 1``.
+the log end of the partitions this process owns, from the committed offsets; asked
+of the broker for each line, so it is as old as the line: ``?`` when the broker did
+not answer), the messages held for a retry, and the dead letters written since the
+previous line. A quiet stream reads ``0.0 msg/s, lag 0``, a stuck one ``0.0 msg/s,
+lag 1200, held 1``.
 
 After a stop, one ``stopped`` line per group says what this process committed
 (messages every watcher finished, dead letters) and what it leaves to the next
@@ -17,6 +19,7 @@ runs one group, and the line says ``events/s (all groups)`` when it runs several
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -50,17 +53,25 @@ class Figures:
 _START = Figures(received=0, settled=0, dead_letters=0, held=0, lag=None, in_flight=0)
 
 
-def figures(status: GroupView) -> Figures:
+def figures(status: GroupView, lags: Mapping[Hashable, int | None] | None = None
+            ) -> Figures:
+    """The group's figures; its lag from ``lags`` (asked of the broker now) when that
+    has the group, else from the adapter's statistics (an adapter that cannot ask)."""
     producer = status.producer
     counters = dict(producer.counters().items())
-    stats = producer.partition_stats
-    if callable(stats):  # the adapter contract's method; the Kafka adapter's dict before it
-        stats = stats()
-    lags = [s.end - s.committed for s in stats.values() if s.end >= 0 and s.committed >= 0]
+    if lags is not None and status.key in lags:
+        lag = lags[status.key]
+    else:
+        stats = producer.partition_stats
+        if callable(stats):  # the contract's method; the Kafka adapter's dict before it
+            stats = stats()
+        found = [s.end - s.committed for s in stats.values()
+                 if s.end >= 0 and s.committed >= 0]
+        lag = sum(found) if found else None
     return Figures(received=status.counters.received, settled=status.counters.settled,
                    dead_letters=int(counters.get("dead_letters", 0)),
                    held=int(producer.health().held_messages),
-                   lag=sum(lags) if lags else None, in_flight=status.in_flight)
+                   lag=lag, in_flight=status.in_flight)
 
 
 class ProgressLog:
@@ -72,14 +83,16 @@ class ProgressLog:
         self._at = now
         self._events = events
 
-    def lines(self, statuses: Sequence[GroupView], now: float, events: int) -> list[str]:
-        """One line per running group, rates over the time since the previous call."""
+    def lines(self, statuses: Sequence[GroupView], now: float, events: int,
+              lags: Mapping[Hashable, int | None] | None = None) -> list[str]:
+        """One line per running group, rates over the time since the previous call;
+        ``lags``: each group's lag asked of the broker for this line."""
         elapsed = max(now - self._at, 1e-9)
         event_rate = (events - self._events) / elapsed
         scope = "" if len(statuses) <= 1 else " (all groups)"
         out = []
         for status in statuses:
-            current = figures(status)
+            current = figures(status, lags)
             last = self._last.get(status.key, _START)
             if current.received < last.received:  # a group rebuilt counts from 0 again
                 last = _START
@@ -109,3 +122,14 @@ class ProgressLog:
 
     def _name(self, key: Hashable) -> str:
         return self._names.get(key, repr(key))
+
+
+async def fresh_lags(statuses: Sequence[GroupView], request_timeout: float
+                     ) -> dict[Hashable, int | None]:
+    """Each group's lag asked of the broker now, for the adapters that can ask
+    (``lag_now``); a group whose broker did not answer within ``request_timeout`` gets
+    None."""
+    asking = [(status.key, ask) for status in statuses
+              if (ask := getattr(status.producer, "lag_now", None)) is not None]
+    answers = await asyncio.gather(*(ask(request_timeout) for _, ask in asking))
+    return {key: lag for (key, _), lag in zip(asking, answers, strict=True)}

@@ -8,7 +8,7 @@ the embedded ``Triggerer`` share these, so each refuses the same things with the
 Start-up order, and why:
 
 1. Config and watcher module (the :mod:`plan`), then the health port, bound and
-   released: no network yet, errors exit 2.
+   released (``check`` only looks: it binds nothing): no network yet, errors exit 2.
 2. Every topic and dead-letter topic must exist (one error naming all missing),
    checked before the database is written, so a refused start changes nothing. A
    topic missing from the first metadata answer is asked for again until
@@ -44,7 +44,7 @@ from sharedstream.statestore.migrate import head_revision, is_known_revision
 from sharedstream.triggerer.config import Config, ProcessSettings
 from sharedstream.triggerer.extras import missing_module
 from sharedstream.triggerer.group_starts import start_report
-from sharedstream.triggerer.health import check_port
+from sharedstream.triggerer.health import check_port, probe_port
 from sharedstream.triggerer.plan import GroupPlan, StartupError, UnavailableError, make_plan
 from sharedstream.triggerer.registration import CohortMismatchError, register_groups
 from sharedstream.triggerer.replay_topics import replay_topics
@@ -126,12 +126,15 @@ def check_topics(groups: Sequence[GroupPlan], timeout: float = 15.0) -> None:
                            "them first; sharedstream never auto-creates topics)")
 
 
-def health_check(process: ProcessSettings) -> list[str]:
+def health_check(process: ProcessSettings, *, bind: bool = True) -> list[str]:
     """The health server's address, bound and released: a port in use is refused here,
-    before anything is written, not by a traceback once the process runs."""
+    before anything is written, not by a traceback once the process runs. ``bind=False``
+    (``check``) only looks: ``check`` beside a running triggerer must not fail on the
+    port that triggerer serves on."""
     if process.health_port < 0:
         return ["health server: off (health_port = -1)"]
-    return [check_port(process.health_host, process.health_port)]
+    look = check_port if bind else probe_port
+    return [look(process.health_host, process.health_port)]
 
 
 def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
@@ -143,7 +146,7 @@ def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = Fa
     found = [f"watchers: {len(plan.watchers)} in {plan.source}"]
     found += [f"group {g.consumer_group}: {', '.join(sorted(g.watchers))}"
               for g in plan.groups]
-    found += health_check(config.process)
+    found += health_check(config.process, bind=False)
     check_topics(plan.groups, config.process.broker_timeout)
     found.append("topics: all present")
     found += replay_topics(plan.groups, create=False, timeout=config.process.broker_timeout)

@@ -6,6 +6,8 @@ Per group: its cohort and counts; per assigned partition, the committed offset, 
 ledger's floor and position, the log end and the true lag (end minus floor: what is
 left to resolve, counting progress remembered above the commit), whether it is
 paused and why (``paused_because``, a ``PauseReason`` value of core/backpressure.py);
+while the group owns no partition, for how long (``waiting_for_partitions``: after a
+crash, the broker keeps them for the dead member until its session times out);
 every held message with who failed it, why, and when it goes again. Per
 destination: its cursor and lag. Values come from the process's own state; no secret
 is in any of them.
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
     from sharedstream.triggerer.view import TriggererView
 
 ANSWER_WITHIN_S = 5.0
+WAITING = ("no partition assigned yet: a previous member that stopped without leaving the "
+           "group holds them until its session times out (session_timeout_s), or other "
+           "members hold them all")
 
 
 def status_document(triggerer: TriggererView) -> dict[str, Any]:
@@ -46,8 +51,13 @@ def status_document(triggerer: TriggererView) -> dict[str, Any]:
                 else None,
                 "paused": stat.paused if stat is not None else False,
                 "paused_because": _reason(paused_for.get((view.topic, view.partition)))})
+        health = status.producer.health()
+        waited = health.waiting_for_partitions
         groups.append({
             "consumer_group": names.get(status.key, repr(status.key)),
+            "waiting_for_partitions": None if waited is None else {
+                "seconds": round(waited, 1), "session_timeout_s": health.session_timeout,
+                "why": WAITING},
             "cohort": sorted(status.cohort), "present": sorted(status.present),
             "polling": status.polling, "paused": status.paused,
             "in_flight": status.in_flight, "queued": status.queued,

@@ -130,6 +130,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             poll_timeout=float(kwargs.get("poll_timeout", 1.0)),
             topic_id_resolver=runtime.topic_id_resolver or describe_topic_ids,
             holds=runtime.holds,
+            membership=runtime.membership,
         )
 
     async def decoded(self, stream: AsyncIterator[Any]

@@ -129,10 +129,16 @@ for the sections of tables, and SHAREDSTREAM_CONN_<ID>__<KEY> for Kafka connecti
 {{- end }}
 
 {{/* The environment of every container: health server on the pod's address (so the
-console can fetch each triggerer's /status), the secrets, then extraEnv. */}}
+console can fetch each triggerer's /status), the pod's name as the triggerer's static
+group membership identity (a container restarted in its pod keeps it), the secrets,
+then extraEnv. */}}
 {{- define "sharedstream.env" -}}
 - name: SHAREDSTREAM_CONFIG
   value: /etc/sharedstream/sharedstream.toml
+- name: SHAREDSTREAM__TRIGGERER__INSTANCE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
 - name: SHAREDSTREAM__TRIGGERER__HEALTH_HOST
   valueFrom:
     fieldRef:
