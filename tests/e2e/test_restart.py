@@ -70,7 +70,7 @@ def test_a_restart_after_kill_9_consumes_again_within_seconds(
     assert after_kill < BOUND_S, after_kill
     until(lambda: event_count(db, "everything") == 60, "60 events")
     # The same slot of this host, so the same static member as the process killed.
-    assert re.search(r"watchers \['everything'\], static member '[^']+-0'", process.log())
+    assert re.search(r"1 watcher: everything, static member '[^']+-0'", process.log())
     assert "waiting for partitions" not in process.log(), process.log()[-3000:]
 
     process.signal(signal.SIGTERM)

@@ -17,6 +17,8 @@ def summarise(names: Iterable[str], what: str = "watchers", *, shown: int = SHOW
     """``3 watchers: a, b, c``, or ``10,000 watchers: w0, w1, w2, w3, w4 and 9,995 more
     (<where>)`` for more than ``shown`` (sorted)."""
     ordered = sorted(names)
+    if len(ordered) == 1 and what.endswith("s"):
+        what = what[:-1]  # "1 watcher"
     if len(ordered) <= shown:
         return f"{len(ordered):,} {what}: {', '.join(ordered) or 'none'}"
     return (f"{len(ordered):,} {what}: {', '.join(ordered[:shown])} and "

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.unit
 def test_a_few_names_are_listed_in_full() -> None:
     assert summarise(["b", "a"]) == "2 watchers: a, b"
     assert summarise([]) == "0 watchers: none"
+    assert summarise(["a"]) == "1 watcher: a"
 
 
 def test_many_names_are_a_count_the_first_few_and_where_to_see_all() -> None:
