@@ -1,10 +1,10 @@
-"""Issue 27's start-up probe: where the time from process start to the first delivery goes.
+"""The start-up probe: where the time from process start to the first delivery goes.
 
 Each run starts two fresh processes on a small topic and reads their phases from their
 marks and log lines, in seconds after ``Popen``:
 
 * ``sharedstream``, the bare child (``python -m bench.startup --child``): one watcher
-  keeping nothing (``bench.issue27``'s child), no database. Interpreter up, imports
+  keeping nothing (``bench.json_fanout``'s child), no database. Interpreter up, imports
   done, the consumer group subscribed (``open_stream``), partitions assigned (group
   join), the first message at the watcher.
 * ``cli``, what users run: ``sharedstream run watchers.py --config sharedstream.toml``
@@ -48,10 +48,10 @@ MESSAGES = 3_000
 def child(bootstrap: str, topic: str, config: dict[str, Any]) -> None:
     imported_at = time.time()
     logging.basicConfig(level=logging.INFO, format="%(created)f %(message)s", stream=sys.stderr)
-    from bench import issue27
+    from bench import json_fanout
 
     print(f"MARK imports {time.time()}", file=sys.stderr)
-    marks = issue27.child(bootstrap, topic, MESSAGES, 1, False, config)
+    marks = json_fanout.child(bootstrap, topic, MESSAGES, 1, False, config)
     print(f"MARK interpreter {imported_at}", file=sys.stderr)
     print(f"MARK first {marks['first']}", file=sys.stderr)
 
