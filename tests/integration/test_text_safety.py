@@ -35,7 +35,7 @@ from triggerer import Triggerer, connection_for, until, write_config
 
 from sharedstream.core.text import MAX_TEXT_CHARS
 from sharedstream.delivery import undelivered
-from sharedstream.dlq import read_dead_letters
+from sharedstream.ops.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.events import events_after, insert_events
 from sharedstream.statestore.models import asset_event, rejected_message

@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 from sqlalchemy import delete, func, insert, select
 
 from sharedstream.ops.clitools import CommandError, stamp
-from sharedstream.ops.dlq_reader import DeadLetterError
-from sharedstream.ops.dlq_replay import (
+from sharedstream.ops.dlq.reader import DeadLetterError
+from sharedstream.ops.dlq.replay import (
     Replayer,
     ReplayRules,
     ReplaySummary,

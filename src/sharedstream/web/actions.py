@@ -25,8 +25,8 @@ from pydantic import BaseModel, Field
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.ops import actions as ops
 from sharedstream.ops.clitools import CommandError
-from sharedstream.ops.dlq_reader import DeadLetterError
-from sharedstream.ops.dlq_replay import ReplaySummary
+from sharedstream.ops.dlq.reader import DeadLetterError
+from sharedstream.ops.dlq.replay import ReplaySummary
 from sharedstream.ops.offsets import ResetChange, parse_reset_target
 from sharedstream.statestore.types import utcnow
 from sharedstream.web import params, schemas

@@ -44,7 +44,7 @@ from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.dlq_headers import replay_headers, replay_topic_name
 from sharedstream.kafka.replay_topic import ReplayTopicError, ensure_replay_topic
 from sharedstream.kafka.topics import BrokerUnreachableError
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 
 REPLAY = "REPLAY"
 ORIGINAL = "ORIGINAL"

@@ -1,9 +1,9 @@
 """``sharedstream dlq inspect|replay``: look at a dead-letter topic, and redrive it.
 
-Both read through :class:`~sharedstream.ops.dlq_reader.DeadLetterReader`
+Both read through :class:`~sharedstream.ops.dlq.reader.DeadLetterReader`
 (manual assignment, up to the end offsets seen at start). ``inspect`` commits
 nothing. ``replay`` commits only its own group's offsets, after each batch is
-delivered (see ``dlq_replay.py`` for the failure window).
+delivered (see ``replay.py`` for the failure window).
 
 Exit codes: 0 ok, 1 runtime failure (missing topic, broker unreachable,
 credentials refused, failed delivery), 2 usage or configuration error.
@@ -34,8 +34,8 @@ from sharedstream.ops.clitools import (
     kafka_connection_option,
     stamp,
 )
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
-from sharedstream.ops.dlq_replay import (
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.replay import (
     DEFAULT_MAX_REPLAYS,
     REPLAY,
     Action,
