@@ -1,4 +1,5 @@
-"""Parse operator durations (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``) and instants."""
+"""Operator times: durations (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``) and
+instants parsed, and the one format every time is printed in (:func:`stamp`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 _PART = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def utcnow() -> datetime:
+    """Now, in UTC (every stored time is UTC)."""
+    return datetime.now(UTC)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -35,3 +41,15 @@ def parse_instant(text: str, now: datetime) -> datetime:
         raise ValueError(f"not an ISO-8601 time or a duration: {text!r} "
                          "(use e.g. 2024-05-01T10:00:00Z, 10m, 2h, 7d)") from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def stamp(value: datetime, timespec: str = "seconds") -> str:
+    """The one timestamp format of every command's output (text and JSON) and of the
+    console (pages and API): ISO 8601 in UTC with ``Z``, to the second unless
+    ``timespec`` asks otherwise (``datetime.isoformat``'s). Naive means UTC.
+
+    To the second, cut, not rounded: pasted into a ``--since``, a printed time starts at
+    or before what it was copied from, never after it.
+    """
+    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return utc.isoformat(timespec=timespec).replace("+00:00", "Z")

@@ -13,7 +13,7 @@ from db_schemas import postgres_schema_url
 
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.migrate import head_revision
-from sharedstream.statestore.models import Base
+from sharedstream.statestore.models import metadata
 
 TABLES = {"asset", "asset_state_store", "task_state_store", "asset_event",
           "rejected_message", "stream_group"}
@@ -41,7 +41,7 @@ def test_upgrade_downgrade_upgrade(any_url: str) -> None:
         assert store.revision() == head_revision()
         assert _tables(store) == TABLES
         with store.engine.connect() as connection:
-            drift = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+            drift = compare_metadata(MigrationContext.configure(connection), metadata)
         assert drift == []
         store.downgrade()
         assert store.revision() is None

@@ -5,13 +5,13 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from sharedstream.statestore.models import Base
+from sharedstream.statestore.models import metadata
 
 
 def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=Base.metadata,
+        target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )
