@@ -80,7 +80,7 @@ class Outcome(BaseModel):
 
 class AuditEntry(BaseModel):
     id: int
-    at: Any
+    at: schemas.Stamp
     actor: str
     action: str
     target: str
