@@ -23,11 +23,12 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, insert, select
 
+from sharedstream.ops.audit import audit_list as audit_list
 from sharedstream.ops.clitools import CommandError, stamp
 from sharedstream.ops.dlq.reader import DeadLetterError
 from sharedstream.ops.dlq.replay import (
@@ -87,20 +88,6 @@ def audited(store: StateStore, actor: str, action: str, target: str,
         raise
     record(store, actor, action, target, True, describe(value))
     return value
-
-
-def audit_list(store: StateStore, *, limit: int, since: datetime | None = None,
-               offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The audit rows newest first, and how many match (``since``: at or after)."""
-    a = audit_entry.c
-    where = [] if since is None else [a.at >= since]
-    with store.engine.connect() as connection:
-        total = connection.execute(select(func.count()).select_from(audit_entry)
-                                   .where(*where)).scalar_one()
-        rows = connection.execute(select(audit_entry).where(*where)
-                                  .order_by(a.id.desc()).limit(limit).offset(offset)
-                                  ).mappings().all()
-    return [dict(row) for row in rows], int(total)
 
 
 # -- retry a held message -------------------------------------------------------------
