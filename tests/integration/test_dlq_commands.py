@@ -338,6 +338,11 @@ def test_dry_run_duplicates_and_foreign_records(
     real = as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL")
     assert (real["replayed"], real["skipped_duplicates"], real["foreign"]) == (3, 1, 1)
     assert sorted(m.value() for m in read_all(kafka_bootstrap, source)) == [b"v0", b"v1", b"v2"]
+    # The group is past them now; from the start of the topic they are replayed again.
+    assert as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL")["examined"] == 0
+    again = as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL", "--from-start")
+    assert (again["examined"], again["replayed"], again["from_start"]) == (5, 3, True)
+    assert len(read_all(kafka_bootstrap, source)) == 6
 
     explicit = as_json("dlq", "replay", dlq, "--to", target, "--group", "other")
     assert (explicit["replayed"], explicit["foreign"]) == (4, 0)

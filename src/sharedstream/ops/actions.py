@@ -150,21 +150,33 @@ def forget_triggerer(store: StateStore, triggerer_id: str) -> str:
 
 def replay_dead_letters(connection: Mapping[str, Any], topic: str, *,
                         watchers: Sequence[str] = (), reasons: Sequence[str] = (),
+                        group: str | None = None, from_start: bool = False,
                         dry_run: bool, timeout: float = 10.0) -> ReplaySummary:
-    """``dlq replay TOPIC --watcher ... --reason ... [--dry-run]`` with its defaults
-    (replay topic, parking topic, replay group)."""
+    """``dlq replay TOPIC --watcher ... --reason ... [--group G] [--from-start]
+    [--dry-run]`` with its defaults (replay topic, parking topic, the replay group)."""
     rules = ReplayRules(parking_topic=default_parking_topic(topic),
                         watchers=frozenset(watchers), reasons=tuple(reasons))
-    return Replayer(connection, topic, rules, group=default_group(topic), dry_run=dry_run,
-                    timeout=timeout).run()
+    return Replayer(connection, topic, rules, group=group or default_group(topic),
+                    dry_run=dry_run, timeout=timeout, from_start=from_start).run()
+
+
+def replay_target(topic: str, *, watchers: Sequence[str] = (), reasons: Sequence[str] = (),
+                  group: str | None = None, from_start: bool = False) -> str:
+    """What a replay is on, as the audit records it: the command's arguments."""
+    return (topic + "".join(f" --watcher {w}" for w in watchers)
+            + "".join(f" --reason {r}" for r in reasons)
+            + (f" --group {group}" if group else "") + (" --from-start" if from_start else ""))
 
 
 def replay_line(summary: ReplaySummary) -> str:
+    """The replay's one line: which group from where, then what it (would) do."""
     counts = summary.as_dict()
     verb = "would be " if summary.dry_run else ""
-    return (f"examined {summary.examined}: {verb}replayed {counts['replayed']}, "
-            f"{verb}parked {counts['parked']}, filtered out {counts['filtered_out']}, "
-            f"skipped duplicates {counts['skipped_duplicates']}, foreign {counts['foreign']}")
+    start = "the start of the topic" if summary.from_start else "where it stopped"
+    return (f"group {summary.group} from {start}: examined {summary.examined}: "
+            f"{verb}replayed {counts['replayed']}, {verb}parked {counts['parked']}, "
+            f"filtered out {counts['filtered_out']}, skipped duplicates "
+            f"{counts['skipped_duplicates']}, foreign {counts['foreign']}")
 
 
 # -- reset a group's offsets ----------------------------------------------------------

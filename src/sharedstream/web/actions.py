@@ -57,6 +57,12 @@ class DlqReplay(BaseModel):
     topic: Text
     watchers: list[Text] = Field(default_factory=list, max_length=50)
     reasons: list[Text] = Field(default_factory=list, max_length=50)
+    group: GroupText | None = Field(
+        None, description="The consumer group holding the replay's position; default "
+                          "sharedstream-dlq-replay.<topic>.")
+    from_start: bool = Field(
+        False, description="Read the topic from its start, not from where the group "
+                           "stopped: replays records a replay already took, again.")
     dry_run: bool = False
 
 
@@ -158,16 +164,18 @@ def build_actions(sources: Sources) -> APIRouter:
 
     @router.post("/actions/dlq-replay", response_model=Outcome)
     async def dlq_replay(request: Request, body: DlqReplay) -> dict[str, Any]:
-        """``dlq replay TOPIC --watcher ... --reason ...``; ``dry_run`` decides and counts,
-        producing and committing nothing."""
+        """``dlq replay TOPIC --watcher ... --reason ... [--group G] [--from-start]``;
+        ``dry_run`` decides and counts what the replay would take, producing and committing
+        nothing (the page shows it before it asks to confirm)."""
         if body.topic not in settings.dlq_topics:
             raise HTTPException(404, "not a dead-letter topic of this console (--dlq-topic)")
-        target = body.topic + "".join(f" --watcher {w}" for w in body.watchers) + "".join(
-            f" --reason {r}" for r in body.reasons)
+        target = ops.replay_target(body.topic, watchers=body.watchers, reasons=body.reasons,
+                                   group=body.group, from_start=body.from_start)
 
         def run() -> ReplaySummary:
             return ops.replay_dead_letters(connection(None), body.topic,
                                            watchers=body.watchers, reasons=body.reasons,
+                                           group=body.group, from_start=body.from_start,
                                            dry_run=body.dry_run,
                                            timeout=settings.kafka_timeout)
 

@@ -287,6 +287,9 @@ def dlq_inspect(ctx: click.Context, /, topic: str, timeout: float, limit: int,
 @click.option("--group", metavar="G",
               help="Consumer group holding the replay's position (default: "
                    "sharedstream-dlq-replay.<TOPIC>).")
+@click.option("--from-start", is_flag=True,
+              help="Read TOPIC from its start (or --since), not from where the group "
+                   "stopped: replays records an earlier replay took, again.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
               help="Records produced and flushed per commit: at most this many are sent "
                    "again after a crash.")
@@ -300,8 +303,9 @@ def dlq_inspect(ctx: click.Context, /, topic: str, timeout: float, limit: int,
 def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
                filter_watchers: tuple[str, ...], filter_reasons: tuple[str, ...],
                since: str | None, until: str | None, max_replays: int,
-               parking_topic: str | None, group: str | None, batch_size: int,
-               max_rate: float | None, dry_run: bool, as_json: bool, **_: Any) -> None:
+               parking_topic: str | None, group: str | None, from_start: bool,
+               batch_size: int, max_rate: float | None, dry_run: bool, as_json: bool,
+               **_: Any) -> None:
     """Re-produce the dead letters of TOPIC for the watchers that rejected them only, each
     once, through the replay topic TOPIC.replay (other readers of the original topic never
     see them); park those replayed too often. Resumable: run it again after a failure."""
@@ -312,7 +316,7 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
         max_replays=max_replays)
     replayer = Replayer(kafka_connection(ctx), topic, rules, group=group or default_group(topic),
                         dry_run=dry_run, batch_size=batch_size, max_rate=max_rate,
-                        timeout=timeout)
+                        timeout=timeout, from_start=from_start)
     from sharedstream.ops.dlq.replay_view import ProgressView, summary_table
 
     with ProgressView(enabled=not as_json, dry_run=dry_run) as view:
@@ -331,4 +335,4 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
                       "(and another --group)")
     if summary.counts[Action.FILTERED] and not dry_run:
         console.print("filtered-out records were committed past too: replay them later with "
-                      "another --group")
+                      "--from-start or another --group")
