@@ -166,9 +166,9 @@ def main() -> None:
         child(args.bootstrap, args.child, json.loads(args.config))
         return
     from bench import kafka_throughput as kt
-    from bench.__main__ import compile_measured
     from bench.decode_once import value
     from bench.process_runs import WATCHERS
+    from bench.services import compile_measured
 
     from sharedstream.statestore import StateStore
 
