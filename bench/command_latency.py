@@ -146,8 +146,8 @@ def drop_database(url: str) -> None:
 
 
 def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(
-            topics, operation_timeout=30).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # alive until the answers are in
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
         future.result(60)
 
 
