@@ -349,11 +349,16 @@ def render_schema_registries() -> str:
     resolved = r.resolve_registry("schema_registry_default",
                                   {"schema_registry_default": {"url": "http://sr:8081"}}, {})
     lines = ["| key | what sharedstream does |", "|---|---|",
-             "| `url` | required: the registry's base URL (several, comma-separated, are tried "
-             "in turn) |"]
+             "| `url` | required: the registry's base URL, `http://` or `https://` (several, "
+             "comma-separated, are tried in turn); another scheme stops `check` and `run` |"]
     for key in sorted(set(resolved) - {"url"}):
         lines.append(f"| `{key}` | absent → {toml_value(resolved[key])}; a value you set is "
                      "kept |")
+    lines.append(f"| `{r.GRACE_KEY}` | sharedstream's own, absent → "
+                 f"{toml_value(r.DEFAULT_GRACE_S)}: how long a schema id the registry answers "
+                 "404 for holds its messages before they are rejected (and only once the "
+                 "registry has answered since; [values](values.md#what-rejects-a-message-what-"
+                 "holds-it)) |")
     secret_like = ["basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
                    "ssl.key.password", "url", "ssl.ca.location"]
     masked = r.redacted_registry({k: "x" for k in secret_like})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import signal
+from typing import Any
 
 import click
 
@@ -64,7 +65,24 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
-    """A group whose commands are imported on first use, and listed without it."""
+    """A group whose commands are imported on first use, and listed without it.
+
+    A usage error (a bad option value, a missing argument) is one ``error:`` line that
+    names the command's help, as every other bad input is, instead of click's usage
+    block."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -86,6 +104,13 @@ class LazyGroup(click.Group):
                 for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _one_line(exc: click.UsageError) -> click.exceptions.Exit:
+    """Print a usage error as one ``error:`` line; the exit that follows it (code 2)."""
+    where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+    click.echo(f"error: {exc.format_message()}{where}", err=True)
+    return click.exceptions.Exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -71,3 +71,18 @@ def test_different_watcher_set_refused_naming_difference(store: StateStore) -> N
 
     register_groups(store, [changed], takeover=True)
     register_groups(store, [changed], takeover=False)
+
+
+def test_groups_of_different_group_ids_on_the_same_topics_are_kept_apart(
+        store: StateStore) -> None:
+    """Two deployments reading the same topics with their own ``group.id`` are two
+    consumer groups: each has its own recorded watcher set (issue 41: they were merged
+    under the topics and connection alone, so the second was refused, or took over)."""
+    register_groups(store, [GroupDeclaration(KEY, "blue.orders", frozenset({"a"}))],
+                    takeover=False)
+    register_groups(store, [GroupDeclaration(KEY, "green.orders", frozenset({"b"}))],
+                    takeover=False)
+    from sharedstream.triggerer.registration import recorded_reads
+
+    reads = recorded_reads(store)
+    assert set(reads["a"]) == {"blue.orders"} and set(reads["b"]) == {"green.orders"}

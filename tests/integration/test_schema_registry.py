@@ -47,6 +47,8 @@ from test_text_safety import (
     wait_committed,
 )
 
+from registry_proxy import registry_proxy
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from streams import committed, create_schema
@@ -104,7 +106,10 @@ def registry_run(tmp_path: Path, kafka_bootstrap: str, create_topic: Any
             "REGISTRY_AVRO_TOPIC": topics["avro"],
             "REGISTRY_JSON_SCHEMA_TOPIC": topics["json-schema"],
             "REGISTRY_PROTOBUF_TOPIC": topics["protobuf"],
-            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__URL": registry_url, **(env or {}),
+            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__URL": registry_url,
+            # Unknown ids are rejected a second after their first 404, not 30 s.
+            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__MISSING_SCHEMA_GRACE_SEC": "1",
+            **(env or {}),
         })
         started.append(process)
         return Run(process, db_url, topics, str(connection["group.id"]))
@@ -249,6 +254,58 @@ def test_a_registry_outage_holds_the_message_until_the_registry_is_back(
     until(lambda: run.process.get("/readyz")[0] == 200, "ready once the registry answers",
           timeout=30)
     assert rejected_rows(run.db_url) == {}
+
+
+def test_a_registry_that_restarts_and_answers_404_while_it_reloads_dead_letters_nothing(
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
+    """Issue 41 §2: Karapace answers 404 for the ids it knows for about a second after a
+    restart; the triggerer took that for "no such id" and dead-lettered held messages.
+    The registry here is the real one behind ``tests/registry_proxy.py``, which plays
+    that reload (Apicurio cannot: its docstring says why). Now the 404 holds the message
+    (grace 60 s here) and the lookups go on until the registry serves the id again.
+    On the old code both Avro watchers rejected the message at its first 404."""
+    with registry_proxy(schema_registry) as proxy:
+        run = registry_run(proxy.url, env={
+            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__MISSING_SCHEMA_GRACE_SEC": "60"})
+        topic = run.topics["avro"]
+        client = SchemaRegistryClient({"url": schema_registry})
+        value = AvroSerializer(client, AVRO_V1)({"id": 1, "amount": 2.5},
+                                                SerializationContext(topic, MessageField.VALUE))
+        produce_values(kafka_bootstrap, topic, [value])
+        proxy.reloading = True
+        run.process.start()
+        until(lambda: len(proxy.lookups(schema_id(value))) >= 3 or rejected_rows(run.db_url),
+              "the id asked again and again while the registry reloads")
+        assert rejected_rows(run.db_url) == {}
+        assert run.events("avro_v1", "avro_writer") == {"avro_v1": [], "avro_writer": []}
+        assert committed(kafka_bootstrap, run.group("avro"), topic, 1) != {0: 1}
+        until(lambda: run.process.get("/readyz")[0] == 503, "not ready while it reloads")
+
+        proxy.reloading = False
+        wait_committed(kafka_bootstrap, run.group("avro"), topic, 1)
+    assert run.events("avro_v1", "avro_writer") == {
+        "avro_v1": [(0, {"id": 1, "amount": 2.5})],
+        "avro_writer": [(0, {"id": 1, "amount": 2.5})]}
+    assert rejected_rows(run.db_url) == {}
+    log = run.process.log()
+    assert "Traceback" not in log and log.count("answers again") == 1, log
+
+
+def test_an_unknown_schema_id_is_rejected_only_after_the_grace(
+        registry_run: Callable[..., Run], schema_registry: str, kafka_bootstrap: str) -> None:
+    """The other side of the rule: an id the registry, serving, does not know is the
+    value's fault once its first 404 is ``missing.schema.grace.sec`` old (2 s here)."""
+    with registry_proxy(schema_registry) as proxy:
+        run = registry_run(proxy.url, env={
+            "SHAREDSTREAM_SCHEMA_REGISTRY_IT_REGISTRY__MISSING_SCHEMA_GRACE_SEC": "2"})
+        topic = run.topics["avro"]
+        produce_values(kafka_bootstrap, topic, [framed(UNKNOWN_ID, b"\x02")])
+        run.process.start()
+        wait_committed(kafka_bootstrap, run.group("avro"), topic, 1)
+        asked = proxy.lookups(UNKNOWN_ID)
+    assert len(asked) >= 2 and asked[-1] - asked[0] >= 2.0, asked
+    rejected = rejected_rows(run.db_url)
+    assert list(rejected) == [0] and rejected[0][1].startswith(unknown_id_reason()), rejected
 
 
 def test_a_registry_that_does_not_answer_never_blocks_the_event_loop(

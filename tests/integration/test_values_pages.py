@@ -122,7 +122,9 @@ async def test_each_format_page_runs_as_written_with_its_documented_rejections(
     config = Config(database=DatabaseSettings(url=url), process=ProcessSettings(health_port=-1),
                     connections={"kafka_default": {"bootstrap.servers": kafka_bootstrap,
                                                    "group.id": "values"}},
-                    schema_registries={"orders_sr": {"url": schema_registry}})
+                    # The unknown id is rejected a second after its first 404, not 30 s.
+                    schema_registries={"orders_sr": {"url": schema_registry,
+                                                     "missing.schema.grace.sec": 1}})
     async with Triggerer(config, assets=assets) as triggerer:
         for topic in topics.values():
             await until(lambda t=topic: committed_sum(kafka_bootstrap, f"values.{t}", t) == 4,

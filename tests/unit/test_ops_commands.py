@@ -18,7 +18,7 @@ from sharedstream.ops.offsets import (
     group_topics,
     parse_reset_target,
 )
-from sharedstream.statestore.durations import parse_instant
+from sharedstream.statestore.durations import MAX_DURATION, parse_duration, parse_instant
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -40,6 +40,36 @@ def test_parse_instant(text: str, expected: datetime) -> None:
 def test_parse_instant_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="ISO-8601"):
         parse_instant(text, NOW)
+
+
+@pytest.mark.parametrize("text", ["1000000d", "36501d", "5300w", "99999999999999999999999d",
+                                  "9" * 5000 + "s", "36500d1s"])
+def test_a_duration_beyond_a_century_is_a_value_error(text: str) -> None:
+    # Not an OverflowError from timedelta or from `now - d` (issue 41, 3.8).
+    with pytest.raises(ValueError, match=r"at most 36500d \(100 years\)") as refused:
+        parse_duration(text)
+    assert len(str(refused.value)) < 200  # a 5,000-digit input is not echoed whole
+    with pytest.raises(ValueError, match="at most 36500d"):
+        parse_instant(text, NOW)
+
+
+def test_the_longest_duration_reaches_back_from_any_now() -> None:
+    assert parse_duration("0s") == parse_duration("00d") == timedelta(0)
+    assert parse_duration("007m") == timedelta(minutes=7)
+    assert parse_duration("36500d") == MAX_DURATION == timedelta(days=36500)
+    assert parse_instant("36500d", NOW) == NOW - MAX_DURATION
+
+
+@pytest.mark.parametrize("text", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+01:00"])
+def test_an_instant_beyond_what_utc_holds_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match="out of range in UTC"):
+        parse_instant(text, NOW)
+
+
+def test_an_instant_is_given_in_utc() -> None:
+    parsed = parse_instant("2024-04-30T10:00:00+02:00", NOW)
+    assert parsed.tzinfo is UTC and parsed == datetime(2024, 4, 30, 8, tzinfo=UTC)
+    assert parse_instant("9999-12-31T23:59:59+05:00", NOW).tzinfo is UTC
 
 
 def test_parse_reset_target() -> None:
@@ -143,3 +173,32 @@ def test_watcher_without_a_recorded_group_is_a_runtime_error(
                                  "--database-url", url], env=env)
     assert result.exit_code == 1
     assert "watcher 'nobody' is in no recorded group" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    (["audit", "list", "--since", "1000000d"], "--since"),
+    (["audit", "list", "--since", "9999-12-31T23:59:59-05:00"], "--since"),
+    (["events", "list", "--since", "0001-01-01T00:00:00+01:00"], "--since"),
+    (["events", "tail", "--since", "1000000d"], "--since"),
+    (["events", "clean", "--older-than", "99999999999d"], "--older-than"),
+    (["state-store", "sweep", "--inactive-for", "1000000d"], "--inactive-for"),
+    (["state-store", "orphans", "--min-age", "1000000d"], "--min-age"),
+    (["state-store", "set", "k", "1", "--dag-id", "d", "--run-id", "r", "--task-id", "t",
+      "--retention", "1000000d"], "--retention"),
+    (["offsets", "reset", "--group", "g", "--to", "1000000d"], "--to"),
+    (["dlq", "inspect", "orders.dlq", "--since", "1000000d"], "--since"),
+    (["dlq", "replay", "orders.dlq", "--until", "0001-01-01T00:00:00+01:00"], "--until"),
+    (["audit", "list", "--since", "yesterday"], "--since"),
+])
+def test_a_time_out_of_range_is_one_error_line_exit_2(
+        runner: CliRunner, tmp_path: Path, args: list[str], option: str) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    assert runner.invoke(cli, ["db", "upgrade", "--database-url", url]).exit_code == 0
+    needs_db = args[0] in ("audit", "events", "state-store")
+    env = {"SHAREDSTREAM_CONN_KAFKA_DEFAULT": json.dumps({"bootstrap.servers": "127.0.0.1:1"})}
+    result = runner.invoke(cli, [*args, *(["--database-url", url] if needs_db else [])],
+                           env=env)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {option}: "), result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -182,3 +182,24 @@ def console_app(seeded: Seeded) -> Iterator[Any]:
     app = create_app(settings, seeded.store, sampler=False)
     yield app
     app.state.sources.close()  # what the app's lifespan does at shutdown
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
+    """An empty store of this version's schema on the session's PostgreSQL or on SQLite."""
+    if request.param == "sqlite":
+        found = StateStore.from_url(f"sqlite:///{tmp_path / 'console.db'}")
+        found.upgrade()
+        yield found
+        found.close()
+        return
+    yield request.getfixturevalue("postgres_store")
+
+
+@pytest.fixture
+def postgres_store(database_url: str) -> Iterator[StateStore]:
+    for url in postgres_schema_url(database_url):
+        found = StateStore.from_url(url)
+        found.upgrade()
+        yield found
+        found.close()

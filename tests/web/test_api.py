@@ -107,7 +107,9 @@ def test_group_partitions_lag_and_held(client: TestClient) -> None:
     assert [(h["offset"], h["reasons"]["paid"]) for h in held] == [(10, f"ValueError: {MARKUP}")]
     assert client.get("/api/v1/held", params={"watcher": "audit"}).json()["total"] == 0
     watchers = {w["name"]: w for w in client.get("/api/v1/watchers").json()["items"]}
-    assert watchers["paid"]["held"] == 1 and watchers["paid"]["rejected"] == 5
+    # Rejected: 5 rows, and the dead letter whose two copies are on the seeded topic.
+    assert watchers["paid"]["held"] == 1 and watchers["paid"]["rejected"] == 5 + 1
+    assert watchers["audit"]["rejected"] == 1 and watchers["audit"]["rejected_error"] is None
     assert client.get("/api/v1/groups/nope.none").status_code == 404
 
 

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from console_seed import GROUP, StatusServer, status_document
-from db_schemas import postgres_schema_url
 from starlette.testclient import TestClient
 
 from sharedstream.statestore.store import StateStore
@@ -37,27 +36,6 @@ pytestmark = pytest.mark.integration
 
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    """An empty store of this version's schema on the session's PostgreSQL or on SQLite."""
-    if request.param == "sqlite":
-        found = StateStore.from_url(f"sqlite:///{tmp_path / 'console.db'}")
-        found.upgrade()
-        yield found
-        found.close()
-        return
-    yield request.getfixturevalue("postgres_store")
-
-
-@pytest.fixture
-def postgres_store(database_url: str) -> Iterator[StateStore]:
-    for url in postgres_schema_url(database_url):
-        found = StateStore.from_url(url)
-        found.upgrade()
-        yield found
-        found.close()
 
 
 @pytest.fixture

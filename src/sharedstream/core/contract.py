@@ -55,10 +55,13 @@ class Records(NamedTuple, Generic[PayloadT]):
 
 class PartitionsStarted(NamedTuple):
     """Partitions assigned: ``(topic, partition, committed offset or None, terminal
-    offsets remembered above it)`` for one assignment generation."""
+    offsets remembered above it)`` for one assignment generation, and per partition the
+    holds remembered above it (offset -> the watchers that still owe it:
+    :mod:`sharedstream.core.holds`)."""
 
     generation: int
     starts: tuple[tuple[str, int, int | None, frozenset[int]], ...]
+    held: Mapping[Key, Mapping[int, frozenset[str]]] = {}
 
 
 class PartitionsEnded(NamedTuple):

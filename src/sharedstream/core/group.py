@@ -58,13 +58,15 @@ from sharedstream.core.groupstate import (
     Flow,
     GroupState,
 )
-from sharedstream.core.ledger import Entry, Ledger, State
+from sharedstream.core.holds import HoldJournal, HoldKey
+from sharedstream.core.ledger import Entry, Key, Ledger, State
 from sharedstream.core.lifecycle import check_move
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     ABSENT,
+    HELD_BEFORE,
     QUEUE_FULL,
     Clock,
     LoopClock,
@@ -95,8 +97,9 @@ class Group(Resolution):
     def __init__(self, key: Hashable, cohort: frozenset[str],
                  producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
                  settings: ManagerSettings, clock: Clock, sink: WorkSink,
-                 evict: Callable[[Group], None]) -> None:
+                 evict: Callable[[Group], None], holds: HoldJournal | None = None) -> None:
         self.key = key
+        self.holds = holds
         self.cohort = cohort
         self.producer = producer
         # The first subscriber: later ones must agree with its shared_stream_arguments().
@@ -191,7 +194,7 @@ class Group(Resolution):
                 if isinstance(item, Records):
                     self._broadcast(item.items)
                 elif isinstance(item, PartitionsStarted):
-                    ledger.start(item.generation, item.starts)
+                    ledger.start(item.generation, item.starts, self._held(item))
                 elif isinstance(item, PartitionsEnded):
                     self._forget(item.keys)
                 elif isinstance(item, PartitionRewound):
@@ -202,6 +205,18 @@ class Group(Resolution):
             self._fail_group(exc)
             return
         self._fail_group(ProducerStreamEnded(f"open_stream() of group {self.key!r} returned"))
+
+    def _held(self, started: PartitionsStarted) -> dict[Key, dict[int, frozenset[str]]]:
+        """The holds the store remembered on these partitions, and those this process
+        still tracks without a written row (a partition that left and came back while a
+        unit of work of its old generation was in the sink)."""
+        held = {key: dict(offsets) for key, offsets in started.held.items()}
+        if self.holds is not None and self.holds:
+            for topic, partition, _, _ in started.starts:
+                for offset, watchers in self.holds.open_on(topic, partition).items():
+                    known = held.setdefault((topic, partition), {})
+                    known[offset] = known.get(offset, frozenset()) | watchers
+        return held
 
     def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
         present, overflow = self._room()
@@ -242,24 +257,47 @@ class Group(Resolution):
         a failure record per message for the watchers that are missing."""
         cohort = self.cohort
         n_present = len(present)
+        held = entries[0].ledger.held if entries else None
         run = 0  # where the run of entries addressed to everyone, not yet offered, starts
         for i, entry in enumerate(entries):
             targets = entry.payload.targets
-            if targets is None:
+            owed = held.pop(entry.offset, None) if held else None
+            if owed is not None:  # not rows of another group, nor watchers a replay skips
+                owed &= cohort if targets is None else targets
+            if targets is None and not owed:
                 entry.targets = entry.round_targets = cohort
                 entry.pending = n_present
                 if absent is not None:
                     entry.failed = dict(absent)
+                    self.owe(entry, absent)
                 if not n_present:
                     self._resolved(entry)
-            else:  # a replayed dead letter: what precedes it goes first, in order
+            else:  # a replayed dead letter or a remembered hold: what precedes goes first
                 if run < i:
                     self._offer(present, entries[run:i])
                 run = i + 1
-                entry.targets = targets
-                self._deliver(entry, targets)
+                if owed:
+                    entry.targets = cohort if targets is None else targets
+                    self._remembered_hold(entry, owed)
+                else:
+                    entry.targets = targets
+                    self._deliver(entry, targets)
+        if held and entries and max(held) < entries[-1].offset:
+            held.clear()  # offsets never read (compacted away): stop itemising for them
         if n_present and run < len(entries):
             self._offer(present, entries if not run else entries[run:])
+
+    def _remembered_hold(self, entry: Entry, owed: frozenset[str]) -> None:
+        """A message some watchers still owed when the partition was last owned (the
+        process died, or the partition moved): it goes to the others as any message
+        read again, and to those watchers as a retry after its backoff, marked
+        ``catching_up``, as if they had just failed it (no attempt counted)."""
+        holds = self.holds
+        if holds is not None:
+            topic, partition = entry.ledger.key
+            for watcher in owed:
+                holds.loaded(HoldKey(watcher, topic, partition, entry.offset))
+        self._deliver(entry, entry.targets - owed, dict.fromkeys(owed, HELD_BEFORE))
 
     @staticmethod
     def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
@@ -289,10 +327,12 @@ class Group(Resolution):
         return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
                 {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
 
-    def _deliver(self, entry: Entry, targets: frozenset[str]) -> None:
-        """Slow path: a targeted message or a redelivery round."""
+    def _deliver(self, entry: Entry, targets: frozenset[str],
+                 failed: dict[str, str] | None = None) -> None:
+        """Slow path: a targeted message or a redelivery round (``failed``: the watchers
+        failed for it already, outside ``targets``)."""
         entry.round_targets = targets
-        entry.failed = None
+        entry.failed = failed
         pending = 0
         for name in targets:
             stream = self.streams.get(name)
@@ -303,6 +343,7 @@ class Group(Resolution):
                 if entry.failed is None:
                     entry.failed = {}
                 entry.failed[name] = ABSENT
+                self.owe(entry, (name,))
             else:
                 # A replayed dead letter naming a watcher that no longer exists goes
                 # back to the dead-letter topic rather than vanishing.
@@ -316,6 +357,9 @@ class Group(Resolution):
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
         self.in_flight -= self.ledger.end(keys)
+        if self.holds is not None:
+            for topic, partition in keys:
+                self.holds.forget(topic, partition)
         for stream in self._present:
             stream.dropped()
         self.maybe_resume()

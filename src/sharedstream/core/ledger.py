@@ -35,6 +35,9 @@ Invariants (``docs/architecture.md`` states them for users):
 8. A counted slice is wholly pending or wholly terminal; its ``pending`` counts the
    watchers that have not resolved all of it, and ``progress`` the prefix each of them
    resolved, so itemising it gives every entry exactly the watchers still owing it.
+9. An offset remembered as ``held`` for some watchers (written by an earlier owner:
+   :mod:`sharedstream.core.holds`) goes to the others as read, and to those watchers
+   only as a retry; a partition with remembered holds ahead is itemised as it is read.
 
 States of an offset:
 
@@ -52,14 +55,17 @@ partition is read in offset order, so an offset below ``next`` (one past the las
 read) and at or above ``base`` is a copy of one already read (a re-fetch).
 
 Failure window: the ledger lives in memory. If the process dies, what it knew beyond
-the last commit (holds, attempts, terminal offsets of the last commit interval) is
-lost; the broker hands those offsets out again from the committed position.
+the last commit (attempts, terminal offsets of the last commit interval) is lost; the
+broker hands those offsets out again from the committed position. Holds a watcher may
+have moved past are not lost: they are written with its units of work
+(:mod:`sharedstream.core.holds`) and come back to the next ledger as ``held``, which
+hands them to those watchers as retries.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from sharedstream.core.partition import (
@@ -124,10 +130,13 @@ class Ledger:
     # -- partitions come and go -------------------------------------------------------
 
     def start(self, generation: int,
-              starts: Iterable[tuple[str, int, int | None, frozenset[int]]]) -> None:
-        """Open ledgers: ``(topic, partition, committed offset or None, remembered)``."""
+              starts: Iterable[tuple[str, int, int | None, frozenset[int]]],
+              held: Mapping[Key, Mapping[int, frozenset[str]]] | None = None) -> None:
+        """Open ledgers: ``(topic, partition, committed offset or None, remembered)``, and
+        the holds remembered for each (``held``: offset -> watchers that still owe it)."""
         for topic, partition, base, remembered in starts:
-            ledger = PartitionLedger(topic, partition, generation, base, set(remembered))
+            ledger = PartitionLedger(topic, partition, generation, base, set(remembered),
+                                     dict(held.get((topic, partition), {})) if held else {})
             self.partitions[ledger.key] = ledger
             self._snapshot(ledger)
 
@@ -225,7 +234,8 @@ class Ledger:
         reads = part.reads
         n = len(reads)
         bound = self.bound
-        if ledger.base is None or ledger.remembered or reads[0].offset < ledger.next or (
+        if ledger.base is None or ledger.remembered or ledger.held or (
+                reads[0].offset < ledger.next) or (
                 bound is not None and (ledger.count + n >= bound or
                                        ledger.open_bytes + part.size >= self.bytes_bound)):
             return False
@@ -284,7 +294,7 @@ class Ledger:
                     continue  # read already (a re-fetch)
             if run is None:
                 run = runs[ledger.key] = Slice(ledger, weigh, itemised=not counted or bool(
-                    ledger.remembered))
+                    ledger.remembered or ledger.held))
                 raws, records = run.raws, run.records
                 if run.entries is not None:
                     chunk = run.chunk = []

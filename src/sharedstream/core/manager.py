@@ -23,11 +23,13 @@ from sharedstream.core.counters import GroupCounters
 from sharedstream.core.event import TriggerEvent
 from sharedstream.core.group import Group
 from sharedstream.core.groupstate import POLLING
+from sharedstream.core.holds import HoldJournal
 from sharedstream.core.snapshot import GroupSnapshot
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
     Clock,
     GroupFailedError,
+    InfrastructureError,
     LoopClock,
     ManagerSettings,
     ProducerFactoryError,
@@ -61,8 +63,11 @@ class SharedStreamManager:
     """
 
     def __init__(self, sink: WorkSink, settings: ManagerSettings | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, holds: HoldJournal | None = None) -> None:
+        """``holds``: the journal of holds the sink writes with its units of work
+        (:mod:`sharedstream.core.holds`); None keeps no hold beyond the process."""
         self.sink = sink
+        self.holds = holds
         self.settings = settings or ManagerSettings()
         self.clock: Clock = clock or LoopClock()
         self._cohorts: dict[Hashable, frozenset[str]] = {}
@@ -123,7 +128,8 @@ class SharedStreamManager:
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
             group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
-                                              self.settings, self.clock, self.sink, self._evict)
+                                              self.settings, self.clock, self.sink, self._evict,
+                                              self.holds)
         else:
             check_shared_stream_group([group.founder, (watcher, trigger)])
         self._membership[watcher] = group
@@ -233,7 +239,7 @@ class SharedStreamManager:
             progress_mark = stream.handed
             work = _consume(stream, trigger) if runner is None else runner.run()
             task = loop.create_task(work, name=watcher_task_name(stream.name))
-            stuck = False
+            stuck = quiet = False
 
             def on_stuck(task: asyncio.Task[None] = task) -> None:
                 nonlocal stuck
@@ -250,6 +256,10 @@ class SharedStreamManager:
                 if not stuck or (current is not None and current.cancelling()):
                     raise
                 why = "ack timeout"
+            except InfrastructureError as exc:
+                stream.fail_open(exc)
+                why = f"waiting on infrastructure ({type(exc).__name__}: {exc})"
+                quiet = exc.reported
             except Exception as exc:
                 stream.fail_open(exc)
                 why = repr(exc)
@@ -266,8 +276,11 @@ class SharedStreamManager:
             # Consecutive crashes without progress back off further; progress resets.
             crashes = 1 if stream.handed - progress_mark > 1 else crashes + 1
             delay = jittered(self.settings.backoff(crashes))
-            log.warning("watcher %r: restarting its filter in %.3gs (%s, crash %d)",
-                        stream.name, delay, why, crashes, extra={"watcher": stream.name})
+            # An outage is no bug of the filter: no traceback; one whose source logs its
+            # start and end (InfrastructureError.reported) adds nothing above DEBUG.
+            log.log(logging.DEBUG if quiet else logging.WARNING,
+                    "watcher %r: restarting its filter in %.3gs (%s, crash %d)", stream.name,
+                    delay, why, crashes, extra={"watcher": stream.name})
             await self.clock.sleep(delay)
             if stream.closed:
                 return

@@ -70,6 +70,9 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
         self.dead_letters: list[tuple[LocalRecord, dict[str, str]]] = []
         self.hold_dead_letters = False
         self._undelivered: list[Callable[[], None]] = []
+        # topic -> offset -> watchers: holds an earlier owner left (core/holds.py), told
+        # with the topic's next start as the Kafka adapter tells them on assignment.
+        self.remembered_holds: dict[str, dict[int, frozenset[str]]] = {}
         self.paused = False
         self.pause_calls = 0
         self.resume_calls = 0
@@ -113,7 +116,9 @@ class MemoryStream(SharedStreamProducer[LocalRecord]):
         if topic not in self._open:
             self._open.add(topic)
             generation = self._generations[topic] = self._generations.get(topic, -1) + 1
-            self._items.put_nowait(PartitionsStarted(generation, ((topic, 0, None, frozenset()),)))
+            held = self.remembered_holds.pop(topic, None)
+            self._items.put_nowait(PartitionsStarted(
+                generation, ((topic, 0, None, frozenset()),), {(topic, 0): held} if held else {}))
         return self._generations[topic]
 
     # -- contract ----------------------------------------------------------------------

@@ -161,7 +161,9 @@ class PartitionLedger:
     a new group starts wherever ``auto.offset.reset`` puts it, learnt from the
     first message read), moved up to the floor by :meth:`trim`. ``remembered`` holds
     terminal offsets decoded from the commit metadata that have not been read yet in
-    this generation. ``slices`` hold the entries from ``base`` on, in read order;
+    this generation; ``held``, offsets that watchers still owed when the partition was
+    last owned (:mod:`sharedstream.core.holds`), with those watchers, until read.
+    ``slices`` hold the entries from ``base`` on, in read order;
     ``count`` is how many (the distance from the floor to the last read), ``next`` one
     past the last offset read.
     """
@@ -171,6 +173,7 @@ class PartitionLedger:
     generation: int
     base: int | None = None
     remembered: set[int] = field(default_factory=set)
+    held: dict[int, frozenset[str]] = field(default_factory=dict)
     slices: deque[Slice] = field(default_factory=deque)
     count: int = 0
     next: int = 0

@@ -16,15 +16,17 @@ own, keeps the per-message calls (a stream's ``ack``) one call, as before the sp
 Invariants: an entry's outcome counts only while it is PENDING (a late outcome, after
 its partition ended or the round settled, is ignored); nothing settles once the group
 is CLOSING or FAILED: what resolves then stays uncommitted and is read again by the
-next consumer. Failure window: held entries, their attempt counts and acks of earlier
-rounds live only in the process; if it dies they are read again and go to everyone.
+next consumer. Failure window: attempt counts and acks of earlier rounds live only in
+the process; if it dies the held entries are read again, and go as retries to the
+watchers whose holds were written (core/holds.py: every hold a watcher may have moved
+past is), as crash redeliveries to the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 from sharedstream.core import tracing
@@ -32,6 +34,7 @@ from sharedstream.core.backoff import jittered
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.groupstate import CLOSING, FAILED, POLLING, GroupState
+from sharedstream.core.holds import HoldJournal, HoldKey
 from sharedstream.core.ledger import Entry, Ledger, Slice, State
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.stream import SharedStream
@@ -65,6 +68,8 @@ class Resolution:
     _redeliveries: set[TimerHandle]
     _held_due: dict[Entry, float]
     _held_timer: dict[Entry, TimerHandle]
+    # The process's journal of holds that must survive a crash (None: not kept).
+    holds: HoldJournal | None
     # The group's own methods this side calls back into.
     _deliver: Callable[[Entry, frozenset[str]], None]
     _schedule_publish: Callable[[], None]
@@ -74,6 +79,8 @@ class Resolution:
     def ack(self, entry: Entry, watcher: str) -> None:
         if entry.state is not PENDING:
             return
+        if entry.rounds > 1 and self.holds is not None:  # a retry handled: its hold ends
+            self.holds.closed(_hold_key(entry, watcher))
         if tracing.tracer is not None:  # each outcome has its watch span (core.tracing)
             tracing.acked(entry.payload, watcher)
         entry.pending -= 1
@@ -94,8 +101,11 @@ class Resolution:
                     tracing.acked(entry.payload, watcher)
         cohort = self.cohort
         clean: list[Entry] = []
+        holds = self.holds
         for entry in entries:
             if entry.state is PENDING:
+                if entry.rounds > 1 and holds is not None:
+                    holds.closed(_hold_key(entry, watcher))
                 entry.pending -= 1
                 if entry.pending:
                     continue
@@ -186,6 +196,7 @@ class Resolution:
         if entry.rejected is None:
             entry.rejected = {}
         entry.rejected[watcher] = reason
+        self.owe(entry, (watcher,))
         entry.pending -= 1
         if not entry.pending:
             self._resolved(entry)
@@ -206,6 +217,7 @@ class Resolution:
         if entry.failed is None:
             entry.failed = {}
         entry.failed[watcher] = why
+        self.owe(entry, (watcher,))
         entry.pending -= 1
         if not entry.pending:
             self._resolved(entry)
@@ -297,7 +309,19 @@ class Resolution:
         self._redeliver(entry)
         return True
 
+    def owe(self, entry: Entry, watchers: Iterable[str]) -> None:
+        """These watchers failed or rejected the entry and may move past it: journal the
+        hold, so that it is written before any later unit of work of theirs commits
+        (:mod:`sharedstream.core.holds`)."""
+        holds = self.holds
+        if holds is not None:
+            topic, partition = entry.ledger.key
+            for watcher in watchers:
+                holds.opened(HoldKey(watcher, topic, partition, entry.offset))
+
     def _dead_lettered(self, entry: Entry) -> None:
+        if entry.rejected and self.holds is not None:  # durable now: the holds end
+            self.holds.finished(entry.rejected, *entry.ledger.key, entry.offset)
         if self.ledger.delivered(entry):
             self._schedule_publish()
 
@@ -317,3 +341,8 @@ class Resolution:
             stream = self.streams.get(name)
             if stream is not None:
                 stream.wake()
+
+
+def _hold_key(entry: Entry, watcher: str) -> HoldKey:
+    topic, partition = entry.ledger.key
+    return HoldKey(watcher, topic, partition, entry.offset)

@@ -18,6 +18,8 @@ from sharedstream.core.backoff import exponential
 # Why a watcher is failed for a message it was never handed.
 ABSENT = "absent"
 QUEUE_FULL = "queue full"
+# Owed before the partition came to this consumer (a crash, a rebalance): core.holds.
+HELD_BEFORE = "held before the restart"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +172,13 @@ class InfrastructureError(SharedStreamError):
     message's fault: the message is held and redelivered with backoff like after any
     failure, but the failure never counts towards ``max_attempts``, so an outage of
     any length never dead-letters it. ``ack_timeout`` still applies to each attempt.
+
+    The waiting watcher logs each retry in one line, without a traceback (an outage is
+    no bug of the filter). ``reported``: the source logs the outage's start and end
+    itself (the schema registry's lookups do), so the retries log at DEBUG only.
     """
+
+    reported: bool = False
 
 
 class ProducerFactoryError(SharedStreamError):

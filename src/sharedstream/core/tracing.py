@@ -51,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.message import KafkaMessage
+from sharedstream.core.otelenv import check_environment, hidden
 from sharedstream.core.tracecontext import (
     DEAD_LETTER_TRACEPARENT,
     TRACEPARENT,
@@ -60,7 +61,12 @@ from sharedstream.core.tracecontext import (
     otel_api,
     stored_context,
 )
-from sharedstream.core.traceexport import extra_installed, new_provider, wanted_exporter
+from sharedstream.core.traceexport import (
+    TracingConfigError,
+    extra_installed,
+    new_provider,
+    wanted_exporter,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -86,20 +92,37 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
     the SDK reads its own settings from ``os.environ``.
     """
     global tracer, _provider
-    exporter_name = wanted_exporter(environ)
-    if exporter_name is None or tracer is not None:
-        return tracer is not None
-    if not extra_installed():
-        log.warning("OTEL_TRACES_EXPORTER=%s but the tracing extra is not installed "
-                    "(pip install 'sharedstream[tracing]'): tracing is off", exporter_name)
+    if tracer is not None:
+        return True
+    exporter_name = checked_exporter(environ)
+    if exporter_name is None:
         return False
-    provider = new_provider(exporter_name)
+    try:
+        provider = new_provider(exporter_name)
+    except (ValueError, TypeError) as exc:  # a setting otelenv does not know of
+        raise TracingConfigError(f"OpenTelemetry refused the OTEL_* settings: "
+                                 f"{hidden(str(exc), environ)}") from None
     _provider = provider
     tracer = provider.get_tracer("sharedstream")
     log.info("tracing on: exporter %s, service %s, sampler %s", exporter_name,
              provider.resource.attributes.get("service.name"),
              provider.sampler.get_description())
     return True
+
+
+def checked_exporter(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The exporter tracing will use, every ``OTEL_*`` setting it reads checked first
+    (:mod:`~sharedstream.core.otelenv`; TracingConfigError), or None when tracing stays
+    off. ``check`` calls it too, so a bad setting fails there as it would in ``run``."""
+    exporter_name = wanted_exporter(environ)
+    if exporter_name is None:
+        return None
+    if not extra_installed():
+        log.warning("OTEL_TRACES_EXPORTER=%s but the tracing extra is not installed "
+                    "(pip install 'sharedstream[tracing]'): tracing is off", exporter_name)
+        return None
+    check_environment(environ, exporter_name)
+    return exporter_name
 
 
 def shutdown(timeout: float) -> None:

@@ -35,7 +35,8 @@ from sharedstream.delivery.errors import (
     TransientDeliveryError,
 )
 from sharedstream.delivery.settings import KafkaDestination
-from sharedstream.serde.registries import RegistryConfigError, registry_client, unreachable
+from sharedstream.serde.lookups import unreachable
+from sharedstream.serde.registries import RegistryConfigError, registry_client
 from sharedstream.statestore.events import EventRecord
 
 _NULLABLE_STRING: list[Any] = ["null", "string"]

@@ -54,6 +54,7 @@ from sharedstream.core.contract import (
     StreamEvent,
 )
 from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.holds import HoldStore
 from sharedstream.core.ledger import Key, Ledger, PartitionLedger, PartitionLoad, Target
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import consumer_group_id, producer_config, validate_connection
@@ -106,6 +107,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
         topic_id_resolver: TopicIdResolver = describe_topic_ids,
         topic_id_check_interval: float = TOPIC_ID_CHECK_S,
+        holds: HoldStore | None = None,
     ) -> None:
         self.topics = tuple(sorted(set(topics)))
         if not self.topics:
@@ -127,7 +129,8 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             replay_topic=replay_topic, batch_size=batch_size,
             consume_timeout=max(0.001, min(poll_timeout, commit_interval)),
             commit_interval=commit_interval, revoke_timeout=revoke_timeout,
-            consumer_factory=consumer_factory, dlq_producer_factory=dlq_producer_factory)
+            consumer_factory=consumer_factory, dlq_producer_factory=dlq_producer_factory,
+            holds=holds)
         self._backpressure = Backpressure(max_queued_batches, pause_after)
         self._watch = TopicWatch(topic_id_resolver, self._config, self._settings.read_topics,
                                  topic_id_check_interval, self._log, self.consumer_group)

@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from sharedstream.core.backpressure import Backpressure, PauseReason
 from sharedstream.core.counters import AdapterCounters
+from sharedstream.core.holds import HoldStore
 from sharedstream.core.ledger import Key
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.dead_letters import DeadLetterSender
@@ -44,7 +45,8 @@ class ConsumerSettings:
                  topics: tuple[str, ...], replay_topic: str | None, batch_size: int,
                  consume_timeout: float, commit_interval: float, revoke_timeout: float,
                  consumer_factory: Callable[[dict[str, Any]], Any],
-                 dlq_producer_factory: Callable[[dict[str, Any]], Any]) -> None:
+                 dlq_producer_factory: Callable[[dict[str, Any]], Any],
+                 holds: HoldStore | None = None) -> None:
         self.config = config
         self.consumer_group = consumer_group
         self.topics = topics
@@ -56,6 +58,7 @@ class ConsumerSettings:
         self.revoke_timeout = revoke_timeout
         self.consumer_factory = consumer_factory
         self.dlq_producer_factory = dlq_producer_factory
+        self.holds = holds  # read on assignment (core/holds.py); None: none kept
         protocol = str(config.get("group.protocol", "classic")).lower()
         strategy = str(config.get("partition.assignment.strategy", "cooperative-sticky"))
         self.incremental = protocol == "consumer" or "cooperative" in strategy

@@ -65,7 +65,8 @@ class Rebalancing(ConsumerCore):
             # auto.offset.reset says: "latest" would skip replays made before this start.
             reset = OFFSET_BEGINNING if tp.topic == replay_topic else OFFSET_INVALID
             start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
-        self.hand.post(PartitionsStarted(self.generation, tuple(starts)))
+        held = self._remembered_holds(starts)
+        self.hand.post(PartitionsStarted(self.generation, tuple(starts), held))
         if self.s.incremental:
             consumer.incremental_assign(start)
         else:
@@ -74,6 +75,32 @@ class Rebalancing(ConsumerCore):
             consumer.pause(start)
         self.publish_paused()
         self.log.info("%s: assigned %s", self.s.consumer_group, _names(start))
+
+    def _remembered_holds(self, starts: list[tuple[str, int, int | None, frozenset[int]]]
+                          ) -> dict[Key, dict[int, frozenset[str]]]:
+        """The holds the group's watchers left on these partitions (core/holds.py): read
+        before the first record is admitted, or a message a watcher still owed would
+        reach it as an ordinary crash redelivery, which its watermark may skip.
+
+        The store is the database: while it does not answer this retries with backoff
+        (an outage holds everything anyway: no unit of work commits), logging once,
+        until it answers or the consumer closes (then the partitions go unstarted)."""
+        store = self.s.holds
+        if store is None or not starts:
+            return {}
+        asked = [(topic, partition, base) for topic, partition, base, _ in starts]
+        backoff = Backoff(REVOKE_RETRY_S, 5.0)
+        while True:
+            try:
+                return store.load(self.s.consumer_group, asked)
+            except Exception as exc:  # the database: its errors are many kinds
+                if backoff.attempt == 0:
+                    self.log.warning("%s: the holds of the assigned partitions cannot be read "
+                                     "(%s); retrying until the database answers",
+                                     self.s.consumer_group, exc)
+                if not self.hand.live:
+                    return {}
+                time.sleep(backoff.next())
 
     def _committed(self, consumer: Any, partitions: list[TopicPartition]
                    ) -> list[TopicPartition]:

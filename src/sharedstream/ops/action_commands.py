@@ -18,6 +18,7 @@ from sharedstream.ops.clitools import (
     console,
     emit_json,
     open_store,
+    option_value,
     stamp,
     store_command,
 )
@@ -67,10 +68,8 @@ def audit_list(ctx: click.Context, /, since: str | None, limit: int, as_json: bo
 
     from sharedstream.ops.audit import audit_list as listed
 
-    try:
-        after = None if since is None else parse_instant(since, utcnow())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from None
+    after = None if since is None else option_value(
+        "--since", lambda text: parse_instant(text, utcnow()), since)
     store = open_store(ctx)
     rows, total = listed(store, limit=limit, since=after)
     if as_json:

@@ -84,6 +84,15 @@ def fail(message: str, code: int) -> click.exceptions.Exit:
     return click.exceptions.Exit(code)
 
 
+def option_value(option: str, parse: Callable[[str], R], text: str) -> R:
+    """``parse(text)`` of ``option`` (a time, a duration), or one ``error: OPTION: why``
+    line and exit 2: the parsers' ValueErrors say what to type instead."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise fail(f"{option}: {exc}", EXIT_USAGE) from None
+
+
 def handled(fn: Callable[P, R]) -> Callable[P, R]:
     """Map failures to exit codes; never print the database URL (it may hold a password)."""
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sharedstream.ops.clitools import (
+    EXIT_USAGE,
     CommandError,
     RenamedOption,
     command_config,
@@ -23,6 +24,7 @@ from sharedstream.ops.clitools import (
     fail,
     json_line,
     open_store,
+    option_value,
     stamp,
     store_command,
 )
@@ -82,14 +84,14 @@ def parse_since(text: str | None) -> int | datetime | None:
         return None
     if text.strip().isdigit():
         return int(text)
-    from sharedstream.statestore.durations import parse_instant
-    from sharedstream.statestore.types import utcnow
+    from sharedstream.statestore.durations import NotAnInstant, parse_instant, utcnow
 
     try:
         return parse_instant(text, utcnow())
+    except NotAnInstant as exc:
+        raise fail(f"--since: {exc}, or an event id (digits only)", EXIT_USAGE) from None
     except ValueError as exc:
-        raise click.BadParameter(f"{exc}, or an event id (digits only)",
-                                 param_hint="--since") from None
+        raise fail(f"--since: {exc}", EXIT_USAGE) from None
 
 
 @events_group.command("list")
@@ -143,10 +145,7 @@ def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
     from sharedstream.statestore.durations import parse_duration
     from sharedstream.statestore.events import clean_events
 
-    try:
-        age = parse_duration(older_than)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    age = option_value("--older-than", parse_duration, older_than)
     store = open_store(ctx)
     size = store.settings.state_cleanup_batch_size if batch_size is None else batch_size
     report = clean_events(store.engine, now=store.clock(), older_than=age, batch_size=size,

@@ -41,7 +41,7 @@ from sharedstream.kafka.group_start import (
 )
 from sharedstream.kafka.progress import decode_progress
 from sharedstream.ops.clitools import CommandError
-from sharedstream.statestore.durations import parse_instant
+from sharedstream.statestore.durations import NotAnInstant, parse_instant, shown
 
 Partition = tuple[str, int]
 T = TypeVar("T")
@@ -107,9 +107,9 @@ def parse_reset_target(text: str, now: datetime) -> ResetTarget:
         return "latest"
     try:
         return parse_instant(text, now)
-    except ValueError:
-        raise ValueError(f"not earliest, latest, an ISO-8601 time or a duration: {text!r}"
-                         ) from None
+    except NotAnInstant:
+        raise ValueError("not earliest, latest, an ISO-8601 time or a duration: "
+                         f"{shown(text)}") from None
 
 
 def format_ranges(offsets: Iterable[int]) -> str:

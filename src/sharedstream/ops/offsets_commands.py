@@ -22,6 +22,7 @@ from sharedstream.ops.clitools import (
     kafka_connection,
     kafka_connection_option,
     open_store,
+    option_value,
 )
 from sharedstream.ops.offsets import (
     GroupOffsets,
@@ -191,10 +192,7 @@ def offsets_reset(ctx: click.Context, /, group: str | None, watcher: str | None,
     """
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
-    try:
-        target = parse_reset_target(to, utcnow())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--to") from None
+    target = option_value("--to", lambda text: parse_reset_target(text, utcnow()), to)
     with _offsets(ctx, group, watcher, timeout) as offsets:
         changes = plan_reset(offsets, target, topic, partition)
         if not as_json:

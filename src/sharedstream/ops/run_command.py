@@ -126,9 +126,11 @@ def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
     its schema, the recorded watcher sets and the destinations; nothing is changed.
     Exits 0 when `run` would start, else as `run` would fail.
     """
+    from sharedstream.core.tracing import checked_exporter
     from sharedstream.triggerer.startup import check_startup
 
     def body(config: Any) -> int:
+        checked_exporter()  # the OTEL_* settings run would refuse
         for line in check_startup(config, watchers, takeover=takeover):
             click.echo(f"ok: {line}")
         return 0

@@ -19,6 +19,7 @@ from sharedstream.ops.clitools import (
     emit_json,
     fail,
     open_store,
+    option_value,
     stamp,
     store_command,
 )
@@ -107,10 +108,8 @@ def ss_set(ctx: click.Context, /, key: str, value: str, retention: str | None, a
     if isinstance(accessor, TaskState):
         keep: object = None
         if retention is not None:
-            try:
-                keep = NEVER_EXPIRE if retention == "never" else parse_duration(retention)
-            except ValueError as exc:
-                raise click.BadParameter(str(exc), param_hint="--retention") from None
+            keep = NEVER_EXPIRE if retention == "never" else option_value(
+                "--retention", parse_duration, retention)
         accessor.set(key, parsed, retention=keep)
     else:
         if retention is not None:
@@ -213,10 +212,7 @@ def ss_clean(ctx: click.Context, /, dry_run: bool, batch_size: int | None, as_js
 def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: bool,
                **_: Any) -> None:
     """List ([workers] state_backend) payload objects no row references."""
-    try:
-        age = parse_duration(min_age)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--min-age") from None
+    age = option_value("--min-age", parse_duration, min_age)
     report = open_store(ctx).orphans(delete=delete_them, min_age=age)
     if as_json:
         emit_json({"orphans": [asdict(o) for o in report.orphans], "deleted": report.deleted})
@@ -239,10 +235,7 @@ def ss_orphans(ctx: click.Context, /, delete_them: bool, min_age: str, as_json: 
 def ss_sweep(ctx: click.Context, /, inactive_for: str, dry_run: bool, as_json: bool,
              **_: Any) -> None:
     """Remove asset state of assets deactivated longer than --inactive-for."""
-    try:
-        grace: timedelta = parse_duration(inactive_for)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--inactive-for") from None
+    grace: timedelta = option_value("--inactive-for", parse_duration, inactive_for)
     report = open_store(ctx).sweep(grace, dry_run=dry_run)
     if as_json:
         emit_json(asdict(report))

@@ -9,6 +9,7 @@ which holds it.
 """
 
 from sharedstream.core.message import ValueDecodeError, ValueDecoder
+from sharedstream.serde.lookups import SchemaNotFound, SchemaRegistryUnavailable
 from sharedstream.serde.models import to_payload
 from sharedstream.serde.registries import (
     DEFAULT_REGISTRY,
@@ -21,7 +22,6 @@ from sharedstream.serde.values import (
     JsonSchemaValue,
     JsonValue,
     ProtobufValue,
-    SchemaRegistryUnavailable,
     TextValue,
     framed_schema_id,
 )
@@ -33,6 +33,7 @@ __all__ = [
     "JsonValue",
     "ProtobufValue",
     "RegistryConfigError",
+    "SchemaNotFound",
     "SchemaRegistryUnavailable",
     "TextValue",
     "ValueDecodeError",

@@ -6,25 +6,37 @@ value that does not fit is a :class:`~sharedstream.core.message.ValueDecodeError
 whose reason names the field path (``$.items[0].sku``) and what was wrong, so the
 watcher rejects that message and moves on.
 
-Dataclasses are validated by msgspec when it is installed (field types checked),
-else by pydantic when that is, else only by calling the class (missing and unknown
-fields are refused, types are not checked).
+A dataclass is validated by :mod:`sharedstream.serde.dataclass_values`, with the
+standard library only, so what it accepts never depends on whether msgspec or pydantic
+happens to be installed (issue 41); a ``msgspec.Struct`` or a pydantic model validates
+itself, by its own rules and configuration.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from sharedstream.core.message import ValueDecodeError
+from sharedstream.serde.dataclass_values import Mismatch, dataclass_checker, to_builtins
 
 
-def model_converter(model: type[Any]) -> Callable[[Any], Any]:
+def model_converter(model: Any) -> Callable[[Any], Any]:
     """A function turning a decoded builtin (a dict, mostly) into ``model``, raising
     :class:`ValueDecodeError` with the field path; TypeError for a class that is not
-    a model kind this module knows."""
-    if _is_msgspec_struct(model) or (dataclasses.is_dataclass(model) and _has("msgspec")):
+    a model kind this module knows, or a dataclass with a field type it cannot check."""
+    if dataclasses.is_dataclass(model) and isinstance(model, type):
+        check = dataclass_checker(model, model_converter)
+        name = model.__name__
+
+        def convert_dataclass(obj: Any) -> Any:
+            try:
+                return check(obj)
+            except Mismatch as exc:
+                raise ValueDecodeError(f"{name}: {exc}") from None
+        return convert_dataclass
+    if _is_msgspec_struct(model):
         import msgspec
 
         def convert_msgspec(obj: Any) -> Any:
@@ -33,7 +45,7 @@ def model_converter(model: type[Any]) -> Callable[[Any], Any]:
             except msgspec.ValidationError as exc:
                 raise ValueDecodeError(f"{model.__name__}: {exc}") from None
         return convert_msgspec
-    if _is_pydantic_model(model) or (dataclasses.is_dataclass(model) and _has("pydantic")):
+    if _is_pydantic_model(model):
         import pydantic
 
         adapter: Any = pydantic.TypeAdapter(model)
@@ -44,17 +56,8 @@ def model_converter(model: type[Any]) -> Callable[[Any], Any]:
             except pydantic.ValidationError as exc:
                 raise ValueDecodeError(f"{model.__name__}: {_pydantic_reason(exc)}") from None
         return convert_pydantic
-    if dataclasses.is_dataclass(model):
-        def convert_plain(obj: Any) -> Any:
-            if not isinstance(obj, Mapping):
-                raise ValueDecodeError(
-                    f"{model.__name__}: expected an object, got {type(obj).__name__} - at $")
-            try:
-                return model(**obj)
-            except TypeError as exc:
-                raise ValueDecodeError(f"{model.__name__}: {exc} - at $") from None
-        return convert_plain
-    raise TypeError(f"model {model!r} is not a dataclass, msgspec.Struct or pydantic model")
+    raise TypeError(f"{model!r} is not a model: give a dataclass, a msgspec.Struct or a "
+                    "pydantic model class")
 
 
 def to_payload(value: Any) -> Any:
@@ -62,12 +65,11 @@ def to_payload(value: Any) -> Any:
     value itself otherwise."""
     if _is_pydantic_instance(value):
         return value.model_dump(mode="json")
-    if _is_msgspec_struct(type(value)) or (
-            dataclasses.is_dataclass(value) and not isinstance(value, type)):
-        if _has("msgspec"):
-            import msgspec
-            return msgspec.to_builtins(value)
-        return dataclasses.asdict(value)
+    if _is_msgspec_struct(type(value)):
+        import msgspec
+        return msgspec.to_builtins(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_builtins(value, to_payload)
     if hasattr(value, "DESCRIPTOR") and hasattr(value, "SerializeToString"):
         from google.protobuf.json_format import MessageToDict
         return MessageToDict(value, preserving_proto_field_name=True)
@@ -81,14 +83,6 @@ def _pydantic_reason(exc: Any) -> str:
         parts.append(f"{error['msg']} - at `{path}`")
     more = exc.error_count() - len(parts)
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
-
-
-def _has(module: str) -> bool:
-    try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
 
 
 def _is_msgspec_struct(cls: Any) -> bool:

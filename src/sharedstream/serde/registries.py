@@ -15,9 +15,22 @@ makes no retries of its own (``max.retries`` 0) and gives a request 5 s
 :mod:`sharedstream.serde.values`), and a registry that does not answer is retried by
 redelivering the message with backoff instead, which never dead-letters.
 
-One client per registry id per process, built on first use and kept: its schema
-cache (by id, by subject and version) is what makes every lookup after the first
-free. Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
+``missing.schema.grace.sec`` (30 by default) is sharedstream's own key, not the
+client's: how long a schema id the registry answers 404 for is held before it is the
+value's fault (:mod:`sharedstream.serde.lookups` says when). A url that is not http
+or https is refused here, so ``check`` says so, not the first framed message.
+
+One client per registry id per triggerer, built on first use and kept: its schema
+cache (see :mod:`sharedstream.serde.lookups`: one lookup per schema id, whichever
+declaration asks) is what makes every lookup after the first free. Each triggerer of a
+process has its own tables, clients and registry health (outages, failure counts:
+its ``/readyz`` and ``/metrics``), in its :class:`SchemaRegistries`
+(:func:`use_schema_registries`, set in its task's context, which the tasks and worker
+threads it starts inherit): a second embedded triggerer with other
+``[schema_registries]`` leaves the first's alone. Outside any triggerer (commands,
+tests) the process's, set with :func:`configure_schema_registries`, are used.
+
+Secrets (``basic.auth.user.info``, tokens, client secrets) never appear in an
 error; :func:`redacted_registry` masks them for printing.
 """
 
@@ -28,13 +41,25 @@ import os
 import re
 import threading
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit
 
 from sharedstream.kafka.connections import redacted
+from sharedstream.serde.lookups import (
+    RegistryFigures,
+    RegistryHealth,
+    RegistryHealths,
+    client_class,
+)
 
 ENV_PREFIX = "SHAREDSTREAM_SCHEMA_REGISTRY_"
 DEFAULT_REGISTRY = "schema_registry_default"
 _DEFAULTS: Mapping[str, Any] = {"max.retries": 0, "timeout": 5}
+# How long a schema id the registry answers 404 for is held before it is the value's
+# fault (see sharedstream.serde.lookups); sharedstream's key, not the client's.
+GRACE_KEY = "missing.schema.grace.sec"
+DEFAULT_GRACE_S = 30.0
 _USER_INFO = re.compile(r"user\.info", re.I)
 
 
@@ -90,6 +115,10 @@ def resolve_registry(registry_id: str, tables: Mapping[str, Mapping[str, Any]],
     config = {**_DEFAULTS, **{k: v for k, (v, _) in keys.items()}}
     if not config.get("url"):
         raise RegistryConfigError(f"schema registry {registry_id!r}: 'url' is required")
+    _check_urls(registry_id, config["url"])
+    grace = config.get(GRACE_KEY)
+    if grace is not None:
+        config[GRACE_KEY] = _seconds(registry_id, GRACE_KEY, grace)
     for key in ("max.retries", "timeout", "cache.capacity", "cache.latest.ttl.sec"):
         if isinstance(config.get(key), str):
             try:
@@ -101,86 +130,127 @@ def resolve_registry(registry_id: str, tables: Mapping[str, Mapping[str, Any]],
     return config
 
 
-class _Registries:
-    """The process's registry tables and the clients built from them (one per id)."""
+def _check_urls(registry_id: str, url: Any) -> None:
+    """Every url of the (comma-separated) list is http or https: the client refuses
+    anything else only when it is built, on the first framed message, which then waits
+    for a fix that ``check`` could have asked for. The url is shown without its
+    password."""
+    if not isinstance(url, str):
+        raise RegistryConfigError(f"schema registry {registry_id!r}: url must be text, "
+                                  f"not {type(url).__name__}")
+    for one in url.split(","):
+        parts = urlsplit(one.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() \
+                if "@" in parts.netloc else one.strip()
+            raise RegistryConfigError(
+                f"schema registry {registry_id!r}: url {shown!r} is not an HTTP url: "
+                "give the registry's REST API as http:// or https://host:port (a list "
+                "separated by commas for several)")
 
-    def __init__(self) -> None:
-        self.tables: Mapping[str, Mapping[str, Any]] = {}
-        self.environ: Mapping[str, str] | None = None
+
+def _seconds(registry_id: str, key: str, value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not seconds >= 0:
+        raise RegistryConfigError(f"schema registry {registry_id!r}: {key!r} must be a "
+                                  f"number of seconds, 0 or more, not {value!r}")
+    return seconds
+
+
+class SchemaRegistries:
+    """One set of registry tables, the clients built from them (one per id), and the
+    health of each (:class:`RegistryHealths`: which is out, failures by reason)."""
+
+    def __init__(self, tables: Mapping[str, Mapping[str, Any]] | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.tables: Mapping[str, Mapping[str, Any]] = {
+            k: dict(v) for k, v in (tables or {}).items()}
+        self.environ = environ
         self.clients: dict[str, Any] = {}
+        self.health = RegistryHealths()
         self.lock = threading.Lock()
 
 
-_registries = _Registries()
-# registry id -> why its last lookup failed; cleared by its next answered lookup.
-_outages: dict[str, str] = {}
+_process = SchemaRegistries()
+_scoped: ContextVar[SchemaRegistries | None] = ContextVar("sharedstream_schema_registries",
+                                                          default=None)
 
 
-def note_outage(registry_id: str, why: str) -> None:
-    _outages[registry_id] = why
+def _active() -> SchemaRegistries:
+    return _scoped.get() or _process
 
 
-def note_answered(registry_id: str) -> None:
-    _outages.pop(registry_id, None)
+def health(registry_id: str) -> RegistryHealth:
+    """The :class:`RegistryHealth` of ``registry_id`` of the current triggerer (else the
+    process's), made on first ask."""
+    return _active().health.of(registry_id)
 
 
-def any_outage() -> bool:
-    return bool(_outages)
+def registry_problems(registries: SchemaRegistries | None = None) -> list[str]:
+    """Why the process (or the triggerer owning ``registries``, passed where its context
+    is not: the health server's thread) is not ready on account of schema registries
+    (empty: none is out)."""
+    return (registries or _active()).health.problems()
 
 
-def registry_problems() -> list[str]:
-    """Why the process is not ready on account of schema registries (empty: none is out).
-
-    A registry counts as out from a lookup that failed for want of it until a lookup
-    that it answers; a message held for it is retried with backoff meanwhile.
-    """
-    return [f"schema registry {rid!r}: {why}" for rid, why in sorted(_outages.items())]
+def registry_figures(registries: SchemaRegistries | None = None) -> list[RegistryFigures]:
+    """What ``/metrics`` shows of the registries of the process (or of the triggerer
+    owning ``registries``)."""
+    return (registries or _active()).health.figures()
 
 
 def configure_schema_registries(tables: Mapping[str, Mapping[str, Any]],
                                 environ: Mapping[str, str] | None = None) -> None:
-    """Set the ``[schema_registries]`` tables (the triggerer does, at start-up); clients
-    built from earlier tables are dropped. Unconfigured, registries come from the
-    environment only."""
-    with _registries.lock:
-        _registries.tables = {k: dict(v) for k, v in tables.items()}
-        _registries.environ = environ
-        _registries.clients = {}
-        _outages.clear()
+    """Set the process's ``[schema_registries]`` tables (commands do; a triggerer uses
+    :func:`use_schema_registries`); clients built from earlier tables, and what their
+    lookups saw of each registry's health, are dropped. Unconfigured, registries come
+    from the environment only."""
+    with _process.lock:
+        _process.tables = {k: dict(v) for k, v in tables.items()}
+        _process.environ = environ
+        _process.clients = {}
+        _process.health = RegistryHealths()
+
+
+def use_schema_registries(tables: Mapping[str, Mapping[str, Any]],
+                          environ: Mapping[str, str] | None = None) -> SchemaRegistries:
+    """New registries from ``tables`` for the current context (a triggerer's task, and
+    what it starts from now on); the triggerer keeps them to report their health."""
+    registries = SchemaRegistries(tables, environ)
+    _scoped.set(registries)
+    return registries
 
 
 def registry_client(registry_id: str) -> Any:
-    """The process's ``SchemaRegistryClient`` for ``registry_id``, built on first use.
+    """The ``SchemaRegistryClient`` for ``registry_id`` of the current triggerer (else
+    the process's), built on first use.
 
     Raises :class:`RegistryConfigError` for a missing or invalid connection, and
     ImportError (with the extra to install) without ``confluent-kafka[schemaregistry]``.
     """
-    with _registries.lock:
-        client = _registries.clients.get(registry_id)
+    registries = _active()
+    with registries.lock:
+        client = registries.clients.get(registry_id)
         if client is None:
-            config = resolve_registry(registry_id, _registries.tables, _registries.environ)
+            config = resolve_registry(registry_id, registries.tables, registries.environ)
             try:
-                from confluent_kafka.schema_registry import SchemaRegistryClient
+                make = client_class()
             except ImportError as exc:
                 raise ImportError(
                     f"schema registry {registry_id!r}: {exc}; install "
                     "sharedstream[schema-registry]") from None
+            grace = config.pop(GRACE_KEY, DEFAULT_GRACE_S)
             try:
-                client = SchemaRegistryClient(config)
+                client = make(config, registries.health.of(registry_id), grace)
             except (ValueError, TypeError) as exc:
                 raise RegistryConfigError(
                     f"schema registry {registry_id!r}: {_without_secrets(str(exc), config)}"
                 ) from None
-            _registries.clients[registry_id] = client
+            registries.clients[registry_id] = client
         return client
-
-
-def unreachable(exc: BaseException) -> bool:
-    """True for a failure to reach the registry at all (refused, reset, timed out): an
-    OSError or one of the HTTP client's transport errors (confluent-kafka's client is
-    httpx, vendored as ``httpx2`` in recent releases)."""
-    return isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in (
-        "httpx", "httpx2", "httpcore", "httpcore2")
 
 
 def _without_secrets(text: str, config: Mapping[str, Any]) -> str:

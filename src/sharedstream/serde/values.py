@@ -11,20 +11,22 @@ in two:
 
 * the value's fault, a :class:`ValueDecodeError` (the watcher rejects the message,
   the reason names the schema id and the error): a first byte other than 0, a value
-  too short to be framed, a schema id the registry does not know (HTTP 404), bytes the
-  writer schema cannot read, a value the JSON Schema refuses, a model that does not fit;
+  too short to be framed, a schema id the registry does not know (HTTP 404, once
+  :mod:`sharedstream.serde.lookups` says the 404 is final), bytes the writer schema
+  cannot read, a value the JSON Schema refuses, a model that does not fit;
 * not the value's fault, a :class:`SchemaRegistryUnavailable` (an
   ``InfrastructureError``: the message is held and redelivered with backoff, never
   counted towards ``max_attempts``, never dead-lettered): the registry refusing
-  connections, timing out, answering 5xx or 401/403, or a registry connection that
-  is not configured.
+  connections, timing out, answering 5xx or 401/403, a 404 not final yet, or a
+  registry connection that is not configured.
 
-Lookups are cached by the registry client (one per registry id, see
-:mod:`sharedstream.serde.registries`) and parsed schemas by the deserialiser (one per
-declaration): a lookup happens once per schema id per process. A cache miss never runs
+Lookups are shared by the registry client (one per registry id, see
+:mod:`sharedstream.serde.lookups`) and parsed schemas kept by the deserialiser (one per
+declaration): a lookup happens once per schema id per registry and process. A cache miss never runs
 on the event loop when the value is read through ``self.decoded(stream)`` or the stock
 trigger: they await :meth:`prepare` first, which decodes the first message of a schema
-id in a worker thread (one at a time per id; the others wait for it), bounded by the
+id in a worker thread (one at a time per id and registry, whatever the declaration;
+the others wait for it), bounded by the
 connection's ``timeout``. Calling ``msg.decoded(d)`` directly decodes on the loop, a
 cache miss included. During an outage each redelivery pays one failed request, after
 backoff, in that thread.
@@ -42,21 +44,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharedstream.core.message import KafkaMessage, ValueDecodeError
-from sharedstream.core.streamconfig import InfrastructureError
+from sharedstream.serde.lookups import SchemaRegistryUnavailable, unreachable
 from sharedstream.serde.models import model_converter
 from sharedstream.serde.registries import (
     DEFAULT_REGISTRY,
     RegistryConfigError,
-    any_outage,
-    note_answered,
-    note_outage,
+    health,
     registry_client,
-    unreachable,
 )
-
-
-class SchemaRegistryUnavailable(InfrastructureError):
-    """The registry a value needs cannot be asked now: the message waits, it is not bad."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +68,9 @@ class JsonValue:
     ``model`` when one is given."""
 
     model: type[Any] | None = None
+
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
 
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         parsed = message.json
@@ -92,6 +90,9 @@ class AvroValue:
     model: type[Any] | None = None
     reader_schema: str | None = None
 
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
+
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
 
@@ -100,7 +101,8 @@ class AvroValue:
 
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.avro import AvroDeserializer
-        return AvroDeserializer(client, schema_str=self.reader_schema)  # type: ignore[no-any-return]
+        return AvroDeserializer(  # type: ignore[no-any-return]
+            client, schema_str=self.reader_schema, conf=_subjects())
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,9 @@ class JsonSchemaValue:
     registry: str = DEFAULT_REGISTRY
     model: type[Any] | None = None
 
+    def __post_init__(self) -> None:
+        _checked_model(self, self.model)
+
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, self.model, value, message)
 
@@ -119,7 +124,8 @@ class JsonSchemaValue:
 
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
-        return JSONDeserializer(None, schema_registry_client=client)  # type: ignore[no-any-return]
+        return JSONDeserializer(  # type: ignore[no-any-return]
+            None, schema_registry_client=client, conf=_subjects())
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,13 @@ class ProtobufValue:
     message_type: type[Any]
     registry: str = DEFAULT_REGISTRY
 
+    def __post_init__(self) -> None:
+        if not (isinstance(self.message_type, type) and hasattr(self.message_type, "DESCRIPTOR")
+                and hasattr(self.message_type, "FromString")):
+            raise TypeError(f"ProtobufValue: message_type {self.message_type!r} is not a "
+                            "generated Protobuf message class (the class protoc generates "
+                            "for a message, e.g. orders_pb2.Order)")
+
     def decode(self, value: bytes, message: KafkaMessage) -> Any:
         return _registry_decode(self, self.registry, None, value, message)
 
@@ -139,7 +152,16 @@ class ProtobufValue:
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
         return ProtobufDeserializer(  # type: ignore[no-any-return]
-            self.message_type, {"use.deprecated.format": False}, schema_registry_client=client)
+            self.message_type, {"use.deprecated.format": False, **_subjects()},
+            schema_registry_client=client)
+
+
+def _subjects() -> dict[str, Any]:
+    """Subjects named after the topic, chosen here: confluent-kafka 2.16's default asks
+    the registry for the topic's subject first, one more request per declaration and
+    topic, outside the shared lookups (serde.lookups)."""
+    from confluent_kafka.schema_registry import topic_subject_name_strategy
+    return {"subject.name.strategy": topic_subject_name_strategy}
 
 
 _lock = threading.Lock()
@@ -148,8 +170,8 @@ _converters: dict[type[Any], Callable[[Any], Any]] = {}
 _deserializers: dict[Hashable, tuple[Any, Callable[..., Any]]] = {}
 # (declaration, client, schema id) decoded once already: its schemas are in the caches.
 _known: set[tuple[Hashable, Any, int]] = set()
-# (loop, declaration, client, schema id) -> the lock its first lookup runs under.
-_lookups: dict[tuple[int, Hashable, Any, int], asyncio.Lock] = {}
+# (loop, client, schema id) -> the lock its first lookup runs under.
+_lookups: dict[tuple[int, Any, int], asyncio.Lock] = {}
 
 
 def _converter(model: type[Any]) -> Callable[[Any], Any]:
@@ -157,6 +179,17 @@ def _converter(model: type[Any]) -> Callable[[Any], Any]:
     if found is None:
         found = _converters[model] = model_converter(model)
     return found
+
+
+def _checked_model(declaration: Any, model: type[Any] | None) -> None:
+    """Refuse a ``model=`` that is no model when the watcher is declared (``check`` and
+    ``run`` fail loading the module, naming it), not on its first message."""
+    if model is not None:
+        try:
+            _converter(model)
+        except TypeError as exc:
+            raise TypeError(f"{type(declaration).__name__}(model="
+                            f"{getattr(model, '__qualname__', model)}): {exc}") from None
 
 
 def framed_schema_id(value: bytes) -> int:
@@ -209,9 +242,10 @@ async def _import_then_prepare(declaration: Any, registry: str, message: KafkaMe
 
 async def _first_lookup(key: tuple[Hashable, Any, int], declaration: Any,
                         message: KafkaMessage) -> None:
-    # One lookup per schema id at a time: the watchers sharing a declaration, and the
-    # next messages of the id, wait for it instead of asking the registry too.
-    lock_key = (id(asyncio.get_running_loop()), *key)
+    # One lookup per schema id and registry at a time: the watchers of every declaration
+    # and the next messages of the id wait for it in the loop, not each in a thread of
+    # its own (the client's single flight would hold those threads meanwhile).
+    lock_key = (id(asyncio.get_running_loop()), *key[1:])
     lock = _lookups.setdefault(lock_key, asyncio.Lock())
     async with lock:
         if key in _known or declaration in message.__dict__:
@@ -229,14 +263,7 @@ def _registry_decode(declaration: Any, registry: str, model: type[Any] | None, v
     try:
         decoded = deserializer(value, SerializationContext(message.topic, MessageField.VALUE))
     except Exception as exc:
-        classified = _classified(exc, registry, schema_id)
-        if isinstance(classified, SchemaRegistryUnavailable):
-            note_outage(registry, str(classified).removeprefix(f"schema registry {registry!r}: "))
-        else:
-            note_answered(registry)
-        raise classified from None
-    if any_outage():
-        note_answered(registry)
+        raise _classified(exc, registry, schema_id) from None
     return decoded if model is None else _converter(model)(decoded)
 
 
@@ -245,8 +272,8 @@ def _deserializer(declaration: Any, registry: str) -> Callable[..., Any]:
         client = registry_client(registry)
     except RegistryConfigError as exc:
         # Held, not rejected: a fixed config delivers the message, a dead letter would not.
-        note_outage(registry, str(exc).removeprefix(f"schema registry {registry!r}"
-                                                    ).lstrip(": "))
+        health(registry).failed(str(exc).removeprefix(f"schema registry {registry!r}")
+                                .lstrip(": "), "not_configured")
         raise SchemaRegistryUnavailable(str(exc)) from None
     cached = _deserializers.get(declaration)
     if cached is not None and cached[0] is client:
@@ -258,21 +285,15 @@ def _deserializer(declaration: Any, registry: str) -> Callable[..., Any]:
 
 
 def _classified(exc: Exception, registry: str, schema_id: int) -> Exception:
-    """The registry's failures as an outage, everything else as the value's fault."""
+    """What the deserialiser raised, sorted: the lookups (serde.lookups) sorted theirs
+    already (held, or the value's fault); a registry failure outside them (a request
+    of the deserialiser's own) is an outage; everything else is the value's fault."""
     from confluent_kafka.schema_registry.error import SchemaRegistryError
-    if isinstance(exc, SchemaRegistryError):
-        status = exc.http_status_code
-        if status == 404:
-            return ValueDecodeError(
-                f"schema id {schema_id}: not found in schema registry {registry!r} "
-                f"({exc.error_message})")
-        return SchemaRegistryUnavailable(
-            f"schema registry {registry!r}: HTTP {status} looking up schema id {schema_id} "
-            f"({exc.error_message})")
-    if unreachable(exc):
-        return SchemaRegistryUnavailable(
-            f"schema registry {registry!r}: {type(exc).__name__} looking up schema id "
-            f"{schema_id} ({exc})")
-    if isinstance(exc, ValueDecodeError):
+    if isinstance(exc, (SchemaRegistryUnavailable, ValueDecodeError)):
         return exc
+    if isinstance(exc, SchemaRegistryError) or unreachable(exc):
+        why = (f"HTTP {exc.http_status_code}" if isinstance(exc, SchemaRegistryError)
+               else type(exc).__name__)
+        return SchemaRegistryUnavailable(
+            f"schema registry {registry!r}: {why} looking up schema id {schema_id} ({exc})")
     return ValueDecodeError(f"schema id {schema_id}: {type(exc).__name__}: {exc}")

@@ -105,7 +105,7 @@ asset_event = Table(
     # server time; the writer's ids come from the asset table, delete_asset deletes events.
     _required("asset_id", Integer),
     _required("watcher", String(NAME_LENGTH)),
-    # jsonb on PostgreSQL (migration 0007): queryable with its JSON operators.
+    # jsonb on PostgreSQL (migration 0008): queryable with its JSON operators.
     _required("payload", JsonPayload),
     _required("topic", String(NAME_LENGTH)),
     _required("topic_id", String(64)),
@@ -216,6 +216,20 @@ stream_group = Table(
     _required("consumer_group", Text),
     _required("watchers", JsonText),
     _required("updated_at", UtcDateTime, default=utcnow),
+)
+
+# A message a watcher has not durably handled although it may have moved past it (failed,
+# rejected before its dead letter was acknowledged): written in the unit of work of the
+# watcher's next messages, so that after a crash the message goes to it again as a retry
+# (``sharedstream.core.holds``). Rows are few: one per open hold (migration 0007).
+watcher_hold = Table(
+    "watcher_hold", metadata,
+    Column("topic", String(NAME_LENGTH), primary_key=True),
+    Column("partition", Integer, primary_key=True, autoincrement=False),
+    Column("offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("watcher", String(NAME_LENGTH), primary_key=True),
+    _required("consumer_group", Text),
+    _required("created_at", UtcDateTime, default=utcnow),
 )
 
 tables = metadata.tables

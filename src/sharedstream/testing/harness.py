@@ -12,8 +12,15 @@ replayed dead letter handed only to the watchers that rejected it.
 Failures are injected where the filter reads its stream: ``send(..., fail=2)`` makes
 the first two hand-outs of that message raise :class:`InjectedFailure` in each
 watcher's filter, exactly as if the filter had raised on it (the attempt counts, the
-message is held, then handed out again). Batch filters read no per-message stream,
-so they see no injected failure.
+message is held, then handed out again). A batch filter's call raises it when its batch
+holds such a message: the engine splits the batch down to that message, as for a filter
+of its own that raises, and every other message of the batch settles. A hand-out is a
+message's delivery round (``KafkaMessage.delivery``) to a watcher, so the calls of one
+split count once, as the engine counts attempts.
+
+What the harness recorded stays readable after its block: the events and every asset's
+state are read once as it exits (the SQLite file goes with the block), and the
+deliveries, rejections and commits live in memory.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from sharedstream.core.batch import MessageBatch
 from sharedstream.core.manager import SharedStreamManager
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka.connections import consumer_group_id
@@ -130,6 +138,9 @@ class WatcherHarness:
         self.recorder = InMemoryRejectionRecorder()
         self.deliveries: list[Delivery] = []
         self._failures: dict[tuple[str, int, int], Counter[str]] = {}
+        # (watcher, topic, partition, offset, delivery) -> whether that hand-out fails
+        self._rounds: dict[tuple[str, str, int, int, int], bool] = {}
+        self._final: tuple[list[Event], dict[str, dict[str, Any]]] | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._store: StateStore | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -174,9 +185,10 @@ class WatcherHarness:
         return self
 
     def _harnessed(self, cls: type[KafkaSharedStreamTrigger], watcher: str) -> type:
-        """``cls`` with its producer on the memory broker and a tapped stream."""
+        """``cls`` with its producer on the memory broker and a tapped stream (or batch)."""
         harness = self
         base_filter = cls.filter_shared_stream
+        base_batch = getattr(cls, "filter_shared_batch", None)
 
         def create_shared_stream_producer(_: type, kwargs: Mapping[str, Any]
                                           ) -> KafkaSharedStreamProducer:
@@ -193,10 +205,18 @@ class WatcherHarness:
             async for event in base_filter(self, harness._tap(watcher, stream)):
                 yield event
 
-        return type(cls.__name__, (cls,), {
+        async def filter_shared_batch(self: Any, batch: MessageBatch) -> None:
+            harness._tap_batch(watcher, batch)
+            assert base_batch is not None
+            await base_batch(self, batch)
+
+        members: dict[str, Any] = {
             "__slots__": (), "__module__": cls.__module__, "__qualname__": cls.__qualname__,
             "create_shared_stream_producer": classmethod(create_shared_stream_producer),
-            "filter_shared_stream": filter_shared_stream})
+            "filter_shared_stream": filter_shared_stream}
+        if callable(base_batch):
+            members["filter_shared_batch"] = filter_shared_batch
+        return type(cls.__name__, (cls,), members)
 
     def _connection(self) -> dict[str, Any]:
         """The connection every group uses, with ``run``'s defaults (from the start,
@@ -218,6 +238,27 @@ class WatcherHarness:
                                       f"[{message.partition}]@{message.offset}")
             yield message
 
+    def _tap_batch(self, watcher: str, batch: MessageBatch) -> None:
+        """Record each message's hand-out once per delivery round, and raise
+        :class:`InjectedFailure` when one of them is to fail in this round."""
+        failing = None
+        for message in batch:
+            where = (message.topic, message.partition, message.offset)
+            round_ = (watcher, *where, message.delivery)
+            fails = self._rounds.get(round_)
+            if fails is None:  # the round's first call (a split calls its halves again)
+                pending = self._failures.get(where)
+                fails = self._rounds[round_] = pending is not None and pending[watcher] > 0
+                if fails:
+                    assert pending is not None
+                    pending[watcher] -= 1
+                self.deliveries.append(Delivery(watcher, *where, message.is_retry, fails))
+            if fails and failing is None:
+                failing = message
+        if failing is not None:
+            raise InjectedFailure(f"injected failure of {failing.topic}"
+                                  f"[{failing.partition}]@{failing.offset}")
+
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         try:
@@ -233,7 +274,13 @@ class WatcherHarness:
             for trigger, cls in self._classes:
                 trigger.__class__ = cls
             if self._store is not None:
-                self._store.close()
+                try:
+                    self._final = (self._read_events(),
+                                   {w.asset.name: self._read_state(w.asset.name)
+                                    for w in self._loaded})
+                finally:
+                    self._store.close()
+                    self._store = None
             if self._tmp is not None:
                 self._tmp.cleanup()
 
@@ -247,6 +294,13 @@ class WatcherHarness:
         only watched topic. ``fail``: how many hand-outs raise, for every watcher of
         the topic (an int) or per watcher name."""
         topic = topic if topic is not None else self._only_topic()
+        if topic not in self._watched():
+            raise ValueError(f"topic {topic!r} is not watched (watched: "
+                             f"{', '.join(self._watched())})")
+        count = self._partitions[topic]
+        if not 0 <= partition < count:
+            raise ValueError(f"partition {partition}: topic {topic!r} has partitions 0 to "
+                             f"{count - 1} (WatcherHarness(partitions=N) gives it more)")
         data = value if value is None or isinstance(value, bytes) else (
             value.encode() if isinstance(value, str) else json.dumps(value).encode())
         raw_key = key.encode() if isinstance(key, str) else key
@@ -257,8 +311,11 @@ class WatcherHarness:
             self._failures[(topic, partition, offset)] = Counter(counts)
         return offset
 
+    def _watched(self) -> list[str]:
+        return sorted({t for w in self._kafka for t in self._trigger(w).topics})
+
     def _only_topic(self) -> str:
-        watched = sorted({t for w in self._kafka for t in self._trigger(w).topics})
+        watched = self._watched()
         if len(watched) != 1:
             raise ValueError(f"several topics are watched ({', '.join(watched)}): "
                              "name one with topic=")
@@ -311,18 +368,24 @@ class WatcherHarness:
 
     @property
     def store(self) -> StateStore:
+        """The running harness's state store (gone after its block: read the events and
+        the state with :meth:`events` and :meth:`state`, which keep them)."""
         if self._store is None:
-            raise RuntimeError("the harness is not running (use `async with`)")
+            raise RuntimeError("the harness is not running (use `async with`; after the "
+                               "block, events() and state() still answer)")
         return self._store
 
     def events(self, watcher: str | None = None) -> list[Event]:
-        """The persisted events (of one watcher, or all), in commit order."""
+        """The persisted events (of one watcher, or all), in commit order; after the
+        block, those persisted by its end."""
+        found = self._final[0] if self._final is not None else self._read_events()
+        return [e for e in found if watcher is None or e.watcher == watcher]
+
+    def _read_events(self) -> list[Event]:
         query = (sa.select(asset_event.c.watcher, asset.c.name, asset_event.c.payload,
                            asset_event.c.partition, asset_event.c.offset)
                  .join(asset, asset.c.id == asset_event.c.asset_id)
                  .order_by(asset_event.c.id))
-        if watcher is not None:
-            query = query.where(asset_event.c.watcher == watcher)
         with self.store.engine.connect() as connection:
             rows = connection.execute(query).all()
         return [Event(r.watcher, r.name, json.loads(r.payload), r.partition, r.offset)
@@ -351,7 +414,12 @@ class WatcherHarness:
         return out
 
     def state(self, asset_name: str) -> dict[str, Any]:
-        """The asset's committed state, key by key."""
+        """The asset's committed state, key by key (after the block, as it ended)."""
+        if self._final is not None:
+            return dict(self._final[1].get(asset_name, {}))
+        return self._read_state(asset_name)
+
+    def _read_state(self, asset_name: str) -> dict[str, Any]:
         return {e.key: e.value for e in self.store.asset(AssetScope(name=asset_name)).items()}
 
     def committed(self) -> dict[tuple[str, int], int]:

@@ -22,9 +22,9 @@ raises :class:`TriggererFailed` instead of the cancellation: a host busy with it
 work learns at once, not whenever it leaves the block. A host awaiting ``wait()`` is
 not cancelled (it gets the exit code); a cancellation of its own is kept.
 
-The Kafka runtime (connections, rejection recorder) is process-wide, so run one
-triggerer per process at a time; it installs no signal handlers (the host owns
-them).
+Several may run in one process: each sets its Kafka runtime (connections, rejection
+recorder) and its schema registries in the context of its own task (``process.py``),
+so another's never replace them. It installs no signal handlers (the host owns them).
 """
 
 from __future__ import annotations

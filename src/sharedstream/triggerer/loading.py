@@ -181,11 +181,16 @@ def _import(target: str) -> ModuleType:
 
 
 def _where(exc: BaseException) -> str:
-    """`` at file:line`` of the innermost frame of the failing import."""
+    """`` at file:line`` of the failing import: its innermost frame in a file outside
+    sharedstream (the user's line that declared something sharedstream refused; code
+    generated at run time, a dataclass's ``__init__``, has no file), else the innermost."""
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
         return ""
-    last = frames[-1]
+    ours = str(Path(__file__).resolve().parents[1])
+    theirs = [f for f in frames if not f.filename.startswith("<")
+              and not str(Path(f.filename).resolve()).startswith(ours)]
+    last = (theirs or frames)[-1]
     return f" at {last.filename}:{last.lineno}"
 
 

@@ -24,6 +24,8 @@ from prometheus_client.registry import Collector
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.core.counters import counter_help
 from sharedstream.delivery.deliverer import DestinationState
+from sharedstream.serde.lookups import RegistryFigures
+from sharedstream.serde.registries import registry_figures
 
 if TYPE_CHECKING:
     from sharedstream.delivery.service import DeliveryService
@@ -138,6 +140,17 @@ DELIVERY_FAILURES = MetricSpec("delivery_failures", "counter",
                                "Failed deliveries by reason (transient ones are retried).",
                                ("destination", "reason"))
 
+REGISTRY = ("registry",)
+REGISTRY_OUT = MetricSpec("schema_registry_out", "gauge",
+                          "1 while the schema registry fails lookups (messages that need it "
+                          "are held), from its first failed lookup to its next answer.",
+                          REGISTRY)
+REGISTRY_FAILURES = MetricSpec("schema_registry_failures", "counter",
+                               "Schema lookups that failed for want of the registry, each a "
+                               "held message retried later, by reason (unreachable, "
+                               "http_<status>, not_found within missing.schema.grace.sec, "
+                               "not_configured).", ("registry", "reason"))
+
 LOOP_LAG = MetricSpec("event_loop_lag_seconds", "gauge",
                       "How long the event loop took to run the watchdog's latest callback; "
                       "while the loop is blocked, how long it has not run.")
@@ -155,8 +168,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
     HEARTBEAT_FAILURES, DELIVERY_HOLDER, DELIVERY_LAG_EVENTS, DELIVERY_LAG_SECONDS,
-    EVENTS_DELIVERED, EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, LOOP_LAG, LOOP_BLOCKS,
-    LOOP_BLOCKED_SECONDS,
+    EVENTS_DELIVERED, EVENTS_UNDELIVERABLE, DELIVERY_FAILURES, REGISTRY_OUT, REGISTRY_FAILURES,
+    LOOP_LAG, LOOP_BLOCKS, LOOP_BLOCKED_SECONDS,
 )
 
 
@@ -215,6 +228,9 @@ class TriggererCollector(Collector):
             beats.add_metric([], float(triggerer.heartbeat.failures))
             yield beats
         yield from delivery_metrics(triggerer.delivery.states() if triggerer.delivery else [])
+        # Its own registries, passed: a scrape runs on the health server's thread.
+        registries = triggerer.registries
+        yield from registry_metrics([] if registries is None else registry_figures(registries))
         yield from loop_metrics(triggerer.watchdog)
 
 
@@ -242,6 +258,16 @@ def loop_metrics(watchdog: LoopWatchdog | None) -> Iterator[Metric]:
         for watcher, total in sorted(seconds_by_watcher.items()):
             seconds.add_metric([watcher], total)
     yield from (lag, blocks, seconds)
+
+
+def registry_metrics(figures: Sequence[RegistryFigures]) -> Iterator[Metric]:
+    """The schema registries the watchers' lookups asked (sharedstream.serde.lookups)."""
+    out, failures = REGISTRY_OUT.family(), REGISTRY_FAILURES.family()
+    for one in figures:
+        out.add_metric([one.registry], float(one.out))
+        for reason, count in sorted(one.failures.items()):
+            failures.add_metric([one.registry, reason], float(count))
+    yield from (out, failures)
 
 
 def delivery_metrics(states: Sequence[DestinationState]) -> Iterator[Metric]:

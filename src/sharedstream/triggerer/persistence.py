@@ -75,10 +75,12 @@ from sqlalchemy.engine import Connection
 
 from sharedstream.core import tracing
 from sharedstream.core.backoff import Backoff
+from sharedstream.core.holds import NOTHING, HoldJournal, Taken
 from sharedstream.core.message import where_read
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
 from sharedstream.statestore.events import EVENT_COLUMNS, insert_event_rows
+from sharedstream.statestore.holds import write_holds
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.batchmerge import fold_staged
@@ -136,8 +138,11 @@ class DatabaseWorkSink:
         retry_initial: float = 0.1,
         retry_cap: float = 5.0,
         clock: Callable[[], datetime] = utcnow,
+        holds: HoldJournal | None = None,
     ) -> None:
         settings = settings or ProcessSettings()
+        # Holds written with the units of work of the watchers that may move past them.
+        self._holds = holds
         self._store = store
         self._assets = dict(assets)
         self._batch_size = settings.uow_batch_size
@@ -276,9 +281,15 @@ class DatabaseWorkSink:
                 parts.pop(0)
                 continue
             started_ns = time.time_ns()
+            # Taken on the loop now, after every window of the part was submitted: the
+            # holds its watchers opened before moving on commit with them (core.holds).
+            holds = self._holds
+            taken = NOTHING if holds is None else holds.take(q.window.watcher for q in part)
             try:
-                written = await loop.run_in_executor(self._writer, self._write, part)
+                written = await loop.run_in_executor(self._writer, self._write, part, taken)
             except Exception as exc:
+                if holds is not None and taken:
+                    holds.done(taken, ok=False)
                 if is_permanent_error(exc):
                     parts[0:1] = self._isolate(part, exc)
                     continue
@@ -291,6 +302,8 @@ class DatabaseWorkSink:
                 continue
             parts.pop(0)
             committed = True
+            if holds is not None and taken:
+                holds.done(taken, ok=True)
             if not self.healthy:
                 log.info("unit of work: the database answers again")
             self.healthy = True
@@ -332,8 +345,9 @@ class DatabaseWorkSink:
 
     # -- writer thread --------------------------------------------------------------------------
 
-    def _write(self, batch: list[_Queued]) -> int:
-        """One transaction: the batch's folded state writes, then its events; commit."""
+    def _write(self, batch: list[_Queued], taken: Taken = NOTHING) -> int:
+        """One transaction: the holds taken for it, the batch's folded state writes, then
+        its events; commit."""
         created_at = self._clock()
         rows: list[tuple[Any, ...]] = []
         units = []
@@ -356,14 +370,19 @@ class DatabaseWorkSink:
         uow.staged = fold_staged(units)
         copy = self._copy and not self._duplicates and len(rows) >= COPY_MIN_ROWS
 
+        holds = self._holds
+
         def work(connection: Connection) -> int:
+            if taken and holds is not None:
+                write_holds(connection, taken, holds.consumer_group_of)
             uow.apply(connection)
             # Last: it locks the event sequence until the commit (commit-ordered ids).
             return (copy_events if copy else insert_event_rows)(connection, columns, rows)
 
         try:
             try:
-                written = self._connection.run(work, one_statement=not (uow.staged or copy))
+                written = self._connection.run(
+                    work, one_statement=not (uow.staged or copy or taken))
             except Exception as exc:
                 if not (copy and is_duplicate_key(exc)):
                     raise
@@ -371,7 +390,7 @@ class DatabaseWorkSink:
                 # until a batch holds none, skip them with the one statement.
                 self._duplicates = True
                 copy = False
-                written = self._connection.run(work, one_statement=not uow.staged)
+                written = self._connection.run(work, one_statement=not (uow.staged or taken))
         except BaseException:
             uow.discard()
             raise

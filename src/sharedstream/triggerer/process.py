@@ -27,18 +27,24 @@ from prometheus_client import CollectorRegistry
 from sharedstream import __version__
 from sharedstream.airflowbridge.runtime import configure_airflow_instances
 from sharedstream.core.backoff import jittered
+from sharedstream.core.holds import HoldJournal
 from sharedstream.core.manager import SharedStreamManager, watcher_task_name
 from sharedstream.core.streamconfig import GroupFailedError
 from sharedstream.delivery.service import DeliveryService
-from sharedstream.kafka.runtime import configure_kafka_runtime
+from sharedstream.kafka.runtime import KafkaRuntime, use_kafka_runtime
 from sharedstream.kafka.topic_ids import TopicIdResolver
-from sharedstream.serde import configure_schema_registries, registry_problems
+from sharedstream.serde.registries import (
+    SchemaRegistries,
+    registry_problems,
+    use_schema_registries,
+)
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import describe_error, is_transient_error
 from sharedstream.triggerer.config import load_config
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
+from sharedstream.triggerer.holdstore import DatabaseHoldStore
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
@@ -78,10 +84,13 @@ class Triggerer:
         self.config = plan.config
         self.store = store
         self.asset_ids = asset_ids
+        self.holds = HoldJournal({name: group.consumer_group for group in plan.groups
+                                  for name in group.watchers})
         self.sink = DatabaseWorkSink(store, {w.name: asset_ids[w.asset.name]
-                                             for w in plan.watchers}, self.config.process)
+                                             for w in plan.watchers}, self.config.process,
+                                     holds=self.holds)
         self.recorder = DatabaseRejectionRecorder(store)
-        self.manager = SharedStreamManager(self.sink, self.config.manager)
+        self.manager = SharedStreamManager(self.sink, self.config.manager, holds=self.holds)
         self.stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._state_access: list[WatcherStateAccess] = []
@@ -95,6 +104,7 @@ class Triggerer:
         self.heartbeat: Heartbeat | None = None
         self.watchdog: LoopWatchdog | None = None
         self.group_names = GroupNames()
+        self.registries: SchemaRegistries | None = None  # its own, set as it runs
         self.progress = ProgressLog({g.key: g.consumer_group for g in plan.groups}, 0.0, 0)
         self._started = 0.0
 
@@ -129,16 +139,21 @@ class Triggerer:
                     for a in self._state_access if a.read_failure is not None]
         if self.watchdog is not None:
             reasons += self.watchdog.problems()
-        reasons += registry_problems()
+        if self.registries is not None:  # read on the health server's thread: passed
+            reasons += registry_problems(self.registries)
         return reasons
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (or a fatal error); return the exit code."""
         self._stop = stop
-        configure_kafka_runtime(self.config.connections, self.recorder,
-                                topic_id_resolver=self.topic_id_resolver)
+        # Its own, in its task's context (inherited by every task it starts): another
+        # triggerer of the process keeps its connections, recorder, hold store and
+        # registries.
+        use_kafka_runtime(KafkaRuntime(dict(self.config.connections), self.recorder,
+                                       topic_id_resolver=self.topic_id_resolver,
+                                       holds=DatabaseHoldStore(self.store)))
         configure_airflow_instances(lambda path: load_config(path).airflow)
-        configure_schema_registries(self.config.schema_registries)
+        self.registries = use_schema_registries(self.config.schema_registries)
         self.group_names.install({g.key: g.consumer_group for g in self.plan.groups})
         for group in self.plan.groups:
             self.manager.declare_cohort(group.key, [m.name for m in group.members])

@@ -49,7 +49,10 @@ class GroupDeclaration:
 
     @property
     def key_text(self) -> str:
-        return group_key_text(self.key)
+        """The row's key: the shared-stream key and the Kafka consumer group, so that two
+        deployments reading the same topics under their own ``group.id`` are two groups."""
+        return group_key_text((*self.key, self.consumer_group) if isinstance(self.key, tuple)
+                              else (self.key, self.consumer_group))
 
 
 def group_key_text(key: Hashable) -> str:

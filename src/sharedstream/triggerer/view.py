@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from sharedstream.core.manager import SharedStreamManager
     from sharedstream.delivery.service import DeliveryService
+    from sharedstream.serde.registries import SchemaRegistries
     from sharedstream.triggerer.heartbeat import Heartbeat
     from sharedstream.triggerer.loopwatch import LoopWatchdog
     from sharedstream.triggerer.persistence import DatabaseWorkSink
@@ -36,5 +37,8 @@ class TriggererView(Protocol):
 
     @property
     def watchdog(self) -> LoopWatchdog | None: ...
+
+    @property
+    def registries(self) -> SchemaRegistries | None: ...
 
     def readiness(self) -> list[str]: ...

@@ -118,6 +118,7 @@ class KafkaSharedStreamTrigger(BaseEventTrigger):
             replay_topic=None if dlq_topic is None else replay_topic_name(dlq_topic),
             poll_timeout=float(kwargs.get("poll_timeout", 1.0)),
             topic_id_resolver=runtime.topic_id_resolver or describe_topic_ids,
+            holds=runtime.holds,
         )
 
     async def decoded(self, stream: AsyncIterator[Any]

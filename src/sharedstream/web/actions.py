@@ -2,19 +2,18 @@
 and the Actions page (``/actions``).
 
 Each action runs the function of ``ops/actions.py`` its CLI command runs, so the two
-cannot disagree, and each is audited there. Who may act is decided here, server-side,
-on every request: the guard (``app.py``) puts the name of the operate token a request
-carries as ``Bearer`` in the request's state; anything else is refused, 401 without
-any token, 403 with the read role only (that refusal is audited too, under the name of
-the token that read). Bodies are validated like the API's parameters; every error is
-``{"detail": "<one sentence>"}``: a refusal by the state of things (a live member, a
-live triggerer, a message nobody holds) or a Kafka failure is 409.
+cannot disagree, and each is audited there. Who may act is decided server-side, on every
+request, before anything the request asks is looked at (``actionroute.py``: token, role,
+audit, then the request; every refusal from the role on is recorded). Bodies are
+validated like the API's parameters; every error is ``{"detail": "<one sentence>"}``:
+a refusal by the state of things (a live member, a live triggerer, a message nobody
+holds) or a Kafka failure is 409.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Annotated, Any, TypeVar
 
@@ -30,6 +29,7 @@ from sharedstream.ops.dlq.replay import ReplaySummary
 from sharedstream.ops.offsets import ResetChange, parse_reset_target
 from sharedstream.statestore.types import utcnow
 from sharedstream.web import params, schemas
+from sharedstream.web.actionroute import ActionSpec, Recorded, action_route, field, items, who
 from sharedstream.web.api import ERRORS
 from sharedstream.web.pages import PageRenderer
 from sharedstream.web.params import instant
@@ -37,8 +37,6 @@ from sharedstream.web.settings import WebSettings
 from sharedstream.web.sources import Sources
 
 T = TypeVar("T")
-OPERATOR = "sharedstream_operator"  # request state: the operate token's name, or None
-READER = "sharedstream_reader"  # request state: the name of the token that reads, or None
 TEXT = r"^[^\x00]*$"
 Text = Annotated[str, Field(min_length=1, max_length=250, pattern=TEXT)]
 GroupText = Annotated[str, Field(min_length=1, max_length=500, pattern=TEXT)]
@@ -101,42 +99,51 @@ class AuditPage(BaseModel):
     offset: int
 
 
+def held_target(body: Mapping[str, Any]) -> str:
+    return (f"{field(body, 'consumer_group')} {field(body, 'topic')}"
+            f"[{field(body, 'partition')}]@{field(body, 'offset')}")
+
+
+def replay_target(body: Mapping[str, Any]) -> str:
+    group = body.get("group")
+    return ops.replay_target(field(body, "topic"), watchers=items(body, "watchers"),
+                             reasons=items(body, "reasons"),
+                             group=None if group is None else field(body, "group"),
+                             from_start=body.get("from_start") is True)
+
+
+def reset_target(body: Mapping[str, Any]) -> str:
+    return f"{field(body, 'consumer_group')} --to {field(body, 'to')}"
+
+
+# By endpoint name: what each action is called in the audit, and what it acts on.
+SPECS = {"held_retry": ActionSpec(ops.HELD_RETRY, held_target),
+         "dlq_replay": ActionSpec(ops.DLQ_REPLAY, replay_target),
+         "offsets_reset": ActionSpec(ops.OFFSETS_RESET, reset_target),
+         "triggerer_forget": ActionSpec(ops.TRIGGERER_FORGET,
+                                        lambda body: field(body, "triggerer_id"))}
+
+
 def build_actions(sources: Sources) -> APIRouter:
-    router = APIRouter(tags=["actions"], responses={
+    store = sources.store
+    settings = sources.settings
+    router = APIRouter(tags=["actions"], route_class=action_route(store, settings, SPECS),
+                       responses={
         **ERRORS,
         403: {"model": schemas.Problem, "description": "The operate role is required."},
         409: {"model": schemas.Problem,
               "description": "Refused by the state of things, or Kafka failed."}})
-    store = sources.store
-    settings = sources.settings
 
-    def operator(request: Request, action: str, target: str) -> str:
-        """``console:<name>`` of the operate token, or the refusal (audited once a token
-        was given)."""
-        state = request.scope.get("state", {})
-        name = state.get(OPERATOR)
-        if name is not None:
-            return f"console:{name}"
-        if not settings.operate_tokens:
-            raise HTTPException(403, "this console has no operate token, so it does not act: "
-                                     "set [web] operate_tokens (or "
-                                     "SHAREDSTREAM__WEB__OPERATE_TOKENS) and restart it")
-        reader = state.get(READER)
-        if reader is None:
-            raise HTTPException(401, "this action needs an operate token, as "
-                                     "Authorization: Bearer <token>")
-        ops.record(store, f"console:{reader}", action, target, False,
-                   "refused: the read role cannot act")
-        raise HTTPException(403, "this action needs the operate role: send an operate token "
-                                 "as Authorization: Bearer <token> (this one only reads)")
-
-    async def act(actor: str, action: str, target: str, run: Callable[[], T],
+    async def act(request: Request, run: Callable[[], T],
                   describe: Callable[[T], str] = str) -> T:
+        """``run()`` as the request's action, recorded with its outcome."""
+        actor, target = who(request)
+        action = SPECS[request.scope["route"].name].action
         try:
             return await asyncio.to_thread(ops.audited, store, actor, action, target, run,
                                            describe)
         except (CommandError, DeadLetterError) as exc:
-            raise HTTPException(409, str(exc)) from None
+            raise Recorded(409, str(exc)) from None
 
     async def preview(run: Callable[[], T]) -> T:
         try:
@@ -156,21 +163,18 @@ def build_actions(sources: Sources) -> APIRouter:
         """Hand a held message out again now, through the live triggerer holding it (the
         request reaches it at its next heartbeat). 409 when no live triggerer holds it."""
         message = ops.HeldMessage(body.consumer_group, body.topic, body.partition, body.offset)
-        actor = operator(request, ops.HELD_RETRY, str(message))
         holders = await held_by(sources, message)
-        line = await act(actor, ops.HELD_RETRY, str(message),
-                         lambda: ops.request_retry(store, message, holders))
+        line = await act(request, lambda: ops.request_retry(store, message, holders))
         return {"result": line, "detail": {"triggerers": holders}}
 
     @router.post("/actions/dlq-replay", response_model=Outcome)
     async def dlq_replay(request: Request, body: DlqReplay) -> dict[str, Any]:
         """``dlq replay TOPIC --watcher ... --reason ... [--group G] [--from-start]``;
         ``dry_run`` decides and counts what the replay would take, producing and committing
-        nothing (the page shows it before it asks to confirm)."""
+        nothing (the page shows it before it asks to confirm). 404 for a topic not given
+        with --dlq-topic."""
         if body.topic not in settings.dlq_topics:
             raise HTTPException(404, "not a dead-letter topic of this console (--dlq-topic)")
-        target = ops.replay_target(body.topic, watchers=body.watchers, reasons=body.reasons,
-                                   group=body.group, from_start=body.from_start)
 
         def run() -> ReplaySummary:
             return ops.replay_dead_letters(connection(None), body.topic,
@@ -179,11 +183,7 @@ def build_actions(sources: Sources) -> APIRouter:
                                            dry_run=body.dry_run,
                                            timeout=settings.kafka_timeout)
 
-        if body.dry_run:
-            summary = await preview(run)
-        else:
-            actor = operator(request, ops.DLQ_REPLAY, target)
-            summary = await act(actor, ops.DLQ_REPLAY, target, run, ops.replay_line)
+        summary = await (preview(run) if body.dry_run else act(request, run, ops.replay_line))
         return {"result": ops.replay_line(summary), "dry_run": body.dry_run,
                 "detail": summary.as_dict()}
 
@@ -195,7 +195,6 @@ def build_actions(sources: Sources) -> APIRouter:
             target = parse_reset_target(body.to, utcnow())
         except ValueError as exc:
             raise HTTPException(400, f"to: {exc}") from None
-        what = f"{body.consumer_group} --to {body.to}"
         recorded = (await asyncio.to_thread(sources.stream_groups_sync)
                     ).get(body.consumer_group) or {}
         kafka = connection(recorded.get("connection"))
@@ -204,11 +203,7 @@ def build_actions(sources: Sources) -> APIRouter:
             return ops.reset_offsets(kafka, body.consumer_group, target,
                                      dry_run=body.dry_run, timeout=settings.kafka_timeout)
 
-        if body.dry_run:
-            changes = await preview(run)
-        else:
-            actor = operator(request, ops.OFFSETS_RESET, what)
-            changes = await act(actor, ops.OFFSETS_RESET, what, run, ops.reset_line)
+        changes = await (preview(run) if body.dry_run else act(request, run, ops.reset_line))
         line = ops.reset_line(changes)
         return {"result": f"would {line}" if body.dry_run else line, "dry_run": body.dry_run,
                 "detail": {"partitions": [asdict(c) for c in changes]}}
@@ -216,9 +211,7 @@ def build_actions(sources: Sources) -> APIRouter:
     @router.post("/actions/triggerer-forget", response_model=Outcome)
     async def triggerer_forget(request: Request, body: TriggererForget) -> dict[str, Any]:
         """Remove a stale triggerer's row (refused for a live one)."""
-        actor = operator(request, ops.TRIGGERER_FORGET, body.triggerer_id)
-        line = await act(actor, ops.TRIGGERER_FORGET, body.triggerer_id,
-                         lambda: ops.forget_triggerer(store, body.triggerer_id))
+        line = await act(request, lambda: ops.forget_triggerer(store, body.triggerer_id))
         return {"result": line}
 
     @router.get("/audit", response_model=AuditPage, tags=["audit"])

@@ -42,10 +42,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sharedstream import __version__
 from sharedstream.statestore.engine import describe_error
 from sharedstream.statestore.store import StateStore
-from sharedstream.web.actions import OPERATOR, READER, build_action_pages, build_actions
+from sharedstream.web.actionroute import OPERATOR, READER
+from sharedstream.web.actions import build_action_pages, build_actions
 from sharedstream.web.api import build_router
 from sharedstream.web.pages import PageRenderer, build_pages
-from sharedstream.web.params import BOUNDS, BadParameter
+from sharedstream.web.params import BadParameter, validation_detail
 from sharedstream.web.settings import WebSettings, is_loopback
 from sharedstream.web.sources import Sources
 
@@ -165,17 +166,6 @@ class Guard:
             headers.append((b"www-authenticate", REALM.encode()))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def validation_detail(exc: RequestValidationError) -> str:
-    """The first problem, as one sentence naming the parameter (never the value given)."""
-    error = exc.errors()[0]
-    name = str(error["loc"][-1]) if error.get("loc") else "request"
-    bound = BOUNDS.get(name)
-    if bound is not None and str(error.get("type", "")).startswith(("int_", "greater_",
-                                                                     "less_")):
-        return bound.message(name)
-    return f"{name}: {error.get('msg', 'invalid')}"
 
 
 async def sample_forever(sources: Sources, interval: float) -> None:

@@ -92,7 +92,8 @@ class DatabaseReads:
             connection_id: str | None = None
             try:
                 key = json.loads(row.group_key)
-                if isinstance(key, list) and len(key) == 3 and isinstance(key[1], list):
+                # [kind, topics, connection] (+ the consumer group since issue 41)
+                if isinstance(key, list) and len(key) >= 3 and isinstance(key[1], list):
                     topics = [str(t) for t in key[1]]
                     connection_id = None if key[2] is None else str(key[2])
             except ValueError:
@@ -289,15 +290,20 @@ class DatabaseReads:
                 "offset": offset}
 
     def rejected_stats_sync(self) -> dict[str, Any]:
+        """Rows per watcher and per (watcher, reason); per reason, the messages (a row is
+        one watcher's rejection: two watchers rejecting a message for one reason are two
+        rows and one message with that reason)."""
         r = rejected_message.c
+        messages = select(r.reason, r.topic_id, r.partition, r.offset).distinct().subquery()
         with self.engine.connect() as connection:
             rows = connection.execute(select(r.watcher, r.reason, func.count().label("n"))
                                       .group_by(r.watcher, r.reason)).all()
+            reasons = connection.execute(select(messages.c.reason, func.count().label("n"))
+                                         .group_by(messages.c.reason)).all()
         by_watcher: Counter[str] = Counter()
-        by_reason: Counter[str] = Counter()
         for row in rows:
             by_watcher[row.watcher] += int(row.n)
-            by_reason[row.reason] += int(row.n)
+        by_reason = Counter({row.reason: int(row.n) for row in reasons})
         return {"total": sum(by_watcher.values()),
                 "by_watcher": [{"name": k, "count": v} for k, v in by_watcher.most_common()],
                 "by_reason": [{"name": k, "count": v} for k, v in by_reason.most_common()],

@@ -2,13 +2,15 @@
 
 A topic is read at most every five seconds (``DLQ_TTL_S``), newest ``dlq_max_records``
 records at most, by assigning its partitions (nothing committed); the page and the API
-filter and search what was read.
+filter and search what was read. Its counts (the histograms, the watchers' rejected
+counts) cover the whole topic: a :class:`~sharedstream.web.dlqtally.TopicTally` per
+topic, refreshed at most as often, reads only the records added since.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +19,7 @@ from sharedstream.ops.dlq.commands import group_rows, histograms, row_json
 from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import NotFound
+from sharedstream.web.dlqtally import TopicCounts, TopicTally, counts_json
 from sharedstream.web.kafkaview import KafkaReads
 from sharedstream.web.settings import WebSettings
 
@@ -28,6 +31,29 @@ class DeadLetterReads(KafkaReads):
 
     settings: WebSettings
     _dlq_cache: TtlCache
+    _tallies: dict[str, TopicTally]
+
+    def dead_letter_counts_sync(self, topic: str) -> TopicCounts:
+        """The counts of the whole of ``topic``, at most ``DLQ_TTL_S`` old."""
+        tally = self._tallies.setdefault(topic, TopicTally(topic))
+
+        def open_reader(starts: Mapping[int, int]) -> DeadLetterReader:
+            return DeadLetterReader(self._connection(None), topic, start_offsets=starts,
+                                    timeout=self.settings.kafka_timeout)
+
+        return self._dlq_cache.get(("counts", topic), lambda: tally.refresh(open_reader))
+
+    def dead_letter_watchers_sync(self) -> tuple[Counter[str], list[str]]:
+        """Distinct dead letters per watcher over every dead-letter topic of the console,
+        and why a topic could not be read (its last counts stand meanwhile)."""
+        found: Counter[str] = Counter()
+        errors = []
+        for topic in self.settings.dlq_topics:
+            counts = self.dead_letter_counts_sync(topic)
+            found.update(counts.watchers)
+            if counts.error is not None:
+                errors.append(f"{topic}: {counts.error}")
+        return found, errors
 
     def _read_dead_letters(self, topic: str, since: datetime | None
                            ) -> tuple[list[DeadLetter], bool]:
@@ -66,20 +92,26 @@ class DeadLetterReads(KafkaReads):
 
         records, truncated, error = self._dlq_cache.get((topic, bucket), read)
         rows = group_rows(records)
-        reasons, watchers = histograms(rows)
-        pairs: Counter[tuple[str, str]] = Counter(
-            (w, why) for row in rows if not row.first.foreign
-            for w, why in row.first.rejections.items())
+        if since is None:  # the whole topic's, not only what the page read
+            counts = self.dead_letter_counts_sync(topic)
+            stats = counts_json(counts)
+            error = error or counts.error
+        else:
+            reasons, watchers = histograms(rows)
+            pairs: Counter[tuple[str, str]] = Counter(
+                (w, why) for row in rows if not row.first.foreign
+                for w, why in row.first.rejections.items())
+            stats = {"reasons": dict(reasons.most_common()),
+                     "watchers": dict(watchers.most_common()),
+                     "by_watcher_reason": [{"watcher": w, "reason": why, "count": n}
+                                           for (w, why), n in pairs.most_common()],
+                     "records": len(records), "distinct": len(rows), "whole_topic": False}
         selected = [row for row in rows if _dead_letter_matches(row.first, watcher, reason, text)]
         selected.reverse()  # newest first
         page = selected[offset:offset + limit]
         return {"topic": topic, "read": len(records), "distinct": len(rows),
                 "foreign": sum(1 for r in rows if r.first.foreign), "truncated": truncated,
-                "error": error,
-                "stats": {"reasons": dict(reasons.most_common()),
-                          "watchers": dict(watchers.most_common()),
-                          "by_watcher_reason": [{"watcher": w, "reason": why, "count": n}
-                                                for (w, why), n in pairs.most_common()]},
+                "error": error, "stats": stats,
                 "items": [row_json(r) for r in page], "total": len(selected), "limit": limit,
                 "offset": offset}
 

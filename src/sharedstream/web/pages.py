@@ -203,7 +203,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         start, end = window(filters["since"], filters["until"], timedelta(hours=1))
         if end <= start:
             errors.append("until must be after since")
-            start, end = end - timedelta(hours=1), end
+            start, end = window(None, end, timedelta(hours=1))
         counts = await asyncio.to_thread(sources.timeline_sync, asset_name=name, since=start,
                                          until=end, watcher=filters["watcher"])
         step = (end - start) / len(counts)

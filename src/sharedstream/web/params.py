@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from fastapi.exceptions import RequestValidationError
+
 from sharedstream.statestore.durations import parse_instant
 from sharedstream.statestore.types import utcnow
 
@@ -62,13 +64,27 @@ def page_int(params: Mapping[str, str], name: str) -> int | None:
 
 
 def instant(text: str | None, name: str) -> datetime | None:
-    """``since``/``until``: ISO-8601 or a duration ago; a :class:`BadParameter` otherwise."""
+    """``since``/``until``: ISO-8601 or a duration ago, in UTC; a :class:`BadParameter`
+    otherwise (a time UTC cannot hold too: the database driver would fail on it)."""
     if text is None:
         return None
     try:
         return parse_instant(text, utcnow())
-    except OverflowError:  # a duration or a time beyond what a datetime holds
-        raise BadParameter(f"{name}: the time is out of range (use a later time or a "
-                           "shorter duration)") from None
     except ValueError as exc:
         raise BadParameter(f"{name}: {exc}") from None
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    """The first problem, as one sentence naming the parameter or body field (never the
+    value given): the innermost name of its location, ``watchers`` for ``watchers[0]``."""
+    error = exc.errors()[0]
+    if error.get("type") == "json_invalid":
+        return "request body: not valid JSON"
+    names = [str(part) for part in error.get("loc", ()) if isinstance(part, str)
+             and part not in ("body", "query", "path")]
+    name = names[-1] if names else "request body"
+    bound = BOUNDS.get(name)
+    if bound is not None and str(error.get("type", "")).startswith(("int_", "greater_",
+                                                                     "less_")):
+        return bound.message(name)
+    return f"{name}: {error.get('msg', 'invalid')}"

@@ -236,7 +236,10 @@ class Watcher(BaseModel):
     topics: list[str]
     present: bool = Field(description="Subscribed in a live triggerer.")
     held: int
-    rejected: int = Field(description="Rows in rejected_message.")
+    rejected: int = Field(description="Its distinct dead letters on the console's "
+                                      "dead-letter topics, plus its rows in rejected_message.")
+    rejected_error: str | None = Field(None, description="Why a dead-letter topic could not "
+                                                         "be read (its last counts stand).")
 
 
 class StateEntry(BaseModel):
@@ -364,12 +367,16 @@ class DeadLetter(BaseModel):
 
 
 class DeadLetterStats(BaseModel):
-    """As ``dlq inspect --stats`` (distinct dead letters; foreign ones as ``<foreign>``),
-    and the count of each (watcher, reason) pair."""
+    """As ``dlq inspect --stats`` (distinct dead letters, each once per reason it carries;
+    foreign ones as ``<foreign>``), and the count of each (watcher, reason) pair: of the
+    whole topic, or of the records read when ``since`` is given."""
 
     reasons: dict[str, int]
     watchers: dict[str, int]
     by_watcher_reason: list[WatcherReasonCount]
+    records: int = Field(description="Records counted (copies included).")
+    distinct: int = Field(description="Distinct dead letters counted.")
+    whole_topic: bool = Field(description="Counted over the whole topic (no since).")
 
 
 class DeadLetterPage(Page[DeadLetter]):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sharedstream.ops.offsets import GroupPositions
@@ -65,6 +65,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         self._snapshot_lock: asyncio.Lock | None = None
         self._snapshot_loop: asyncio.AbstractEventLoop | None = None
         self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
+        self._tallies = {}
         self._start_kafka()
 
     # -- triggerers -------------------------------------------------------------------------
@@ -300,6 +301,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         snapshot = await self.snapshot()
         recorded = snapshot.recorded
         rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync))
+        dead, unread = await asyncio.to_thread(self.dead_letter_watchers_sync)
         live = self.live_groups(snapshot)
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for name in set(recorded) | set(live):
@@ -315,7 +317,8 @@ class Sources(DatabaseReads, DeadLetterReads):
                     "name": watcher, "consumer_group": name,
                     "topics": (recorded.get(name) or {}).get("topics", []),
                     "present": watcher in present, "held": held,
-                    "rejected": int(rejected.get(watcher, 0))}
+                    "rejected": int(rejected.get(watcher, 0)) + dead[watcher],
+                    "rejected_error": "; ".join(unread) or None}
         return [found[k] for k in sorted(found, key=lambda k: (k[1], k[0]))]
 
     # -- overview ---------------------------------------------------------------------------
@@ -368,9 +371,13 @@ class Sources(DatabaseReads, DeadLetterReads):
 
 def window(since: datetime | None, until: datetime | None, default: timedelta
            ) -> tuple[datetime, datetime]:
-    """``[since, until)`` with the defaults: until now, since ``default`` before until."""
+    """``[since, until)`` with the defaults: until now, since ``default`` before until
+    (from the first instant a datetime holds for an ``until`` less than that after it)."""
     end = until or utcnow()
-    return (since or end - default), end
+    if since is None:
+        end = max(end, datetime.min.replace(tzinfo=UTC) + default)
+        since = end - default
+    return since, end
 
 
 def paginate(items: Sequence[T], limit: int, offset: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Migration 0007 (issue 43): event payloads become ``jsonb`` on PostgreSQL.
+"""Migration 0008 (issue 43): event payloads become ``jsonb`` on PostgreSQL.
 
-On SQLite, PostgreSQL and MariaDB: payloads written as JSON text at 0006 read back as the
+On SQLite, PostgreSQL and MariaDB: payloads written as JSON text at 0007 read back as the
 same values after the upgrade and after the downgrade; on PostgreSQL they are documents
 (``jsonb_typeof``), and a ``\\u0000`` escape, which ``jsonb`` cannot hold, became
 U+FFFD while a literal backslash before ``u0000`` stayed what it was.
@@ -31,8 +31,8 @@ AFTER = [json.loads(json.dumps(p).replace("\\u0000", "\\ufffd")) if i == 4 else 
          for i, p in enumerate(PAYLOADS)]
 
 
-# asset_event as 0006 knows it: the payload is text, whatever the models say now.
-AS_0006 = sa.table("asset_event", *(sa.column(c.name, sa.Text if c.name == "payload" else c.type)
+# asset_event as 0007 knows it: the payload is text, whatever the models say now.
+AS_0007 = sa.table("asset_event", *(sa.column(c.name, sa.Text if c.name == "payload" else c.type)
                                     for c in asset_event.columns))
 
 
@@ -48,13 +48,13 @@ def _payloads(store: StateStore) -> list[Any]:
             sa.select(asset_event.c.payload).order_by(asset_event.c.id)).scalars()]
 
 
-def test_0007_converts_payloads_and_back(db_url: str) -> None:
+def test_0008_converts_payloads_and_back(db_url: str) -> None:
     store = StateStore.from_url(db_url)
     try:
-        store.upgrade("0006")
+        store.upgrade("0007")
         asset_id = store.register_asset("orders")
-        with store.engine.begin() as connection:  # as 0006 wrote them: JSON text
-            connection.execute(AS_0006.insert(), _rows(asset_id))
+        with store.engine.begin() as connection:  # as 0007 wrote them: JSON text
+            connection.execute(AS_0007.insert(), _rows(asset_id))
         store.upgrade()
         postgres = store.engine.dialect.name == "postgresql"
         assert _payloads(store) == (AFTER if postgres else PAYLOADS)
@@ -64,7 +64,7 @@ def test_0007_converts_payloads_and_back(db_url: str) -> None:
                     "SELECT jsonb_typeof(payload) FROM asset_event ORDER BY id")).scalars()
                 assert list(kinds) == ["object", "array", "string", "number", "object",
                                        "object", "object"]
-        store.downgrade("0006")
+        store.downgrade("0007")
         assert _payloads(store) == (AFTER if postgres else PAYLOADS)
     finally:
         store.downgrade()

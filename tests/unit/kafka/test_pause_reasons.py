@@ -46,7 +46,8 @@ def view_of(adapter: KafkaSharedConsumer) -> Any:
                            permanent_failures=0, batch_latency_count=0, batch_latency_sum=0.0)
     group = SimpleNamespace(key="g", consumer_group="app.orders")
     return SimpleNamespace(plan=SimpleNamespace(groups=[group]), manager=manager, sink=sink,
-                           delivery=None, heartbeat=None, watchdog=None, readiness=lambda: [])
+                           delivery=None, heartbeat=None, watchdog=None, registries=None,
+                           readiness=lambda: [])
 
 
 async def test_a_partition_at_its_bound_says_so_in_status_and_metrics() -> None:

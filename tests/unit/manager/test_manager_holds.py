@@ -187,3 +187,39 @@ async def test_a_rejection_and_a_failure_in_one_round_make_one_dead_letter_later
         (("p", 0), {"b": "nope"})]
     assert h.publish() == {"p": 1}
     await h.stop()
+
+
+async def test_a_remembered_hold_goes_to_its_watcher_as_a_retry_and_as_read_to_the_others(
+        ) -> None:
+    """Guarantee 7 (issue 41): a message an earlier owner left held for ``b`` goes to
+    ``a`` with its neighbours, and to ``b`` only after them, as a retry."""
+    h = Harness(["a", "b"])
+    h.start("a")
+    h.start("b")
+    await settle()
+    h.producer.remembered_holds = {"p": {1: frozenset({"b", "gone"})}}
+    h.producer.feed(("p", 0), ("p", 1), ("p", 2))
+    await settle()
+    assert h.triggers["a"].seen == ["p:0", "p:1", "p:2"]
+    assert h.triggers["b"].seen == ["p:0", "p:2"]
+    h.clock.advance(1.0)  # the hold's first backoff
+    await settle()
+    assert h.triggers["b"].seen == ["p:0", "p:2", "p:1"]
+    assert h.outcome(("p", 1)).acked == {"a", "b"}
+    assert h.publish() == {"p": 3}
+    await h.stop()
+
+
+async def test_a_remembered_hold_on_a_replay_reaches_only_the_watchers_it_names() -> None:
+    h = Harness(["a", "b"])
+    h.start("a")
+    h.start("b")
+    await settle()
+    h.producer.remembered_holds = {"p": {0: frozenset({"a", "b"})}}
+    h.producer.feed(("p", 0), targets=frozenset({"a"}))
+    await settle()
+    h.clock.advance(1.0)
+    await settle()
+    assert h.triggers["a"].seen == ["p:0"] and h.triggers["b"].seen == []
+    assert h.publish() == {"p": 1}
+    await h.stop()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from manager_fakes import Harness, settle
 
 from sharedstream.core.ledger import State
@@ -35,3 +37,47 @@ async def test_infrastructure_errors_never_count_towards_max_attempts() -> None:
     final = h.outcome(("p", 0))
     assert final.acked == {"a"} and final.state is State.TERMINAL
     await h.stop()
+
+
+class RegistryDown(InfrastructureError):
+    """An outage whose source logs its start and end itself (as the schema registry's
+    lookups do): the waiting watcher adds nothing above DEBUG."""
+
+    reported = True
+
+
+@pytest.mark.parametrize("error", [InfrastructureError, RegistryDown])
+async def test_an_outage_logs_no_traceback_per_retry(
+        error: type[InfrastructureError], caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 41 §3.5: before, each retry logged the filter's traceback and a restart
+    line at WARNING (37 tracebacks while one message waited on a registry)."""
+    outage = {"on": True}
+
+    async def downstream(message: str) -> list[Any]:
+        if outage["on"]:
+            raise error("target down")
+        return []
+
+    caplog.set_level(logging.DEBUG, logger="sharedstream")
+    h = Harness(["a"], max_attempts=2, retry_backoff_initial=1.0, retry_backoff_max=4.0)
+    h.start("a", downstream)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    for _attempt in range(5):
+        h.clock.advance(10.0)
+        await settle()
+    assert h.triggers["a"].seen == ["p:0"] * 6
+    outage["on"] = False
+    h.clock.advance(10.0)
+    await settle()
+    assert h.outcome(("p", 0)).acked == {"a"}
+    await h.stop()
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    if error is RegistryDown:
+        assert warnings == [], warnings
+    else:  # its source is silent: one line per retry, which says what it waits on
+        assert len(warnings) == 6, warnings
+        assert all("waiting on infrastructure (InfrastructureError: target down)" in w
+                   for w in warnings), warnings

@@ -17,6 +17,7 @@ from sqlalchemy.exc import (
     StatementError,
 )
 
+from sharedstream.core.holds import NOTHING, Taken
 from sharedstream.core.window import SUBMITTED, Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import is_permanent_error, is_transient_error
@@ -93,7 +94,7 @@ class ScriptedSink(DatabaseWorkSink):
         self.outages = outages
         self.attempts: list[list[int]] = []
 
-    def _write(self, batch: list[_Queued]) -> int:
+    def _write(self, batch: list[_Queued], taken: Taken = NOTHING) -> int:
         offsets = [q.window.payload for q in batch]
         self.attempts.append(offsets)
         if self.outages:

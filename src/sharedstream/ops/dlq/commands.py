@@ -29,6 +29,7 @@ from sharedstream.ops.clitools import (
     handled,
     kafka_connection,
     kafka_connection_option,
+    option_value,
     stamp,
 )
 from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
@@ -105,16 +106,24 @@ def group_rows(records: Iterable[DeadLetter]) -> list[Row]:
     return list(rows.values())
 
 
+def count_dead_letter(record: DeadLetter, reasons: Counter[str],
+                      watchers: Counter[str]) -> None:
+    """One distinct dead letter in the histograms: once per reason it carries (two
+    watchers rejecting it for one reason are one dead letter with that reason, not two),
+    once per watcher that rejected it; a foreign one as ``<foreign>``."""
+    if record.foreign:
+        reasons["<foreign>"] += 1
+        return
+    reasons.update(set(record.rejections.values()))
+    watchers.update(record.rejections.keys())
+
+
 def histograms(rows: Sequence[Row]) -> tuple[Counter[str], Counter[str]]:
-    """(reasons, watchers) over distinct dead letters; foreign ones count as ``<foreign>``."""
+    """(reasons, watchers) over distinct dead letters (:func:`count_dead_letter`)."""
     reasons: Counter[str] = Counter()
     watchers: Counter[str] = Counter()
     for row in rows:
-        if row.first.foreign:
-            reasons["<foreign>"] += 1
-            continue
-        reasons.update(row.first.rejections.values())
-        watchers.update(row.first.rejections.keys())
+        count_dead_letter(row.first, reasons, watchers)
     return reasons, watchers
 
 
@@ -203,10 +212,7 @@ def _common(fn: Callable[P, R]) -> Callable[P, R]:
 def _instant(text: str | None, option: str) -> datetime | None:
     if text is None:
         return None
-    try:
-        return parse_instant(text, utcnow())
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from None
+    return option_value(option, lambda given: parse_instant(given, utcnow()), text)
 
 
 @click.group("dlq")

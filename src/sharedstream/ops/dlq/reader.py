@@ -230,6 +230,7 @@ class DeadLetterReader:
             "log_level": 0, "error_cb": self._errors.append,
         })
         self._consumer = Consumer(config)
+        self.log_starts: dict[int, int] = {}  # partition -> its first offset, at opening
         try:
             self.ranges = self._plan(since, start_offsets or {})
         except BaseException:
@@ -242,6 +243,7 @@ class DeadLetterReader:
         marks = {p: self._call(self._consumer.get_watermark_offsets,
                                TopicPartition(self.topic, p), timeout=self.timeout)
                  for p in partitions}
+        self.log_starts = {p: marks[p][0] for p in partitions}
         starts = {p: max(marks[p][0], start_offsets.get(p, 0)) for p in partitions}
         if since is not None and partitions:
             stamp = int(since.timestamp() * 1000)

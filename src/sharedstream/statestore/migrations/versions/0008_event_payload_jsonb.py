@@ -1,7 +1,7 @@
 """Events: payloads as ``jsonb`` on PostgreSQL (issue 43).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-06
 
 PostgreSQL: ``asset_event.payload`` becomes ``jsonb``, so users can query payloads with
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
