@@ -1,4 +1,4 @@
-"""Issue 30's figure: watchers sharing one Avro deserialiser against independent consumers.
+"""Avro decoded once: watchers sharing one Avro deserialiser against independent consumers.
 
 Part of ``python -m bench`` (``python -m bench --avro`` runs only this; alone:
 ``python -m bench.avro_decode [--messages N]``). On the real broker and a real schema

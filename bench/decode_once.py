@@ -1,4 +1,4 @@
-"""Decode once (issue 27): N watchers parsing every message's JSON, each on its own or shared.
+"""Decode once: N watchers parsing every message's JSON, each on its own or shared.
 
 The manager path of ``bench/manager_overhead.py`` (in-memory batches, a sink that
 confirms at once), with a realistic value (~120 bytes of JSON) and watchers that parse

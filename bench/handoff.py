@@ -1,4 +1,4 @@
-"""Issue 27's hand-off probe: how often the consumer thread wakes the event loop.
+"""The hand-off probe: how often the consumer thread wakes the event loop.
 
 A wake is a ``call_soon_threadsafe`` from the consumer thread: a self-pipe write, after
 which that thread waits for the GIL while the loop it woke runs. On the real broker,

@@ -314,7 +314,7 @@ def main() -> None:
     broker: Any = None
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
-        # Imported here, not at the top: bench/issue27.py times processes that import
+        # Imported here, not at the top: bench/json_fanout.py times processes that import
         # this module, and localservices brings psycopg and pymysql (~0.13 s).
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
         from localservices import KafkaBroker  # type: ignore[import-not-found]

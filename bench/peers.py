@@ -3,7 +3,7 @@
     PYTHONPATH=src python -m bench.peers --bootstrap HOST:PORT [--peer-python PATH]
 
 Part of ``python -m bench`` (``--peers`` runs only this). Issue 27's process workload
-(``bench/issue27.py`` part 2) on the real broker, over the ~120-byte JSON orders of
+(``bench/json_fanout.py`` part 2) on the real broker, over the ~120-byte JSON orders of
 ``bench/decode_once.py``:
 
 * 1 filter parsing every value and keeping nothing;
@@ -14,7 +14,7 @@ The sides: plain confluent-kafka (``bench/plain_consumer.py``: one consumer per 
 sharedstream's manager through the per-message API (``shared``) and the batch API
 (``batch``), quixstreams, sentry-arroyo and faust-streaming (``bench/peer_process.py``,
 each written as its documentation shows). Every librdkafka side gets the same fetch
-override (``issue27.TUNED``); faust runs on aiokafka, which has no such setting.
+override (``json_fanout.TUNED``); faust runs on aiokafka, which has no such setting.
 
 Each run is a subprocess timed from ``Popen`` until its consumer groups' committed
 offsets, read from outside by this process (``CommitWatch``, polled every
@@ -47,7 +47,7 @@ from typing import Any
 from bench import kafka_throughput as kt
 from bench import report
 from bench.decode_once import value
-from bench.issue27 import TUNED
+from bench.json_fanout import TUNED
 from confluent_kafka import Consumer, TopicPartition
 
 import sharedstream
@@ -111,7 +111,7 @@ def command(side: str, bootstrap: str, topic: str, messages: int, filters: int, 
         return [sys.executable, str(ROOT / "bench" / "plain_consumer.py"), bootstrap, topic,
                 str(messages), str(filters), "1" if keep else "0", config, group]
     if side in ("shared", "batch"):
-        return ([sys.executable, "-m", "bench.issue27", "--bootstrap", bootstrap, "--topic",
+        return ([sys.executable, "-m", "bench.json_fanout", "--bootstrap", bootstrap, "--topic",
                  topic, "--messages", str(messages), "--watchers", str(filters), "--config",
                  json.dumps({**TUNED, "group.id": group})]
                 + (["--keep"] if keep else []) + (["--batch"] if side == "batch" else []))

@@ -1,4 +1,4 @@
-"""Issue 27's plain reference: a hand-written confluent-kafka consumer process.
+"""The plain reference of the process runs: a hand-written confluent-kafka consumer process.
 
     python bench/plain_consumer.py BOOTSTRAP TOPIC MESSAGES CONSUMERS KEEP CONFIG_JSON [GROUP]
 

@@ -5,7 +5,7 @@ Each run starts three fresh processes on a small topic and reads their phases fr
 marks and log lines, in seconds after ``Popen``:
 
 * ``sharedstream``, the bare child (``python -m bench.startup --child``): one watcher
-  keeping nothing (``bench.issue27``'s child), no database. Interpreter up, imports
+  keeping nothing (``bench.json_fanout``'s child), no database. Interpreter up, imports
   done, the consumer group subscribed (``open_stream``), partitions assigned (group
   join), the first message at the watcher.
 * ``cli``, what users run: ``sharedstream run watchers.py --config sharedstream.toml``
@@ -54,10 +54,10 @@ TARGET_S = 0.5  # issue 43: process start to the first message in the filter
 def child(bootstrap: str, topic: str, config: dict[str, Any]) -> None:
     imported_at = time.time()
     logging.basicConfig(level=logging.INFO, format="%(created)f %(message)s", stream=sys.stderr)
-    from bench import issue27
+    from bench import json_fanout
 
     print(f"MARK imports {time.time()}", file=sys.stderr)
-    marks = issue27.child(bootstrap, topic, MESSAGES, 1, False, config)
+    marks = json_fanout.child(bootstrap, topic, MESSAGES, 1, False, config)
     print(f"MARK interpreter {imported_at}", file=sys.stderr)
     print(f"MARK first {marks['first']}", file=sys.stderr)
 
@@ -208,7 +208,7 @@ def measure(bootstrap: str, runs: int = 3, config: str = "{}") -> dict[str, Any]
     issue 43's target (the CLI's first message in the filter within 0.5 s)."""
     from bench import kafka_throughput as kt
     from bench.decode_once import value
-    from bench.report import compile_measured
+    from bench.services import compile_measured
 
     from sharedstream.statestore import StateStore
 

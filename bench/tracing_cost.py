@@ -1,8 +1,8 @@
-"""Issue 31's cost of tracing: events/s with tracing off, on at sampling 1.0 and at 0.01.
+"""The cost of tracing: events/s with tracing off, on at sampling 1.0 and at 0.01.
 
 Part of ``python -m bench`` (``python -m bench --tracing`` runs only this). One watcher
 keeps every message of a filled topic as an event, through the manager and the
-triggerer's ``DatabaseWorkSink`` on SQLite (``bench/__main__.py``'s ``persisted()``), so
+triggerer's ``DatabaseWorkSink`` on SQLite (``bench/persisted.py``), so
 each event costs a ``sharedstream.watch`` span and its ``sharedstream.uow.commit`` child
 when sampled. The spans go over OTLP/HTTP to the real collector of the tests
 (``tools/otelcol``, started here on loopback), through the SDK's batch span processor
@@ -42,7 +42,8 @@ RUN_TIMEOUT = 300.0  # one run takes seconds; far more means it hangs
 def _run(mode: str, bootstrap: str, topic: str, messages: int, endpoint: str,
          service: str) -> dict[str, Any]:
     """This process's side: one timed run with tracing as ``mode`` says."""
-    from bench.__main__ import KeepTrigger, persisted, sqlite_url
+    from bench.persisted import KeepTrigger, persisted
+    from bench.services import sqlite_url
 
     from sharedstream.core import tracing
     from sharedstream.triggerer.gctune import tune_gc

@@ -45,7 +45,7 @@ from typing import Any
 
 from bench import report
 from bench.decode_once import value
-from bench.issue27 import TUNED
+from bench.json_fanout import TUNED
 from bench.peers import CommitWatch, cpu_seconds
 from bench.process_runs import COMMAND
 from confluent_kafka import Producer
@@ -325,6 +325,14 @@ def sizes(quick: bool) -> tuple[int, dict[int, int], tuple[int, ...]]:
     if quick:
         return 5_000, {1_000: 1_000}, (1, 100, 1_000)
     return 200_000, {100: 50_000, **FILTER_MESSAGES}, COUNTS
+
+
+def run(bootstrap: str, quick: bool) -> dict[str, Any]:
+    """The runner's part: every side at the default (or ``--quick``) sizes, one run."""
+    messages, filters, counts = sizes(quick)
+    found = measure(bootstrap, messages, filters, 1, counts)
+    found["targets"] = targets(found)
+    return found
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """A DLQ consumer of your own: alert when a rejection reason piles up.
 
-Built on the reader API (``sharedstream.dlq``): it reads a dead-letter topic up
+Built on the reader API (``sharedstream.ops.dlq``): it reads a dead-letter topic up
 to its current end without committing anything, counts distinct rejected
 messages (copies of one rejection share an identity) per watcher and reason, and
 prints an alert line for every (watcher, reason) seen at least ``--threshold``
@@ -19,8 +19,8 @@ import argparse
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-from sharedstream.dlq import DeadLetterError, read_dead_letters
 from sharedstream.kafka.connections import resolve_connection
+from sharedstream.ops.dlq import DeadLetterError, read_dead_letters
 from sharedstream.statestore.durations import parse_duration
 from sharedstream.triggerer.config import load_config
 

@@ -53,7 +53,7 @@ COMMANDS = {
     "publish-airflow": ("sharedstream.ops.airflow_commands:publish_airflow",
                         "Publish INSTANCE's asset events to TOPIC; the cursor lives in the "
                         "asset state store."),
-    "dlq": ("sharedstream.ops.dlq_commands:dlq_group",
+    "dlq": ("sharedstream.ops.dlq.commands:dlq_group",
             "Dead-letter topics: inspect and replay the records the triggerer rejected."),
     "held": ("sharedstream.web.held_command:held_group",
              "Messages the live triggerers hold for redelivery."),

@@ -1,36 +1,25 @@
-"""Reading sharedstream dead-letter topics from your own code.
+"""Deprecated: the dead-letter reader lives in :mod:`sharedstream.ops.dlq`.
 
-The same reader ``sharedstream dlq inspect|replay`` use: it assigns every
-partition itself, reads up to the end offsets seen when it opened and never
-commits, so it can run next to the triggerer and the replay tool without moving
-anyone's position. Each record comes decoded with its context::
-
-    from sharedstream.dlq import read_dead_letters
-    from sharedstream.kafka.connections import resolve_connection
-
-    connection = resolve_connection("kafka_default", {})  # or load_config().connections
-    for record in read_dead_letters(connection, "orders.dlq"):
-        if record.foreign:                  # written by another tool: no context
-            continue
-        print(record.origin.topic, record.origin.offset, record.rejections,
-              record.replay_count, record.value)
-
-See ``examples/dlq_consumer.py`` for an alerting consumer and docs/dead-letters.md
-for the headers.
+Kept as an alias for one release so code written against ``sharedstream.dlq`` runs on;
+importing it warns (``DeprecationWarning``). It names the same objects: nothing is
+copied.
 """
 
-from sharedstream.core.message import Coordinates
-from sharedstream.ops.dlq_reader import (
+import warnings
+
+from sharedstream.ops.dlq import (
+    Coordinates,
     DeadLetter,
     DeadLetterError,
     DeadLetterReader,
+    Origin,
     PartitionRange,
     decode_dead_letter,
     read_dead_letters,
 )
 
-# The name this module gave a dead letter's origin before Coordinates was the one type.
-Origin = Coordinates
+warnings.warn("sharedstream.dlq is deprecated: import from sharedstream.ops.dlq (the same "
+              "names)", DeprecationWarning, stacklevel=2)
 
 __all__ = [
     "Coordinates",

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_probe import committed_partitions
-from sharedstream.dlq import read_dead_letters
 from sharedstream.kafka.progress import decode_progress
+from sharedstream.ops.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
@@ -104,7 +104,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
 def dlq_records(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[str, int]]:
     """``(identity header, original id)`` of every record on the DLQ topic, read by the
-    product's reader (``sharedstream.dlq``); ``timeout`` bounds each wait for records."""
+    product's reader (``sharedstream.ops.dlq``); ``timeout`` bounds each wait for records."""
     records: list[tuple[str, int]] = []
     for record in read_dead_letters({"bootstrap.servers": bootstrap}, topic, timeout=timeout):
         assert record.identity is not None and record.value is not None, record.problem

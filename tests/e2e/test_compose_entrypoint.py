@@ -45,7 +45,7 @@ from db_schemas import postgres_schema_url
 from sqlalchemy.engine import make_url
 from triggerer import COMMAND, Triggerers, until
 
-from sharedstream.dlq import read_dead_letters
+from sharedstream.ops.dlq import read_dead_letters
 from sharedstream.statestore.models import asset_event
 
 REPO = Path(__file__).resolve().parents[2]

@@ -69,7 +69,7 @@ def test_reading_events_needs_no_destination_secret(
         assert (done.returncode, done.stderr) == (0, ""), done.stderr
         return done.stdout
 
-    [listed] = json.loads(read("events", "list", "--json"))
+    [listed] = json.loads(read("events", "list", "--json"))["items"]
     assert (listed["id"], listed["payload"]) == (event_id, {"n": 7})
     [line] = read("events", "tail").splitlines()
     assert line.startswith(f"{event_id}  ") and "orders" in line

@@ -21,6 +21,7 @@ from db_schemas import postgres_schema_url
 
 from sharedstream import Asset, AssetWatcher
 from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
 from sharedstream.triggers import BaseEventTrigger, TriggerEvent
 from sharedstream.triggers.base import classpath
@@ -54,7 +55,7 @@ def payloads(url: str) -> list[str]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as db:
-            return list(db.execute(sa.text("SELECT payload FROM asset_event")).scalars())
+            return list(db.execute(sa.select(asset_event.c.payload)).scalars())
     finally:
         engine.dispose()
 

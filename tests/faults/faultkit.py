@@ -4,7 +4,7 @@ Everything here reads only the broker, the database and the processes' logs,
 never the triggerer's memory: a scenario's verdict is what a user would see.
 The e2e suite's ``streams`` module already reads events and committed offsets;
 this adds what faults need on top (each DLQ record's context, read by
-the product's ``sharedstream.dlq`` reader, a background
+the product's ``sharedstream.ops.dlq`` reader, a background
 sampler of invariants, a log scan over every start of a process).
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from streams import committed, end_offsets
 from triggerer import Triggerer, until
 
-from sharedstream.dlq import read_dead_letters
+from sharedstream.ops.dlq import read_dead_letters
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "faults.json"
 
@@ -76,7 +76,7 @@ class DeadLetter:
 
 def dead_letters(bootstrap: str, topic: str, timeout: float = 60.0) -> list[DeadLetter]:
     """Every record of the 1-partition DLQ ``topic`` (duplicates included), in order, read by
-    the product's reader (``sharedstream.dlq``); ``timeout`` bounds each wait for records."""
+    the product's reader (``sharedstream.ops.dlq``); ``timeout`` bounds each wait for records."""
     found: list[DeadLetter] = []
     for record in read_dead_letters({"bootstrap.servers": bootstrap}, topic, timeout=timeout):
         assert record.identity is not None and record.origin is not None, record.problem

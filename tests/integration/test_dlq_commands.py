@@ -338,11 +338,32 @@ def test_dry_run_duplicates_and_foreign_records(
     real = as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL")
     assert (real["replayed"], real["skipped_duplicates"], real["foreign"]) == (3, 1, 1)
     assert sorted(m.value() for m in read_all(kafka_bootstrap, source)) == [b"v0", b"v1", b"v2"]
+    # The group is past them now; from the start of the topic they are replayed again.
+    assert as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL")["examined"] == 0
+    again = as_json("dlq", "replay", dlq, "--to-topic", "ORIGINAL", "--from-start")
+    assert (again["examined"], again["replayed"], again["from_start"]) == (5, 3, True)
+    assert len(read_all(kafka_bootstrap, source)) == 6
 
     explicit = as_json("dlq", "replay", dlq, "--to", target, "--group", "other")
     assert (explicit["replayed"], explicit["foreign"]) == (4, 0)
     [moved] = [m for m in read_all(kafka_bootstrap, target) if m.key() is None]
     assert (moved.value(), moved.headers()) == (b"\xff\x00\x00", [("origin", b"elsewhere")])
+
+
+def test_inspect_reads_a_page_by_default_and_says_how_many_there_are(
+    kafka_bootstrap: str, create_topic: Callable[..., str], env: dict[str, str]
+) -> None:
+    """Without --limit, `dlq inspect` reads the oldest 100 records, not the whole topic
+    (issue 43: 2,000 records took 4.5 s to print), and says how many the topic holds."""
+    source, dlq = create_topic("orders"), create_topic("orders-dlq")
+    write_dead_letters(kafka_bootstrap, dlq, source, 150)
+    report = as_json("dlq", "inspect", dlq)
+    assert (report["read"], report["available"], report["distinct"]) == (100, 150, 100)
+    assert [r["original"]["offset"] for r in report["records"]] == list(range(100))
+    title = invoke("dlq", "inspect", dlq).stdout
+    assert "the first 100 of 150 records (--limit N reads more), 100 distinct" in title
+    everything = as_json("dlq", "inspect", dlq, "--limit", "1000")
+    assert (everything["read"], everything["available"]) == (150, 150)
 
 
 def test_missing_topics_and_an_unreachable_broker_fail_in_one_line(

@@ -19,7 +19,7 @@ from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 
 Run = Callable[..., str]
-STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def ids(db_url: str) -> list[int]:
             for i, age in enumerate([5, 3, 1, 0.5])]
     with store.engine.begin() as connection:
         insert_events(connection, rows)
-    listed = json.loads(invoke_json(store))
+    listed = json.loads(invoke_json(store))["items"]
     return sorted(e["id"] for e in listed)
 
 
@@ -72,10 +72,10 @@ def test_tail_since_takes_a_time_or_an_id(run: Run, ids: list[int]) -> None:
 
 
 def test_list_since_takes_an_id_or_a_time(run: Run, ids: list[int]) -> None:
-    listed = json.loads(run("events", "list", "--since", str(ids[1]), "--json"))
+    listed = json.loads(run("events", "list", "--since", str(ids[1]), "--json"))["items"]
     assert [e["offset"] for e in listed] == [3, 2]
     assert [e["offset"] for e in json.loads(run("events", "list", "--since", "2h",
-                                                 "--json"))] == [3, 2]
+                                                 "--json"))["items"]] == [3, 2]
 
 
 def test_tail_limit_and_its_old_spellings(run: Run, ids: list[int]) -> None:
@@ -85,7 +85,7 @@ def test_tail_limit_and_its_old_spellings(run: Run, ids: list[int]) -> None:
 
 
 def test_every_event_timestamp_is_iso_utc_with_z(run: Run, ids: list[int]) -> None:
-    listed = json.loads(run("events", "list", "--json"))
+    listed = json.loads(run("events", "list", "--json"))["items"]
     assert all(STAMP.fullmatch(e["created_at"]) for e in listed), listed
     tailed = [json.loads(line) for line in run("events", "tail", "--json").splitlines()]
     assert all(STAMP.fullmatch(e["created_at"]) for e in tailed), tailed

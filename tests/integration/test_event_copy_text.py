@@ -4,7 +4,8 @@ The writer formats a large batch's rows in ``COPY``'s text format itself instead
 through psycopg's ``write_row``: every field that holds a backslash, a tab or a line
 break must be escaped, or the server splits the row, refuses it, or stores other text.
 Payloads that hold each of them (as JSON escapes, and raw inside a key name) are stored
-exactly as encoded, by ``COPY`` (seen in the statements sent), with their coordinates.
+as the values emitted, by ``COPY`` (seen in the statements sent), with their coordinates
+(``jsonb`` keeps the value, not the text: its spacing is its own, issue 43).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from uow_windows import WindowDriver, coordinates
 
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
-from sharedstream.statestore.values import encode_json
 from sharedstream.triggerer.eventcopy import COPY_MIN_ROWS
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 
@@ -25,7 +25,7 @@ AWKWARD = ["back\\slash", "tab\there", "line\nbreak", "cr\rhere", "\\N", "quote\
            "üñí ☃", "\\\\two"]
 
 
-async def test_copied_payloads_are_stored_exactly_as_encoded(
+async def test_copied_payloads_are_stored_as_emitted(
         postgres_store: StateStore) -> None:
     store = postgres_store
     sent = forms_sent(store)
@@ -49,8 +49,7 @@ async def test_copied_payloads_are_stored_exactly_as_encoded(
     with store.engine.connect() as conn:
         stored = conn.execute(select(e.partition, e.offset, e.event_index, e.payload,
                                      e.topic, e.watcher).order_by(e.id)).all()
-    expected = [(n % 3, n, index, encode_json(event), "orders", "w")
+    expected = [(n % 3, n, index, event, "orders", "w")
                 for n, payload in enumerate(payloads)
                 for index, event in enumerate([payload, None, [n, "\t"]])]
-    assert [tuple(row) for row in stored] == expected
-    assert [json.loads(row.payload) for row in stored[::3]] == payloads
+    assert [(p, o, i, json.loads(text), t, w) for p, o, i, text, t, w in stored] == expected

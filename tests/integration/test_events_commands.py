@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -14,6 +15,7 @@ from click.testing import CliRunner
 from sqlalchemy.engine import make_url
 
 from sharedstream.cli import cli
+from sharedstream.statestore import events as events_module
 from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.store import StateStore
@@ -63,27 +65,50 @@ def count(store: StateStore) -> int:
             sa.select(sa.func.count()).select_from(asset_event)).scalar_one())
 
 
-def test_list_newest_first_with_filters(store: StateStore, run: Run) -> None:
+def listed(run: Run, *args: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads(run("events", "list", *args, "--json"))["items"]
+    return items
+
+
+def test_list_newest_committed_first_with_filters(store: StateStore, run: Run) -> None:
+    """Newest first is the last committed first (the highest id), as the console, `events
+    tail` and the destinations order events; `--since` still filters by creation time."""
     seed(store, {("orders", "w_orders"): [5, 1, 3], ("payments", "w_pay"): [2, 48]})
-    listed = json.loads(run("events", "list", "--json"))
-    assert [(e["asset"], e["offset"]) for e in listed] == [
-        ("orders", 1), ("payments", 0), ("orders", 2), ("orders", 0), ("payments", 1)]
-    first = listed[0]
+    events = listed(run)
+    assert [(e["asset"], e["offset"]) for e in events] == [
+        ("payments", 1), ("payments", 0), ("orders", 2), ("orders", 1), ("orders", 0)]
+    first = events[-2]
     assert first == first | {"watcher": "w_orders", "topic": "orders", "topic_id": "tid",
                              "partition": 1, "event_index": 0, "payload": {"n": 1}}
-    assert [e["offset"] for e in json.loads(run("events", "list", "--asset", "orders",
-                                                 "--json"))] == [1, 2, 0]
-    assert [e["asset"] for e in json.loads(run("events", "list", "--watcher", "w_pay",
-                                                "--json"))] == ["payments", "payments"]
-    recent = json.loads(run("events", "list", "--since", "4h", "--json"))
-    assert [(e["asset"], e["offset"]) for e in recent] == [
-        ("orders", 1), ("payments", 0), ("orders", 2)]
+    assert [e["offset"] for e in listed(run, "--asset", "orders")] == [2, 1, 0]
+    assert [e["asset"] for e in listed(run, "--watcher", "w_pay")] == ["payments", "payments"]
+    assert [(e["asset"], e["offset"]) for e in listed(run, "--since", "4h")] == [
+        ("payments", 0), ("orders", 2), ("orders", 1)]
     cutoff = (utcnow() - timedelta(hours=24)).isoformat()
-    assert len(json.loads(run("events", "list", "--since", cutoff, "--json"))) == 4
-    assert len(json.loads(run("events", "list", "--limit", "2", "--json"))) == 2
-    assert json.loads(run("events", "list", "--asset", "nope", "--json")) == []
+    assert len(listed(run, "--since", cutoff)) == 4
+    assert len(listed(run, "--limit", "2")) == 2
+    assert listed(run, "--asset", "nope") == []
     table = run("events", "list", "--asset", "orders")
     assert "w_orders" in table and "orders[1]@1" in table and '{"n":1}' in table
+
+
+def test_list_says_how_many_match_not_how_many_it_shows(
+        store: StateStore, run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count of matching events, in the table's title and in --json (issue 43: the
+    title said the page size); bounded, so that it stays cheap on a large table."""
+    seed(store, {("orders", "w_orders"): [5, 1, 3, 4], ("payments", "w_pay"): [2, 48]})
+    answer = json.loads(run("events", "list", "--limit", "2", "--json"))
+    assert (len(answer["items"]), answer["total"], answer["total_exact"]) == (2, 6, True)
+    answer = json.loads(run("events", "list", "--asset", "orders", "--limit", "1", "--json"))
+    assert (answer["total"], answer["total_exact"], answer["limit"]) == (4, True, 1)
+    assert json.loads(run("events", "list", "--watcher", "w_pay", "--since", "3h",
+                          "--json"))["total"] == 1
+    assert "asset events: 2 shown of 6 (newest first)" in run("events", "list", "--limit",
+                                                               "2")
+    monkeypatch.setattr(events_module, "COUNT_CAP", 3)
+    answer = json.loads(run("events", "list", "--limit", "1", "--json"))
+    assert (answer["total"], answer["total_exact"]) == (3, False)
+    assert "1 shown of more than 3" in run("events", "list", "--limit", "1")
 
 
 def test_clean_in_batches_and_dry_run(store: StateStore, run: Run, tmp_path: Path) -> None:
@@ -100,7 +125,7 @@ def test_clean_in_batches_and_dry_run(store: StateStore, run: Run, tmp_path: Pat
     elapsed = time.perf_counter() - started
     assert (report["rows"], report["batches"], report["dry_run"]) == (5, 3, False)
     assert 0 < report["seconds"] <= elapsed  # the run's own duration, in seconds
-    assert sorted(e["offset"] for e in json.loads(run("events", "list", "--json"))) == [5, 6]
+    assert sorted(e["offset"] for e in listed(run)) == [5, 6]
     again = json.loads(run("events", "clean", "--older-than", "1d", "--json",
                            "--config", str(config)))
     assert (again["rows"], again["batches"]) == (0, 0)

@@ -40,7 +40,7 @@ from sharedstream.kafka.producer import KafkaSharedStreamProducer
 from sharedstream.kafka.progress import decode_progress
 from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
-from sharedstream.ops.dlq_replay import ORIGINAL, Replayer, ReplayRules
+from sharedstream.ops.dlq.replay import ORIGINAL, Replayer, ReplayRules
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
 

@@ -19,6 +19,7 @@ is not valid Unicode is that watcher's rejection, named in the reason.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,7 @@ from triggerer import Triggerer, connection_for, until, write_config
 
 from sharedstream.core.text import MAX_TEXT_CHARS
 from sharedstream.delivery import undelivered
-from sharedstream.dlq import read_dead_letters
+from sharedstream.ops.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.events import events_after, insert_events
 from sharedstream.statestore.models import asset_event, rejected_message
@@ -93,7 +94,7 @@ def rejected_rows(db_url: str) -> dict[int, tuple[str, str, str | None]]:
     return {row.offset: (row.watcher, row.reason, row.value_preview) for row in rows}
 
 
-def event_offsets(db_url: str) -> list[tuple[str, int, str]]:
+def event_offsets(db_url: str) -> list[tuple[str, int, Any]]:
     engine = sa.create_engine(db_url)
     e = asset_event.c
     try:
@@ -102,7 +103,7 @@ def event_offsets(db_url: str) -> list[tuple[str, int, str]]:
                                       .order_by(e.offset)).all()
     finally:
         engine.dispose()
-    return [(row.watcher, row.offset, row.payload) for row in rows]
+    return [(row.watcher, row.offset, json.loads(row.payload)) for row in rows]
 
 
 def test_issue_25_a_rejected_confluent_framed_value_does_not_stall_the_partition(
@@ -116,7 +117,7 @@ def test_issue_25_a_rejected_confluent_framed_value_does_not_stall_the_partition
 
     assert rejected_rows(db_url) == {
         1: ("framed", "framed" + NO_DLQ, '\\u0000\\u0000\\u0000\\u0000\x07{"a":1}')}
-    assert event_offsets(db_url) == [("framed", 0, '{"a":0}'), ("framed", 2, '{"a":2}')]
+    assert event_offsets(db_url) == [("framed", 0, {"a": 0}), ("framed", 2, {"a": 2})]
 
 
 def test_reasons_with_nul_surrogates_or_10_mb_are_recorded_and_committed_past(

@@ -5,6 +5,7 @@ rejection recorder."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,12 +55,13 @@ class Setup:
         self.state = WatcherStateAccess(store, "w", "orders", self.asset_id)
         self.w = WindowDriver("w", self.sink)
 
-    def events(self) -> list[tuple[str, int, int, int, str]]:
+    def events(self) -> list[tuple[str, int, int, int, Any]]:
+        """(watcher, partition, offset, index, decoded payload) of every stored event."""
         e = asset_event.c
         with self.store.engine.connect() as conn:
             rows = conn.execute(select(e.watcher, e.partition, e.offset, e.event_index,
                                        e.payload).order_by(e.watcher, e.offset, e.event_index))
-            return [tuple(r) for r in rows]  # type: ignore[misc]
+            return [(w, p, o, i, json.loads(text)) for w, p, o, i, text in rows]
 
     def committed_state(self, key: str) -> Any:
         return self.store.asset(AssetScope(name="orders")).get(key)
@@ -74,7 +76,7 @@ async def test_events_and_staged_state_commit_together_then_confirm(store: State
         s.w.close()
     await until(lambda: len(s.w.confirmed) == 3)
     assert s.events() == [("w", 0, o, i, p) for o in range(3)
-                          for i, p in enumerate([f'{{"n":{o}}}', f'"second-{o}"'])]
+                          for i, p in enumerate([{"n": o}, f"second-{o}"])]
     assert s.committed_state("last_seen/0") == 2
     assert (s.sink.events_written, s.sink.windows_confirmed) == (6, 3)
     assert s.sink.healthy and s.sink.last_error is None
@@ -262,7 +264,7 @@ async def test_an_unserialisable_payload_rejects_only_its_window(store: StateSto
     reason = s.w.rejected[(TOPIC, 0, 0)]
     assert reason.startswith("event payload not JSON: ") and "object" in reason
     assert bad.rejected == reason and good.rejected is None
-    assert s.events() == [("v", 0, 0, 0, '"fine"')]
+    assert s.events() == [("v", 0, 0, 0, "fine")]
     assert s.committed_state("wm") is None
     assert s.sink.windows_rejected == 1
     await s.sink.aclose()

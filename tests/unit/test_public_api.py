@@ -21,3 +21,9 @@ def test_public_names_importable_from_the_package() -> None:
     assert NEVER_EXPIRE is store_never_expire
     from sharedstream.triggers import MessageBatch as triggers_batch
     assert MessageBatch is triggers_batch
+    from sharedstream.ops.dlq import (  # noqa: F401
+        DeadLetter,
+        DeadLetterError,
+        DeadLetterReader,
+        read_dead_letters,
+    )

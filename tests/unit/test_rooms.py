@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "sharedstream"
+BENCH = SRC.parents[1] / "bench"
 
 # Rank of each room (a package, or a top-level module); a room imports only lower ranks.
 RANKS: dict[str, float] = {
@@ -215,6 +216,13 @@ def describe(graph: dict[str, dict[str, int]], circle: tuple[str, ...]) -> str:
 
 def test_no_import_circle_between_files() -> None:
     graph = import_graph(SRC)
+    assert [f"import circle {' <-> '.join(c)}: {describe(graph, c)}"
+            for c in circles(graph)] == []
+
+
+def test_no_import_circle_in_the_bench() -> None:
+    """The bench's runner chooses and its parts measure: no part imports the runner."""
+    graph = import_graph(BENCH)
     assert [f"import circle {' <-> '.join(c)}: {describe(graph, c)}"
             for c in circles(graph)] == []
 

@@ -41,10 +41,15 @@ def test_lone_surrogate_finds_the_first_one_only_in_text_utf8_cannot_encode() ->
     assert lone_surrogate("ab\udcffc\udc80") == (2, "\\udcff")
 
 
-def test_a_nul_in_a_json_value_is_escaped_by_json_and_round_trips() -> None:
+def test_a_nul_in_a_state_value_is_escaped_by_json_and_round_trips() -> None:
     text = encode_value("k", {"v": "a\x00b"}, 1000)
     assert "\x00" not in text and decode_value(text) == {"v": "a\x00b"}
-    assert "\x00" not in encode_payload({"v": "a\x00b"}, 1000)
+
+
+def test_a_nul_in_an_event_payload_is_refused_before_any_batch() -> None:
+    """Payloads are jsonb on PostgreSQL, which holds no U+0000 (issue 43)."""
+    with pytest.raises(PayloadRefused, match="NUL character"):
+        encode_payload({"v": "a\x00b"}, 1000)
 
 
 def test_a_lone_surrogate_in_a_state_value_or_key_is_refused_naming_it() -> None:

@@ -133,6 +133,19 @@ def test_events_filters_and_pages(client: TestClient, seeded: Seeded) -> None:
     assert one["payload"] == {"id": 3, "html": MARKUP}
 
 
+def test_events_say_how_many_match_on_every_page(client: TestClient) -> None:
+    """The count of matching events, not the page size (issue 43): 20 of the seeded 30
+    events are of asset orders, 10 of them by watcher paid."""
+    first = client.get("/api/v1/events", params={"asset": "orders", "limit": 5}).json()
+    second = client.get("/api/v1/events", params={"asset": "orders", "limit": 5,
+                                                  "before": first["next_before"]}).json()
+    assert [(p["total"], p["total_exact"]) for p in (first, second)] == [(20, True)] * 2
+    paid = client.get("/api/v1/events", params={"asset": "orders", "watcher": "paid"}).json()
+    assert paid["total"] == len(paid["items"]) == 10
+    assert "20 matching events, 20 shown, newest first" in client.get("/assets/orders").text
+    assert "30 matching events, 30 shown, newest first" in client.get("/events").text
+
+
 def test_assets_and_state(client: TestClient) -> None:
     page = client.get("/api/v1/assets", params={"active": True}).json()
     assert [a["name"] for a in page["items"]] == ["<b>bold</b>&co", "orders"]

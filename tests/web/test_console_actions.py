@@ -280,3 +280,48 @@ def test_dlq_replay_dry_run_shows_what_would_go_then_replays_it(stack: Stack) ->
     items = json.loads(listed.stdout)["items"]
     assert items[0]["action"] == "dlq replay"
     assert items[0]["at"].endswith("Z") and len(items) == 3
+
+
+def replayed(stack: Stack) -> int:
+    """Records on the replay topic so far."""
+    replay = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": "act-check"})
+    try:
+        return int(replay.get_watermark_offsets(TopicPartition(f"{stack.dlq}.replay", 0),
+                                                timeout=10)[1])
+    finally:
+        replay.close()
+
+
+def test_a_second_replay_of_the_same_records_works(stack: Stack) -> None:
+    """After the filtered replay above, the replay group's position is past all three
+    records (issue 43: every later console replay found 0). The page names the group and
+    where the replay starts, previews how many it would take, and from the start of the
+    topic (or with a new group) replays the same records again."""
+    before = replayed(stack)
+    page = stack.page
+    page.goto(f"{stack.url}/actions")
+    page.locator("#operate-token").fill(stack.operate)
+    form = page.locator("#dlq-replay")
+    expect(form.locator("input[name=group]")).to_have_attribute(
+        "placeholder", f"sharedstream-dlq-replay.{stack.dlq}")
+    form.locator("button[type=submit]").click()  # where the default group stopped
+    expect(page.locator("#confirm-what")).to_contain_text(
+        f"group sharedstream-dlq-replay.{stack.dlq} from where it stopped: examined 0")
+    page.locator("#confirm-no").click()
+    form.locator("select[name=start]").select_option("start")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#confirm-what")).to_contain_text(
+        "from the start of the topic: examined 3: would be replayed 3")
+    confirm(page, "replayed 3")
+    assert replayed(stack) == before + 3
+    # Once more, the same records, with a group of the operator's naming.
+    form.locator("input[name=group]").fill("act-again")
+    form.locator("select[name=start]").select_option("stopped")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#confirm-what")).to_contain_text(
+        "group act-again from where it stopped: examined 3: would be replayed 3")
+    confirm(page, "replayed 3")
+    assert replayed(stack) == before + 6
+    audit = stack.audit()
+    assert [a["target"] for a in audit[-2:]] == [
+        f"{stack.dlq} --from-start", f"{stack.dlq} --group act-again"]

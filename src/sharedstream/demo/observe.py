@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from sqlalchemy import func, select
 
-from sharedstream.ops.dlq_reader import DeadLetter, decode_record
+from sharedstream.ops.dlq.reader import DeadLetter, decode_record
 from sharedstream.statestore.engine import make_engine
 from sharedstream.statestore.models import asset, asset_event, asset_state_store
 

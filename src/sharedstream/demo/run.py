@@ -56,7 +56,7 @@ from sharedstream.demo.watchers import (
     TOPIC,
 )
 from sharedstream.ops.clitools import emit_json
-from sharedstream.ops.dlq_replay import Replayer, ReplayRules, default_parking_topic
+from sharedstream.ops.dlq.replay import Replayer, ReplayRules, default_parking_topic
 from sharedstream.triggerer.config import Config, DatabaseSettings, ProcessSettings
 from sharedstream.triggerer.plan import make_plan
 from sharedstream.triggerer.process import Triggerer

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from sharedstream.demo.observe import Snapshot
 from sharedstream.demo.watchers import DLQ_TOPIC, TOPIC
-from sharedstream.ops.dlq_reader import DeadLetter
+from sharedstream.ops.dlq.reader import DeadLetter
 
 PLAIN_EVERY_S = 2.0
 SHOWN_DEAD_LETTERS = 3

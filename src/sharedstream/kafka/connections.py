@@ -80,7 +80,7 @@ from sharedstream.kafka.logs import LIBRDKAFKA_LOGGER
 ENV_PREFIX = "SHAREDSTREAM_CONN_"
 AIRFLOW_PREFIX = "AIRFLOW_CONN_"
 DEFAULT_GROUP_ID = "sharedstream"
-FETCH_QUEUE_BACKOFF_MS = 100  # see the module doc; chosen by bench/issue27.py
+FETCH_QUEUE_BACKOFF_MS = 100  # see the module doc; chosen by bench/json_fanout.py
 RECONNECT_BACKOFF_MS = 25  # see the module doc; measured by bench/startup.py
 
 # Keys whose values are secrets: matched on the dotted name, case-insensitive.

@@ -167,12 +167,6 @@ class MemoryConsumer:
 
     assign = incremental_assign
 
-    def incremental_unassign(self, partitions: Sequence[TopicPartition]) -> None:
-        for tp in partitions:
-            key = (tp.topic, tp.partition)
-            self._assigned.pop(key, None)
-            self._fetched.pop(key, None)
-
     def _logical(self, key: Key, offset: int) -> int:
         end = self.broker.end(key)
         if offset == OFFSET_END or (offset == OFFSET_INVALID and self._reset == "latest"):

@@ -1,5 +1,6 @@
 """``sharedstream triggerers forget`` and ``audit list``: a console action that had no
-command yet, and the audit of every action (``ops/actions.py``).
+command yet, and the audit of every action (``ops/actions.py``, loaded when a command
+runs: it brings the Kafka tooling of the other actions, which ``audit list`` needs not).
 
 ``dlq replay`` and ``offsets reset`` are the commands of two other actions, and
 ``held retry`` lives with the console (``web/held_command.py``) because it reads who
@@ -12,9 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
 
-from sharedstream.ops import actions
 from sharedstream.ops.clitools import (
     console,
     emit_json,
@@ -23,8 +22,7 @@ from sharedstream.ops.clitools import (
     stamp,
     store_command,
 )
-from sharedstream.statestore.durations import parse_instant
-from sharedstream.statestore.types import utcnow
+from sharedstream.statestore.durations import parse_instant, utcnow
 
 
 @click.group("triggerers")
@@ -39,6 +37,8 @@ def triggerers_forget(ctx: click.Context, /, triggerer_id: str, as_json: bool,
                       **_: Any) -> None:
     """Remove the row of a triggerer that is gone (killed: a clean stop removes its own),
     as listed stale by the console. Refused for a live one (seen within 30 s)."""
+    from sharedstream.ops import actions
+
     store = open_store(ctx)
     line = actions.audited(store, actions.cli_actor(), actions.TRIGGERER_FORGET, triggerer_id,
                            lambda: actions.forget_triggerer(store, triggerer_id))
@@ -64,10 +64,14 @@ def audit_list(ctx: click.Context, /, since: str | None, limit: int, as_json: bo
                **_: Any) -> None:
     """Every action done or refused, newest first: when, who (console:<token name> or
     cli:<user>), what, on what, and the result."""
+    from rich.table import Table
+
+    from sharedstream.ops.audit import audit_list as listed
+
     after = None if since is None else option_value(
         "--since", lambda text: parse_instant(text, utcnow()), since)
     store = open_store(ctx)
-    rows, total = actions.audit_list(store, limit=limit, since=after)
+    rows, total = listed(store, limit=limit, since=after)
     if as_json:
         emit_json({"items": rows, "total": total})
         return

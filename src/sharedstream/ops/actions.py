@@ -23,14 +23,15 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, insert, select
 
+from sharedstream.ops.audit import audit_list as audit_list
 from sharedstream.ops.clitools import CommandError, stamp
-from sharedstream.ops.dlq_reader import DeadLetterError
-from sharedstream.ops.dlq_replay import (
+from sharedstream.ops.dlq.reader import DeadLetterError
+from sharedstream.ops.dlq.replay import (
     Replayer,
     ReplayRules,
     ReplaySummary,
@@ -87,20 +88,6 @@ def audited(store: StateStore, actor: str, action: str, target: str,
         raise
     record(store, actor, action, target, True, describe(value))
     return value
-
-
-def audit_list(store: StateStore, *, limit: int, since: datetime | None = None,
-               offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The audit rows newest first, and how many match (``since``: at or after)."""
-    a = audit_entry.c
-    where = [] if since is None else [a.at >= since]
-    with store.engine.connect() as connection:
-        total = connection.execute(select(func.count()).select_from(audit_entry)
-                                   .where(*where)).scalar_one()
-        rows = connection.execute(select(audit_entry).where(*where)
-                                  .order_by(a.id.desc()).limit(limit).offset(offset)
-                                  ).mappings().all()
-    return [dict(row) for row in rows], int(total)
 
 
 # -- retry a held message -------------------------------------------------------------
@@ -163,21 +150,33 @@ def forget_triggerer(store: StateStore, triggerer_id: str) -> str:
 
 def replay_dead_letters(connection: Mapping[str, Any], topic: str, *,
                         watchers: Sequence[str] = (), reasons: Sequence[str] = (),
+                        group: str | None = None, from_start: bool = False,
                         dry_run: bool, timeout: float = 10.0) -> ReplaySummary:
-    """``dlq replay TOPIC --watcher ... --reason ... [--dry-run]`` with its defaults
-    (replay topic, parking topic, replay group)."""
+    """``dlq replay TOPIC --watcher ... --reason ... [--group G] [--from-start]
+    [--dry-run]`` with its defaults (replay topic, parking topic, the replay group)."""
     rules = ReplayRules(parking_topic=default_parking_topic(topic),
                         watchers=frozenset(watchers), reasons=tuple(reasons))
-    return Replayer(connection, topic, rules, group=default_group(topic), dry_run=dry_run,
-                    timeout=timeout).run()
+    return Replayer(connection, topic, rules, group=group or default_group(topic),
+                    dry_run=dry_run, timeout=timeout, from_start=from_start).run()
+
+
+def replay_target(topic: str, *, watchers: Sequence[str] = (), reasons: Sequence[str] = (),
+                  group: str | None = None, from_start: bool = False) -> str:
+    """What a replay is on, as the audit records it: the command's arguments."""
+    return (topic + "".join(f" --watcher {w}" for w in watchers)
+            + "".join(f" --reason {r}" for r in reasons)
+            + (f" --group {group}" if group else "") + (" --from-start" if from_start else ""))
 
 
 def replay_line(summary: ReplaySummary) -> str:
+    """The replay's one line: which group from where, then what it (would) do."""
     counts = summary.as_dict()
     verb = "would be " if summary.dry_run else ""
-    return (f"examined {summary.examined}: {verb}replayed {counts['replayed']}, "
-            f"{verb}parked {counts['parked']}, filtered out {counts['filtered_out']}, "
-            f"skipped duplicates {counts['skipped_duplicates']}, foreign {counts['foreign']}")
+    start = "the start of the topic" if summary.from_start else "where it stopped"
+    return (f"group {summary.group} from {start}: examined {summary.examined}: "
+            f"{verb}replayed {counts['replayed']}, {verb}parked {counts['parked']}, "
+            f"filtered out {counts['filtered_out']}, skipped duplicates "
+            f"{counts['skipped_duplicates']}, foreign {counts['foreign']}")
 
 
 # -- reset a group's offsets ----------------------------------------------------------

@@ -16,31 +16,45 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import click
 from click.formatting import join_options
-from rich.console import Console
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.ops.exitcodes import EXIT_FAILURE as EXIT_FAILURE
 from sharedstream.ops.exitcodes import EXIT_USAGE as EXIT_USAGE
-from sharedstream.statestore.engine import DatabaseURLError, describe_error
-from sharedstream.statestore.migrate import SchemaRevisionError, head_revision
-from sharedstream.statestore.store import StateStore
-from sharedstream.triggerer.config import Config, ConfigError, load_config
-from sharedstream.triggerer.extras import missing_module
+from sharedstream.statestore.durations import stamp as stamp
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sharedstream.statestore.store import StateStore
+    from sharedstream.triggerer.config import Config
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_KAFKA_CONNECTION = "kafka_default"
 
-# Piped or redirected output is read by scripts and wide logs: no 80-column wrapping there.
-console = Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
+
+@functools.cache
+def _console() -> Console:
+    from rich.console import Console
+
+    # Piped or redirected output is read by scripts and wide logs: no 80-column wrapping.
+    return Console(width=None if sys.stdout.isatty() else 200, soft_wrap=True)
+
+
+class _FirstUse:
+    """The console, made when a command first prints through it: importing rich costs a
+    command that prints one line or JSON more than its work does (issue 43)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_console(), name)
+
+
+console = cast("Console", _FirstUse())
 
 
 class CommandError(Exception):
@@ -52,16 +66,8 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, default=_json_default, indent=2, sort_keys=True))
 
 
-def stamp(value: datetime) -> str:
-    """The one timestamp format of every command's output, text and JSON: ISO 8601 in UTC
-    to the millisecond with ``Z`` (2026-12-01T10:00:00.123Z), so a time copied from one
-    command's output can be pasted into another's ``--since``. Naive means UTC."""
-    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def json_line(data: Any) -> str:
-    """``data`` as one line of JSON, timestamps as :func:`stamp` prints them (``--json``
+    """``data`` as one line of JSON, timestamps as ``stamp`` prints them (``--json``
     of a command that streams, one object per line)."""
     return json.dumps(data, default=_json_default, ensure_ascii=False)
 
@@ -96,18 +102,51 @@ def handled(fn: Callable[P, R]) -> Callable[P, R]:
             return fn(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit):
             raise
-        except (ConfigError, ArgumentError, ConnectionConfigError, DatabaseURLError,
-                SchemaRevisionError) as exc:
-            raise fail(str(exc), EXIT_USAGE) from None
-        except SQLAlchemyError as exc:
-            raise fail(f"database: {describe_error(exc)}", EXIT_FAILURE) from None
-        except ModuleNotFoundError as exc:
-            raise fail(missing_module(exc), EXIT_USAGE) from None
-        except (CommandError, LookupError, ValueError, TypeError, NotImplementedError,
-                OSError) as exc:
-            raise fail(str(exc), EXIT_FAILURE) from None
+        except Exception as exc:
+            mapped = _exit_for(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
 
     return wrapper
+
+
+def _exit_for(exc: Exception) -> click.exceptions.Exit | None:
+    """The one-line exit of a failure a command explains, None for a bug (its traceback).
+
+    The exception types come from the modules that raise them, loaded by then: a command
+    imports only what it uses (a ``dlq`` command loads no SQLAlchemy), and a type whose
+    module is not loaded cannot be what was raised."""
+    usage = _loaded_types(("sharedstream.triggerer.config", "ConfigError"),
+                          ("sqlalchemy.exc", "ArgumentError"),
+                          ("sharedstream.kafka.connections", "ConnectionConfigError"),
+                          ("sharedstream.statestore.engine", "DatabaseURLError"),
+                          ("sharedstream.statestore.migrate", "SchemaRevisionError"))
+    if isinstance(exc, usage):
+        return fail(str(exc), EXIT_USAGE)
+    database = _loaded_types(("sqlalchemy.exc", "SQLAlchemyError"))
+    if isinstance(exc, database):
+        from sharedstream.statestore.engine import describe_error
+
+        return fail(f"database: {describe_error(exc)}", EXIT_FAILURE)
+    if isinstance(exc, ModuleNotFoundError):
+        from sharedstream.triggerer.extras import missing_module
+
+        return fail(missing_module(exc), EXIT_USAGE)
+    if isinstance(exc, CommandError | LookupError | ValueError | TypeError
+                  | NotImplementedError | OSError):
+        return fail(str(exc), EXIT_FAILURE)
+    return None
+
+
+def _loaded_types(*where: tuple[str, str]) -> tuple[type[BaseException], ...]:
+    """The exception classes ``(module, name)`` of the modules already imported."""
+    found = []
+    for module, name in where:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            found.append(getattr(loaded, name))
+    return tuple(found)
 
 
 def _options(ctx: click.Context) -> dict[str, Any]:
@@ -156,6 +195,8 @@ def store_command(*, json_help: str = "Print JSON.") -> Callable[[Callable[..., 
 
 def command_config(ctx: click.Context) -> Config:
     """The configuration the command's ``--config`` names (or the default one)."""
+    from sharedstream.triggerer.config import load_config
+
     return load_config(_options(ctx).get("config"))
 
 
@@ -167,6 +208,12 @@ def open_store(ctx: click.Context, *, schema: bool = True) -> StateStore:
     version's schema: anything else is one error saying to run ``sharedstream db upgrade``
     (and a mistyped SQLite path is never created as an empty file).
     """
+    from sqlalchemy.engine import make_url
+
+    from sharedstream.statestore.migrate import head_revision
+    from sharedstream.statestore.store import StateStore
+    from sharedstream.triggerer.config import load_config
+
     options = _options(ctx)
     config = load_config(options.get("config"), secrets=False)  # the store's sections only
     store = StateStore.from_url(options.get("database_url") or config.database.url,
@@ -197,6 +244,8 @@ def kafka_connection_option(fn: Callable[P, R]) -> Callable[P, R]:
 def kafka_connection(ctx: click.Context) -> Mapping[str, Any]:
     """The validated librdkafka config of ``--connection`` (never printed: it may hold
     SASL passwords)."""
+    from sharedstream.kafka.connections import resolve_connection
+
     options = _options(ctx)
     config = command_config(ctx)
     return resolve_connection(options["connection"], config.connections)

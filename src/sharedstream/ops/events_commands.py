@@ -1,23 +1,19 @@
 """``sharedstream events``: look at, follow, prune and redeliver persisted asset events.
 
 Exit codes: 0 ok, 1 runtime failure (database), 2 usage or configuration error.
+
+Each command imports what it uses when it runs: the module itself loads click and
+``clitools`` only, so ``events list`` does not load the destinations' senders.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from sharedstream.delivery import undelivered
-from sharedstream.delivery.errors import PermanentDeliveryError
-from sharedstream.delivery.follow import follow_sync
-from sharedstream.delivery.service import make_sender
 from sharedstream.ops.clitools import (
     EXIT_USAGE,
     CommandError,
@@ -32,18 +28,14 @@ from sharedstream.ops.clitools import (
     stamp,
     store_command,
 )
-from sharedstream.serde.registries import configure_schema_registries
-from sharedstream.statestore.durations import NotAnInstant, parse_duration, parse_instant
-from sharedstream.statestore.events import (
-    EventRecord,
-    clean_events,
-    cursor_before,
-    list_events,
-    newest_id,
-)
-from sharedstream.statestore.store import StateStore
-from sharedstream.statestore.types import utcnow
-from sharedstream.triggerer.config import Config
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sharedstream.delivery.undelivered import Undelivered
+    from sharedstream.statestore.events import EventCount, EventRecord
+    from sharedstream.statestore.store import StateStore
+    from sharedstream.triggerer.config import Config
 
 PREVIEW_CHARS = 60
 
@@ -54,8 +46,13 @@ def payload_preview(payload: Any, width: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def events_table(events: list[EventRecord]) -> Table:
-    table = Table(title=f"asset events ({len(events)}, newest first)")
+def events_table(events: list[EventRecord], count: EventCount | None = None) -> Table:
+    """The events, newest first; the title says how many match when ``count`` is given
+    (not how many are shown: that is ``--limit``'s)."""
+    from rich.table import Table
+
+    shown = f"{len(events)} shown" + ("" if count is None else f" of {count}")
+    table = Table(title=f"asset events: {shown} (newest first)")
     for column in ("id", "asset", "watcher", "source", "index", "created_at", "payload"):
         table.add_column(column, overflow="fold")
     for event in events:
@@ -87,6 +84,8 @@ def parse_since(text: str | None) -> int | datetime | None:
         return None
     if text.strip().isdigit():
         return int(text)
+    from sharedstream.statestore.durations import NotAnInstant, parse_instant, utcnow
+
     try:
         return parse_instant(text, utcnow())
     except NotAnInstant as exc:
@@ -104,15 +103,27 @@ def parse_since(text: str | None) -> int | datetime | None:
 @store_command(json_help="Print JSON (full payloads).")
 def events_list(ctx: click.Context, /, asset_name: str | None, watcher: str | None,
                 since: str | None, limit: int, as_json: bool, **_: Any) -> None:
-    """List asset events, newest first."""
+    """List asset events, newest first (the last committed first), with how many match.
+
+    The count stops at 100,000 ("more than 100,000"), so that it costs the same on any
+    table; --json gives it as "total", with "total_exact" false when it stopped.
+    """
+    from sharedstream.statestore.events import count_events, event_filters, page_events
+
     start = parse_since(since)
-    events = list_events(open_store(ctx).engine, asset_name=asset_name, watcher=watcher,
-                         since=start if isinstance(start, datetime) else None,
-                         after_id=start if isinstance(start, int) else None, limit=limit)
+    engine = open_store(ctx).engine
+    where = event_filters(asset_name=asset_name, watcher=watcher,
+                          since=start if isinstance(start, datetime) else None,
+                          after_id=start if isinstance(start, int) else None)
+    with engine.connect() as connection:
+        count = count_events(connection, where)
+        events = page_events(connection, where, limit,
+                             few=watcher is not None and asset_name is None and count.exact)
     if as_json:
-        emit_json([event.as_json() for event in events])
+        emit_json({"items": [event.as_json() for event in events], "total": count.total,
+                   "total_exact": count.exact, "limit": limit})
     else:
-        console.print(events_table(events))
+        console.print(events_table(events, count))
 
 
 @events_group.command("clean")
@@ -129,6 +140,11 @@ def events_clean(ctx: click.Context, /, older_than: str, dry_run: bool,
     Deleted events are created again if their offsets are ever re-read (after
     `sharedstream offsets reset`); that is how to reprocess deliberately.
     """
+    from dataclasses import asdict
+
+    from sharedstream.statestore.durations import parse_duration
+    from sharedstream.statestore.events import clean_events
+
     age = option_value("--older-than", parse_duration, older_than)
     store = open_store(ctx)
     size = store.settings.state_cleanup_batch_size if batch_size is None else batch_size
@@ -167,6 +183,9 @@ def events_tail(ctx: click.Context, /, asset_name: str | None, limit: int, since
     even with several triggerers writing. `--since TIME` starts at the first event
     created then; an older event committed later is not printed.
     """
+    from sharedstream.delivery.follow import follow_sync
+    from sharedstream.statestore.events import cursor_before, list_events, newest_id
+
     start = parse_since(since)
     store = open_store(ctx)
 
@@ -214,11 +233,17 @@ def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bo
     leaves the list; refused again, its reason and attempt count are updated; a
     destination that is down leaves its events listed (exit 1).
     """
+    from rich.table import Table
+
+    from sharedstream.delivery import undelivered
+
     store = open_store(ctx)
     rows = undelivered.listed(store.engine, destination, limit)
     outcome: dict[tuple[str, int], str] = {}
     if retry and rows:
         config = command_config(ctx)
+        import asyncio
+
         outcome = asyncio.run(redeliver(store, config, rows))
     if as_json:
         emit_json([{"destination": r.destination, "event": r.event.as_json(),
@@ -239,12 +264,18 @@ def events_undelivered(ctx: click.Context, /, destination: str | None, retry: bo
         raise fail("a destination is down: its events stay listed; retry later", 1)
 
 
-async def redeliver(store: StateStore, config: Config, rows: list[undelivered.Undelivered]
+async def redeliver(store: StateStore, config: Config, rows: list[Undelivered]
                     ) -> dict[tuple[str, int], str]:
     """Send ``rows`` again, per destination; what happened to each."""
+    from sharedstream.delivery import undelivered
+    from sharedstream.delivery.errors import PermanentDeliveryError
+    from sharedstream.delivery.service import make_sender
+    from sharedstream.serde.registries import configure_schema_registries
+    from sharedstream.statestore.types import utcnow
+
     configure_schema_registries(config.schema_registries)  # the Kafka destination's formats
     outcome: dict[tuple[str, int], str] = {}
-    by_destination: dict[str, list[undelivered.Undelivered]] = {}
+    by_destination: dict[str, list[Undelivered]] = {}
     for row in rows:
         by_destination.setdefault(row.destination, []).append(row)
     for dest_id, items in by_destination.items():

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
-from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
 from sharedstream.kafka.connections import DEFAULT_GROUP_ID
 from sharedstream.kafka.group_start import delete_command
@@ -41,9 +39,10 @@ from sharedstream.ops.offsets import (
     show,
     show_all,
 )
-from sharedstream.statestore.engine import DatabaseURLError
-from sharedstream.statestore.types import utcnow
-from sharedstream.triggerer.registration import groups_in_use, recorded_reads
+from sharedstream.statestore.durations import utcnow
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,6 +74,8 @@ def _group_name(ctx: click.Context, group: str | None, watcher: str | None) -> s
     if group is not None:
         return group
     assert watcher is not None  # exactly one of the two was given
+    from sharedstream.triggerer.registration import recorded_reads
+
     recorded = recorded_reads(open_store(ctx)).get(watcher, {})
     found = sorted(((at, name) for name, at in recorded.items()), reverse=True)
     if not found:
@@ -95,6 +96,8 @@ def _offsets(ctx: click.Context, group: str | None, watcher: str | None,
 
 
 def positions_table(positions: GroupPositions) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{positions.group}: {positions.state}, "
                         f"{positions.live_members} live member(s)")
     for column in ("topic", "partition", "committed", "remembered above", "log end", "lag"):
@@ -180,6 +183,11 @@ def _positions_json(positions: GroupPositions) -> dict[str, Any]:
 def _groups_in_use(ctx: click.Context) -> tuple[set[str], str | None]:
     """The groups the database records as read now (each watcher's latest group), and a
     note when it cannot say: then every other group with committed offsets is listed."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from sharedstream.statestore.engine import DatabaseURLError
+    from sharedstream.triggerer.registration import groups_in_use
+
     try:
         return groups_in_use(open_store(ctx)), None
     except (CommandError, SQLAlchemyError, DatabaseURLError, OSError):
@@ -189,6 +197,8 @@ def _groups_in_use(ctx: click.Context) -> tuple[set[str], str | None]:
 
 
 def changes_table(group: str, changes: list[ResetChange], title: str) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{group}: {title}")
     for column in ("topic", "partition", "committed before", "remembered before", "after"):
         table.add_column(column, justify="left" if column == "topic" else "right")

@@ -301,6 +301,3 @@ class AssetState:
             await self._store.run_async(self._store.backend.asset_clear, self.scope)
             return
         self._stage_clear()
-
-    async def aitems(self) -> list[StateEntry]:
-        return await self._store.run_async(self.items)

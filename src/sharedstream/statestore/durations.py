@@ -1,4 +1,5 @@
-"""Parse operator durations (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``) and instants.
+"""Operator times: durations (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1d12h``) and
+instants parsed, and the one format every time is printed in (:func:`stamp`).
 
 Every command and the console parse times here, so this is where a time that cannot be
 used becomes a ValueError with a sentence an operator can act on. A duration is at most
@@ -32,6 +33,11 @@ class NotAnInstant(ValueError):
 def shown(text: str) -> str:
     """``text`` quoted for an error message, cut when long."""
     return repr(text) if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]!r}..."
+
+
+def utcnow() -> datetime:
+    """Now, in UTC (every stored time is UTC)."""
+    return datetime.now(UTC)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -74,3 +80,15 @@ def parse_instant(text: str, now: datetime) -> datetime:
         return parsed.astimezone(UTC)
     except OverflowError:
         raise ValueError(f"{shown(text)} is out of range in UTC (years 1 to 9999)") from None
+
+
+def stamp(value: datetime, timespec: str = "seconds") -> str:
+    """The one timestamp format of every command's output (text and JSON) and of the
+    console (pages and API): ISO 8601 in UTC with ``Z``, to the second unless
+    ``timespec`` asks otherwise (``datetime.isoformat``'s). Naive means UTC.
+
+    To the second, cut, not rounded: pasted into a ``--since``, a printed time starts at
+    or before what it was copied from, never after it.
+    """
+    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return utc.isoformat(timespec=timespec).replace("+00:00", "Z")

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 # Every revision in migrations/versions, oldest first: the last is the head.
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 
 # Alembic's default version table, which migrations/env.py keeps.
 _VERSION_TABLE = sa.table("alembic_version", sa.column("version_num", sa.String))

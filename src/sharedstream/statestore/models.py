@@ -24,7 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from sharedstream.statestore.types import JsonText, UtcDateTime, utcnow
+from sharedstream.statestore.types import JsonPayload, JsonText, UtcDateTime, utcnow
 
 # Lengths keep every unique key under MySQL/InnoDB's 3072-byte index limit in utf8mb4.
 NAME_LENGTH = 250
@@ -39,7 +39,6 @@ NAMING = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
 
 metadata = MetaData(naming_convention=NAMING)
 
@@ -120,7 +119,8 @@ asset_event = Table(
     # server time; the writer's ids come from the asset table, delete_asset deletes events.
     _required("asset_id", Integer),
     _required("watcher", String(NAME_LENGTH)),
-    _required("payload", JsonText),
+    # jsonb on PostgreSQL (migration 0008): queryable with its JSON operators.
+    _required("payload", JsonPayload),
     _required("topic", String(NAME_LENGTH)),
     _required("topic_id", String(64)),
     _required("partition", Integer),

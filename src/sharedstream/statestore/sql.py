@@ -18,6 +18,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.expression import ColumnElement
 
+from sharedstream.statestore.types import JsonPayload
+
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
 
@@ -269,14 +271,34 @@ def _insert_ignore_json(
     and datetimes then travel as ISO-8601 text. The statement's row count is what it
     really inserted (the server's command tag).
     """
-    target, quoted, payload = json_rows(connection, table, rows, list(rows[0]))
-    columns = ", ".join(quoted)
+    names = list(rows[0])
+    target, quoted, payload = json_rows(connection, table, rows, names)
     stmt = text(
-        f"INSERT INTO {target} ({columns}) SELECT {columns} "
-        f"FROM json_populate_recordset(NULL::{target}, CAST(:rows AS json)) "
+        f"INSERT INTO {target} ({', '.join(quoted)}) "
+        f"SELECT {', '.join(record_fields(connection, table, names))} "
+        f"FROM json_populate_recordset(NULL::{target}, CAST(:rows AS json)) AS r "
         "ON CONFLICT DO NOTHING"
     ).execution_options(preserve_rowcount=True)  # SQLAlchemy keeps an INSERT's only if asked
     return connection.execute(stmt, {"rows": payload}).rowcount
+
+
+def record_fields(connection: Connection, table: Table, names: Sequence[str]) -> list[str]:
+    """The fields ``names`` of record ``r`` of a ``json_populate_recordset`` over
+    ``table``, as values of their columns.
+
+    A ``jsonb`` column (an event payload on PostgreSQL) is the exception: the rows carry
+    it as JSON text, which the record holds as a ``jsonb`` string; ``#>> '{}'`` takes that
+    string's text out and the cast parses it into the document it encodes.
+    """
+    dialect = connection.dialect
+    quote = dialect.identifier_preparer.quote
+    fields = []
+    for name in names:
+        field = f"r.{quote(name)}"
+        if dialect.name == "postgresql" and isinstance(table.c[name].type, JsonPayload):
+            field = f"CAST({field} #>> '{{}}' AS jsonb)"
+        fields.append(field)
+    return fields
 
 
 def json_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]],

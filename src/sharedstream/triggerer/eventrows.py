@@ -8,6 +8,7 @@ whole batch forever. The rows themselves are built on the writer thread.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,10 @@ from sharedstream.statestore.values import encode_json
 
 # MEDIUMTEXT, the payload column on MySQL/MariaDB, holds at most 2**24 - 1 bytes.
 MAX_EVENT_BYTES = 2**24 - 1
+
+# JSON's escape of U+0000, not preceded by an odd run of backslashes (those escape one
+# another: "\\u0000" is a backslash, then the text u0000).
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 # What an event is keyed by (with the watcher and its index within the message): the
@@ -48,6 +53,12 @@ def encode_payload(payload: Any, max_bytes: int) -> str:
         raise PayloadRefused(
             f"event payload not valid Unicode: lone surrogate {found[1]} at character "
             f"{found[0]} of its JSON (decode bytes with errors='replace', or send base64)")
+    # PostgreSQL's jsonb holds no U+0000; refused on every database alike, so a watcher's
+    # events do not depend on where they are stored.
+    if "\\u0000" in text and _NUL.search(text):
+        raise PayloadRefused(
+            "event payload holds a NUL character (U+0000), which PostgreSQL's jsonb cannot "
+            "store: remove it, or send the bytes as base64")
     # A str holds at most 4 UTF-8 bytes per character: measure only when that could matter.
     if len(text) * 4 > max_bytes and (size := len(text.encode("utf-8"))) > max_bytes:
         raise PayloadRefused(

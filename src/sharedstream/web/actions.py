@@ -24,8 +24,8 @@ from pydantic import BaseModel, Field
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.ops import actions as ops
 from sharedstream.ops.clitools import CommandError
-from sharedstream.ops.dlq_reader import DeadLetterError
-from sharedstream.ops.dlq_replay import ReplaySummary
+from sharedstream.ops.dlq.reader import DeadLetterError
+from sharedstream.ops.dlq.replay import ReplaySummary
 from sharedstream.ops.offsets import ResetChange, parse_reset_target
 from sharedstream.statestore.types import utcnow
 from sharedstream.web import params, schemas
@@ -55,6 +55,12 @@ class DlqReplay(BaseModel):
     topic: Text
     watchers: list[Text] = Field(default_factory=list, max_length=50)
     reasons: list[Text] = Field(default_factory=list, max_length=50)
+    group: GroupText | None = Field(
+        None, description="The consumer group holding the replay's position; default "
+                          "sharedstream-dlq-replay.<topic>.")
+    from_start: bool = Field(
+        False, description="Read the topic from its start, not from where the group "
+                           "stopped: replays records a replay already took, again.")
     dry_run: bool = False
 
 
@@ -78,7 +84,7 @@ class Outcome(BaseModel):
 
 class AuditEntry(BaseModel):
     id: int
-    at: Any
+    at: schemas.Stamp
     actor: str
     action: str
     target: str
@@ -99,8 +105,11 @@ def held_target(body: Mapping[str, Any]) -> str:
 
 
 def replay_target(body: Mapping[str, Any]) -> str:
-    return field(body, "topic") + "".join(f" --watcher {w}" for w in items(body, "watchers")) \
-        + "".join(f" --reason {r}" for r in items(body, "reasons"))
+    group = body.get("group")
+    return ops.replay_target(field(body, "topic"), watchers=items(body, "watchers"),
+                             reasons=items(body, "reasons"),
+                             group=None if group is None else field(body, "group"),
+                             from_start=body.get("from_start") is True)
 
 
 def reset_target(body: Mapping[str, Any]) -> str:
@@ -160,14 +169,17 @@ def build_actions(sources: Sources) -> APIRouter:
 
     @router.post("/actions/dlq-replay", response_model=Outcome)
     async def dlq_replay(request: Request, body: DlqReplay) -> dict[str, Any]:
-        """``dlq replay TOPIC --watcher ... --reason ...``; ``dry_run`` decides and counts,
-        producing and committing nothing. 404 for a topic not given with --dlq-topic."""
+        """``dlq replay TOPIC --watcher ... --reason ... [--group G] [--from-start]``;
+        ``dry_run`` decides and counts what the replay would take, producing and committing
+        nothing (the page shows it before it asks to confirm). 404 for a topic not given
+        with --dlq-topic."""
         if body.topic not in settings.dlq_topics:
             raise HTTPException(404, "not a dead-letter topic of this console (--dlq-topic)")
 
         def run() -> ReplaySummary:
             return ops.replay_dead_letters(connection(None), body.topic,
                                            watchers=body.watchers, reasons=body.reasons,
+                                           group=body.group, from_start=body.from_start,
                                            dry_run=body.dry_run,
                                            timeout=settings.kafka_timeout)
 

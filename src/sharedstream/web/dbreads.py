@@ -17,7 +17,15 @@ from sqlalchemy.engine import Engine
 
 from sharedstream.delivery.cursor import cursors
 from sharedstream.delivery.undelivered import listed
-from sharedstream.statestore.events import EventRecord, event_query, event_record, newest_id
+from sharedstream.statestore.events import (
+    EventRecord,
+    asset_named,
+    count_events,
+    event_query,
+    event_record,
+    newest_id,
+    page_events,
+)
 from sharedstream.statestore.models import (
     asset,
     asset_event,
@@ -156,10 +164,10 @@ class DatabaseReads:
     def _event_filters(*, asset_name: str | None, watcher: str | None, topic: str | None,
                        partition: int | None, message_offset: int | None,
                        since: datetime | None, until: datetime | None) -> list[Any]:
-        e, a = asset_event.c, asset.c
+        e = asset_event.c
         where: list[Any] = []
         if asset_name is not None:
-            where.append(a.name == asset_name)
+            where.append(asset_named(asset_name))
         if watcher is not None:
             where.append(e.watcher == watcher)
         if topic is not None:
@@ -180,18 +188,21 @@ class DatabaseReads:
                     until: datetime | None = None, before: int | None = None,
                     limit: int = 50) -> dict[str, Any]:
         """Events matching every filter, newest (highest id) first, ``limit`` per page; the
-        next page starts below ``next_before``."""
+        next page starts below ``next_before``. ``total`` is how many match (every page),
+        counted up to ``COUNT_CAP`` (``total_exact`` False beyond: "more than")."""
         where = self._event_filters(asset_name=asset_name, watcher=watcher, topic=topic,
                                     partition=partition, message_offset=message_offset,
                                     since=since, until=until)
-        if before is not None:
-            where.append(asset_event.c.id < before)
-        query = event_query().where(*where).order_by(asset_event.c.id.desc()).limit(limit + 1)
+        paged = where if before is None else [*where, asset_event.c.id < before]
         with self.engine.connect() as connection:
-            records = [event_record(row) for row in connection.execute(query)]
+            count = count_events(connection, where)
+            # A watcher's events, of no asset: collected first (see page_events).
+            few = watcher is not None and asset_name is None and count.exact
+            records = page_events(connection, paged, limit + 1, few=few)
         more = len(records) > limit
         records = records[:limit]
         return {"items": [event_json(r) for r in records], "limit": limit,
+                "total": count.total, "total_exact": count.exact,
                 "next_before": records[-1].id if more and records else None}
 
     def event_sync(self, event_id: int) -> dict[str, Any]:

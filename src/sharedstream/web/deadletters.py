@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from sharedstream.kafka.connections import ConnectionConfigError
-from sharedstream.ops.dlq_commands import group_rows, histograms, row_json
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.commands import group_rows, histograms, row_json
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import NotFound
 from sharedstream.web.dlqtally import TopicCounts, TopicTally, counts_json

@@ -6,7 +6,7 @@ its counts must not stop there (a watcher with 8,800 dead letters is not one wit
 refresh only the records after the ones it counted, so a polled console costs the
 broker the new records only. It counts what the page's histograms count: distinct dead
 letters (copies of one identity once, as ``group_rows`` does), per reason
-(:func:`~sharedstream.ops.dlq_commands.count_dead_letter`), per watcher and per
+(:func:`~sharedstream.ops.dlq.commands.count_dead_letter`), per watcher and per
 (watcher, reason) pair.
 
 A count covers what the topic holds: when a partition's log start moved past the first
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharedstream.kafka.connections import ConnectionConfigError
-from sharedstream.ops.dlq_commands import count_dead_letter
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.commands import count_dead_letter
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 
 
 @dataclass(frozen=True, slots=True)

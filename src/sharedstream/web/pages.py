@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from sharedstream import __version__
+from sharedstream.statestore.durations import stamp
 from sharedstream.statestore.scopes import TaskScope
 from sharedstream.web.charts import color, lag_chart, timeline
 from sharedstream.web.live import lag_source
@@ -47,13 +48,8 @@ def compact(value: Any, width: int = PREVIEW_CHARS) -> str:
 
 
 def when(value: datetime | None) -> str:
-    """ISO 8601 in UTC with ``Z``, to the second: the one time format of the console, as
-    of the CLI (naive values from the database are UTC)."""
-    if value is None:
-        return "-"
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The one time format of the console, as of the CLI (``stamp``); ``-`` for none."""
+    return "-" if value is None else stamp(value)
 
 
 def from_ms(ms: int | None) -> str:

@@ -7,11 +7,17 @@ message bytes (dead letters) are ``{"text": UTF-8 or null, "base64": exact bytes
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PlainSerializer
+
+from sharedstream.statestore.durations import stamp
 
 T = TypeVar("T")
+
+# Every time the API answers, as the pages and the commands print it (ISO 8601, UTC, to
+# the second, ``Z``).
+Stamp = Annotated[datetime, PlainSerializer(stamp, return_type=str, when_used="json")]
 
 TriggererHealth = Literal["ok", "not_ready", "unreachable", "no_status", "stale"]
 GroupHealth = Literal["ok", "held", "unowned", "not_polling", "no_triggerer"]
@@ -38,8 +44,8 @@ class Triggerer(BaseModel):
     modules: list[str] = Field(description="The watcher modules it runs.")
     groups: list[str] = Field(description="Its consumer groups.")
     status_url: str | None
-    started_at: datetime
-    last_seen: datetime
+    started_at: Stamp
+    last_seen: Stamp
     seen_ago_s: float
     alive: bool = Field(description="Seen within the last 30 s (else the process is gone).")
     ready: bool | None
@@ -143,7 +149,7 @@ class GroupSummary(BaseModel):
     topics: list[str]
     connection: str | None = Field(description="The connection id (never its settings).")
     watchers: list[str]
-    recorded_at: datetime | None
+    recorded_at: Stamp | None
     triggerers: list[str] = Field(description="Ids of the live triggerers in the group.")
     partition_count: int = Field(description="Partitions of its topics (the broker's, "
                                              "or those assigned when it does not answer).")
@@ -246,8 +252,8 @@ class StateEntry(BaseModel):
     key: str
     value: Any
     size: int
-    updated_at: datetime
-    expires_at: datetime | None
+    updated_at: Stamp
+    expires_at: Stamp | None
     writer_kind: str | None
     writer_id: str | None
     payload_ref: str | None
@@ -258,11 +264,11 @@ class Asset(BaseModel):
     name: str
     uri: str | None
     active: bool
-    deactivated_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
+    deactivated_at: Stamp | None
+    created_at: Stamp
+    updated_at: Stamp
     last_event_id: int | None
-    last_event_at: datetime | None
+    last_event_at: Stamp | None
 
 
 class AssetDetail(Asset):
@@ -279,13 +285,17 @@ class Event(BaseModel):
     partition: int
     offset: int
     event_index: int
-    created_at: datetime
+    created_at: Stamp
     payload: Any
 
 
 class EventPage(BaseModel):
     items: list[Event]
     limit: int
+    total: int = Field(description="How many events match the filters (every page), "
+                                   "counted up to 100,000.")
+    total_exact: bool = Field(description="False when more than `total` match (the count "
+                                          "stopped there).")
     next_before: int | None = Field(description="Pass as `before` for the next (older) page.")
 
 
@@ -295,7 +305,7 @@ class TaskScope(BaseModel):
     task_id: str
     map_index: int
     keys: int
-    updated_at: datetime | None
+    updated_at: Stamp | None
 
 
 class Rejected(BaseModel):
@@ -307,7 +317,7 @@ class Rejected(BaseModel):
     offset: int
     reason: str
     value_preview: str | None
-    created_at: datetime
+    created_at: Stamp
 
 
 class Count(BaseModel):
@@ -391,9 +401,9 @@ class Destination(BaseModel):
     configured: bool
     cursor: int | None
     delivered: int | None
-    updated_at: datetime | None
+    updated_at: Stamp | None
     holder: str | None
-    lease_until: datetime | None
+    lease_until: Stamp | None
     newest_event: int | None
     lag_events: int | None
     lag_seconds: float | None
@@ -409,7 +419,7 @@ class Undelivered(BaseModel):
     event: Event
     reason: str
     attempts: int
-    created_at: datetime
+    created_at: Stamp
 
 
 class Counts(BaseModel):

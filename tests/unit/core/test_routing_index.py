@@ -21,7 +21,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from sharedstream.core.message import KafkaMessage
@@ -253,7 +253,24 @@ def keyed(n: int) -> dict[str, Any]:
 # -- the property -------------------------------------------------------------------------
 
 
+def msg(value: bytes | None, key: bytes | None = None, topic: str = "t") -> KafkaMessage:
+    return KafkaMessage(topic, 0, 0, 0, key, value, ())
+
+
+# Hypothesis draws at random; these explicit cases run every time, so each kind the
+# last test asks for happens in every run, not only in most.
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example({"w0": {"key": ["0"]}, "w1": {"key": ["1"]}}, [msg(b"{}", b"0"), msg(b"{}", b"9")])
+@example({"w0": {"key": [{"prefix": "a"}]}, "w1": {"key": [{"prefix": "ab"}]}},
+         [msg(b"{}", b"abc")])
+@example({"w0": {"value": {"n": [{"numeric": [">", 0]}]}},
+          "w1": {"value": {"s": [{"exists": False}]}}},
+         [msg(b'{"n": 5}'), msg(b"{not json")])
+@example({"w0": {"topic": [{"anything-but": "u"}], "key": ["k"]},
+          "w1": {"$or": [{"key": ["a"]}, {"topic": ["t"]}]}},
+         [msg(b"{}", b"k")])
+@example({"w0": {"value": [{"numeric": [">", 0]}]}, "w1": {"key": [{"numeric": ["=", 5]}]}},
+         [msg(b"[1, 2]", b"5")])
 @given(st.dictionaries(st.sampled_from([f"w{i}" for i in range(8)]),
                        st.one_of(st.none(), matches(), matches()), min_size=1, max_size=8),
        st.lists(messages(), min_size=1, max_size=12))

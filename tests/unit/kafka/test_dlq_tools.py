@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
-from sharedstream.ops.dlq_commands import binary_json, group_rows, histograms, preview
-from sharedstream.ops.dlq_reader import DeadLetter, decode_dead_letter
-from sharedstream.ops.dlq_replay import (
+from sharedstream.ops.dlq.commands import binary_json, group_rows, histograms, preview
+from sharedstream.ops.dlq.reader import DeadLetter, decode_dead_letter
+from sharedstream.ops.dlq.replay import (
     ORIGINAL,
     REPLAY,
     Action,

@@ -30,7 +30,7 @@ TASK = ("--dag-id", "d", "--run-id", "r", "--task-id", "t", "--map-index", "2")
 
 def test_db_upgrade_json(run) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(run("db", "upgrade", "--json"))
-    assert data["from"] == data["to"] == "0007"
+    assert data["from"] == data["to"] == "0008"
 
 
 def test_task_and_asset_round_trip(run) -> None:  # type: ignore[no-untyped-def]
@@ -86,7 +86,7 @@ def test_orphans_with_config(run, tmp_path: Path) -> None:  # type: ignore[no-un
 
 def test_db_current_says_whether_the_schema_is_this_versions(tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(run("db", "current", "--json"))
-    assert data["current"] == data["head"] == "0007" and data["up_to_date"] is True
+    assert data["current"] == data["head"] == "0008" and data["up_to_date"] is True
     empty = CliRunner().invoke(cli, ["db", "current", "--database-url",
                                      f"sqlite:///{tmp_path / 'empty.db'}"])
     assert empty.exit_code == 1 and "sharedstream db upgrade" in empty.stdout

@@ -80,6 +80,18 @@ def test_encode_payload_once_and_refuse_what_cannot_be_stored() -> None:
         encode_payload("x" * 20, 10)
 
 
+def test_encode_payload_refuses_a_nul_character_on_every_database() -> None:
+    """PostgreSQL's jsonb cannot hold U+0000 (issue 43): found here, it is the watcher's
+    rejection with the fix, not a batch failing on the server; the same on every database,
+    so a watcher does not work on one and fail on another. A backslash before "u0000" is
+    text, not a NUL, and is stored."""
+    with pytest.raises(PayloadRefused, match=r"NUL character \(U\+0000\).*jsonb"):
+        encode_payload({"text": "a\x00b"}, 100)
+    with pytest.raises(PayloadRefused, match="NUL"):
+        encode_payload(["\\", "\x00"], 100)
+    assert encode_payload({"text": "\\u0000"}, 100) == '{"text":"\\\\u0000"}'
+
+
 # -- through the real manager ------------------------------------------------------------
 
 STREAMS: list[MemoryStream] = []

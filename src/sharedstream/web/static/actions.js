@@ -73,6 +73,14 @@
       .filter(function (s) { return s; });
   }
 
+  // The replay group's default follows the topic chosen.
+  var replay = document.getElementById("dlq-replay");
+  if (replay) {
+    replay.elements.topic.addEventListener("change", function () {
+      replay.elements.group.placeholder = "sharedstream-dlq-replay." + replay.elements.topic.value;
+    });
+  }
+
   document.querySelectorAll("form[data-action]").forEach(function (form) {
     form.addEventListener("submit", function (event) {
       event.preventDefault();
@@ -80,7 +88,9 @@
       var body;
       if (action === "dlq-replay") {
         body = {topic: form.elements.topic.value, watchers: list(form.elements.watchers.value),
-                reasons: list(form.elements.reasons.value)};
+                reasons: list(form.elements.reasons.value),
+                from_start: form.elements.start.value === "start"};
+        if (form.elements.group.value.trim()) { body.group = form.elements.group.value.trim(); }
       } else {
         body = {consumer_group: form.elements.consumer_group.value.trim(),
                 to: form.elements.to.value.trim()};

@@ -1,9 +1,9 @@
 """``sharedstream dlq inspect|replay``: look at a dead-letter topic, and redrive it.
 
-Both read through :class:`~sharedstream.ops.dlq_reader.DeadLetterReader`
+Both read through :class:`~sharedstream.ops.dlq.reader.DeadLetterReader`
 (manual assignment, up to the end offsets seen at start). ``inspect`` commits
 nothing. ``replay`` commits only its own group's offsets, after each batch is
-delivered (see ``dlq_replay.py`` for the failure window).
+delivered (see ``replay.py`` for the failure window).
 
 Exit codes: 0 ok, 1 runtime failure (missing topic, broker unreachable,
 credentials refused, failed delivery), 2 usage or configuration error.
@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import base64
 import functools
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from sharedstream.ops.clitools import (
     CommandError,
@@ -35,22 +32,27 @@ from sharedstream.ops.clitools import (
     option_value,
     stamp,
 )
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
-from sharedstream.ops.dlq_replay import (
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.replay import (
     DEFAULT_MAX_REPLAYS,
     REPLAY,
     Action,
     Replayer,
     ReplayRules,
-    ReplaySummary,
     default_group,
     default_parking_topic,
 )
-from sharedstream.statestore.durations import parse_instant
-from sharedstream.statestore.types import utcnow
+from sharedstream.statestore.durations import parse_instant, utcnow
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# What `dlq inspect` reads unless --limit says otherwise: a table of a few thousand rows
+# took seconds to render (4.5 s for 2,000 records, issue 43) and no one reads it whole.
+INSPECT_LIMIT = 100
 
 PREVIEW_CHARS = 48
 
@@ -147,8 +149,12 @@ def row_json(row: Row) -> dict[str, Any]:
     }
 
 
-def rows_table(topic: str, rows: Sequence[Row], read: int) -> Table:
-    table = Table(title=f"{topic}: {read} record(s), {len(rows)} distinct")
+def rows_table(topic: str, rows: Sequence[Row], read: int, available: int) -> Table:
+    from rich.table import Table
+
+    more = (f"the first {read:,} of {available:,} records (--limit N reads more)"
+            if read < available else f"{read:,} record(s)")
+    table = Table(title=f"{topic}: {more}, {len(rows):,} distinct")
     for column in ("original", "original time", "rejected by", "replays", "key", "value",
                    "copies"):
         table.add_column(column, justify="right" if column in ("replays", "copies") else "left",
@@ -170,6 +176,8 @@ def rows_table(topic: str, rows: Sequence[Row], read: int) -> Table:
 
 
 def histogram_table(title: str, counts: Counter[str]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title)
     table.add_column(title.split()[0].rstrip("s"), overflow="fold")
     table.add_column("records", justify="right")
@@ -215,106 +223,49 @@ def dlq_group() -> None:
 @dlq_group.command("inspect")
 @click.argument("topic")
 @_common
-@click.option("--limit", type=click.IntRange(min=1), metavar="N",
-              help="Read at most N records.")
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", default=INSPECT_LIMIT,
+              show_default=True, help="Read at most N records (the oldest first).")
 @click.option("--since", metavar="TIME",
               help="Start at the first record stamped at or after TIME (ISO-8601, naive = "
                    "UTC; or a duration ago such as 2h).")
-@click.option("--stats", is_flag=True, help="Also print histograms of reasons and watchers.")
+@click.option("--stats", is_flag=True,
+              help="Also print histograms of reasons and watchers (of the records read).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (bytes as text + base64).")
 @click.pass_context
 @handled
 @_reading
-def dlq_inspect(ctx: click.Context, /, topic: str, timeout: float, limit: int | None,
+def dlq_inspect(ctx: click.Context, /, topic: str, timeout: float, limit: int,
                 since: str | None, stats: bool, as_json: bool, **_: Any) -> None:
-    """One row per dead letter of TOPIC; copies of one rejection (same identity) are shown
-    once with their count. Commits nothing."""
+    """One row per dead letter of TOPIC, the oldest first; copies of one rejection (same
+    identity) are shown once with their count. Commits nothing.
+
+    It reads --limit records (100 unless asked), and says how many the topic holds:
+    start later with --since TIME, or read more with --limit N.
+    """
     start = _instant(since, "--since")
     connection = kafka_connection(ctx)
     records: list[DeadLetter] = []
     with DeadLetterReader(connection, topic, since=start, timeout=timeout) as reader:
+        available = reader.total
         for record in reader:
             records.append(record)
-            if limit is not None and len(records) >= limit:
+            if len(records) >= limit:
                 break
     rows = group_rows(records)
     reasons, watchers = histograms(rows)
     if as_json:
-        out: dict[str, Any] = {"topic": topic, "read": len(records), "distinct": len(rows),
+        out: dict[str, Any] = {"topic": topic, "read": len(records), "available": available,
+                               "distinct": len(rows),
                                "foreign": sum(1 for r in rows if r.first.foreign),
                                "records": [row_json(r) for r in rows]}
         if stats:
             out["stats"] = {"reasons": dict(reasons), "watchers": dict(watchers)}
         emit_json(out)
         return
-    console.print(rows_table(topic, rows, len(records)))
+    console.print(rows_table(topic, rows, len(records), available))
     if stats:
         console.print(histogram_table("reasons", reasons))
         console.print(histogram_table("watchers", watchers))
-
-
-class _ProgressView:
-    """A rich progress bar on a terminal; a plain line every few seconds otherwise."""
-
-    PLAIN_EVERY = 2.0
-
-    def __init__(self, enabled: bool, dry_run: bool = False) -> None:
-        self._verb = "would replay" if dry_run else "replayed"
-        self._bar: Progress | None = None
-        self._task: TaskID | None = None
-        self._last_plain = 0.0
-        self._started = time.monotonic()
-        self._enabled = enabled
-        if enabled and console.is_terminal:
-            self._bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(),
-                TextColumn("{task.completed}/{task.total}"),
-                TextColumn(self._verb + " {task.fields[replayed]} · parked "
-                           "{task.fields[parked]} · duplicates {task.fields[duplicates]}"),
-                TextColumn("{task.fields[rate]:.0f} rec/s"), TimeElapsedColumn(),
-                console=console)
-
-    def __enter__(self) -> _ProgressView:
-        if self._bar is not None:
-            self._bar.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def update(self, summary: ReplaySummary, total: int) -> None:
-        if not self._enabled:
-            return
-        rate = summary.examined / max(time.monotonic() - self._started, 1e-6)
-        fields: dict[str, Any] = {"replayed": summary.counts[Action.REPLAY],
-                  "parked": summary.counts[Action.PARK],
-                  "duplicates": summary.counts[Action.DUPLICATE], "rate": rate}
-        if self._bar is not None:
-            if self._task is None:
-                self._task = self._bar.add_task("replay", total=total, **fields)
-            self._bar.update(self._task, completed=summary.examined, **fields)
-            return
-        now = time.monotonic()
-        if now - self._last_plain >= self.PLAIN_EVERY or summary.examined >= total:
-            self._last_plain = now
-            click.echo(f"{summary.examined}/{total} examined, {self._verb} {fields['replayed']}, "
-                       f"{fields['parked']} parked, {fields['duplicates']} duplicates, "
-                       f"{rate:.0f} rec/s", err=True)
-
-
-def summary_table(summary: ReplaySummary) -> Table:
-    verb = "would be " if summary.dry_run else ""
-    table = Table(title=f"{summary.topic} (group {summary.group})"
-                        + (": dry run, nothing written" if summary.dry_run else ""))
-    table.add_column("records")
-    table.add_column("count", justify="right")
-    table.add_row("examined", str(summary.examined))
-    for action in Action:
-        label = action.value if action not in (Action.REPLAY, Action.PARK) \
-            else verb + action.value
-        table.add_row(label, str(summary.counts[action]))
-    return table
 
 
 @dlq_group.command("replay")
@@ -342,6 +293,9 @@ def summary_table(summary: ReplaySummary) -> Table:
 @click.option("--group", metavar="G",
               help="Consumer group holding the replay's position (default: "
                    "sharedstream-dlq-replay.<TOPIC>).")
+@click.option("--from-start", is_flag=True,
+              help="Read TOPIC from its start (or --since), not from where the group "
+                   "stopped: replays records an earlier replay took, again.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
               help="Records produced and flushed per commit: at most this many are sent "
                    "again after a crash.")
@@ -355,8 +309,9 @@ def summary_table(summary: ReplaySummary) -> Table:
 def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
                filter_watchers: tuple[str, ...], filter_reasons: tuple[str, ...],
                since: str | None, until: str | None, max_replays: int,
-               parking_topic: str | None, group: str | None, batch_size: int,
-               max_rate: float | None, dry_run: bool, as_json: bool, **_: Any) -> None:
+               parking_topic: str | None, group: str | None, from_start: bool,
+               batch_size: int, max_rate: float | None, dry_run: bool, as_json: bool,
+               **_: Any) -> None:
     """Re-produce the dead letters of TOPIC for the watchers that rejected them only, each
     once, through the replay topic TOPIC.replay (other readers of the original topic never
     see them); park those replayed too often. Resumable: run it again after a failure."""
@@ -367,8 +322,10 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
         max_replays=max_replays)
     replayer = Replayer(kafka_connection(ctx), topic, rules, group=group or default_group(topic),
                         dry_run=dry_run, batch_size=batch_size, max_rate=max_rate,
-                        timeout=timeout)
-    with _ProgressView(enabled=not as_json, dry_run=dry_run) as view:
+                        timeout=timeout, from_start=from_start)
+    from sharedstream.ops.dlq.replay_view import ProgressView, summary_table
+
+    with ProgressView(enabled=not as_json, dry_run=dry_run) as view:
         summary = replayer.run(view.update)
     if as_json:
         emit_json(summary.as_dict())
@@ -384,4 +341,4 @@ def dlq_replay(ctx: click.Context, /, topic: str, timeout: float, to: str,
                       "(and another --group)")
     if summary.counts[Action.FILTERED] and not dry_run:
         console.print("filtered-out records were committed past too: replay them later with "
-                      "another --group")
+                      "--from-start or another --group")

@@ -1,7 +1,7 @@
 """Reading dead-letter topics: decoded records with their context, never committing.
 
 This is the public reader behind ``sharedstream dlq inspect|replay`` and the
-base for users' own DLQ consumers (re-exported as :mod:`sharedstream.dlq`).
+base for users' own DLQ consumers (re-exported as :mod:`sharedstream.ops.dlq`).
 
 Why manual assignment and a bounded range: a reader must never move anybody's
 committed offsets (inspecting a DLQ is not consuming it) and must terminate. The

@@ -1,6 +1,6 @@
-"""Issue 27's figures: a realistic fan-out, and whole processes timed from their start.
+"""JSON fan-out, and whole processes timed from their start to their last commit.
 
-Part of ``python -m bench`` (``measure()`` runs it; ``python -m bench --issue27`` runs
+Part of ``python -m bench`` (``bench/full_run.py`` runs it; ``python -m bench --json-fanout`` runs
 only this). On the real broker, every topic holding the ~120-byte JSON orders of
 ``bench/decode_once.py`` (1% of them ``"status": "paid"``):
 
@@ -24,7 +24,7 @@ only this). On the real broker, every topic holding the ~120-byte JSON orders of
    Each also reports its start-up (``Popen`` to its first delivered message) and its CPU
    seconds per wall-clock second (1.0: one core busy throughout; the rest was waiting).
    The plain side is ``bench/plain_consumer.py``, which imports nothing of sharedstream;
-   the shared side is this module run as ``python -m bench.issue27`` (the manager and the
+   the shared side is this module run as ``python -m bench.json_fanout`` (the manager and the
    Kafka adapter, no database: fewer imports than ``sharedstream run``).
    The runs alternate plain and shared; medians of ``runs``.
 """
@@ -205,7 +205,8 @@ def process_run(mode: str, bootstrap: str, topic: str, messages: int, consumers:
     command = ([sys.executable, str(root / "bench" / "plain_consumer.py"), bootstrap, topic,
                 str(messages), str(consumers), "1" if keep else "0", json.dumps(config)]
                if mode == "plain" else
-               [sys.executable, "-m", "bench.issue27", "--bootstrap", bootstrap, "--topic", topic,
+               [sys.executable, "-m", "bench.json_fanout", "--bootstrap", bootstrap, "--topic",
+                topic,
                 "--messages", str(messages), "--watchers", str(consumers),
                 "--config", json.dumps(config)] + (["--keep"] if keep else [])
                + (["--batch"] if mode == "batch" else []))

@@ -24,8 +24,10 @@ between the produce and the commit re-sends that one batch on the next run
 (duplicates only; replayed events are idempotent by original coordinates). The
 commit metadata says whether the run that committed it finished, so the next run
 reports an interruption. Every record the group read is committed past, filtered
-out or not: the group's position means "examined"; replay another selection with
-another ``--group``.
+out or not: the group's position means "examined". To replay the same records again (a
+second fix, another selection), start from the beginning of the topic
+(``from_start``: the group's position is ignored, then moved to where this run stops)
+or name another group.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.dlq_headers import replay_headers, replay_topic_name
 from sharedstream.kafka.replay_topic import ReplayTopicError, ensure_replay_topic
 from sharedstream.kafka.topics import BrokerUnreachableError
-from sharedstream.ops.dlq_reader import DeadLetter, DeadLetterError, DeadLetterReader
+from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 
 REPLAY = "REPLAY"
 ORIGINAL = "ORIGINAL"
@@ -160,6 +162,7 @@ class ReplaySummary:
     topic: str
     group: str
     dry_run: bool
+    from_start: bool = False
     examined: int = 0
     counts: Counter[Action] = field(default_factory=Counter)
     interrupted_before: bool = False
@@ -167,7 +170,7 @@ class ReplaySummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "group": self.group, "dry_run": self.dry_run,
-                "examined": self.examined, "batches": self.batches,
+                "from_start": self.from_start, "examined": self.examined, "batches": self.batches,
                 "resumed_after_interruption": self.interrupted_before,
                 **{a.value.replace(" ", "_"): self.counts[a] for a in Action}}
 
@@ -185,10 +188,12 @@ class Replayer:
 
     def __init__(self, connection: Mapping[str, Any], topic: str, rules: ReplayRules, *,
                  group: str, dry_run: bool = False, batch_size: int = 500,
-                 max_rate: float | None = None, timeout: float = 10.0) -> None:
+                 max_rate: float | None = None, timeout: float = 10.0,
+                 from_start: bool = False) -> None:
         self.topic = topic
         self.rules = rules
         self.group = group
+        self.from_start = from_start
         self.dry_run = dry_run
         self.batch_size = batch_size
         self.max_rate = max_rate
@@ -199,16 +204,16 @@ class Replayer:
         self._producer: Any = None
 
     def run(self, progress: Progress | None = None) -> ReplaySummary:
-        summary = ReplaySummary(self.topic, self.group, self.dry_run)
+        summary = ReplaySummary(self.topic, self.group, self.dry_run, self.from_start)
         cursor = Consumer(self._connection | {
             "group.id": self.group, "enable.auto.commit": False, "log_level": 0,
             "error_cb": self._errors.append})
         try:
             committed = self._committed(cursor)
             summary.interrupted_before = any(meta == RUNNING for _, meta in committed.values())
+            starts = {} if self.from_start else {p: o for p, (o, _) in committed.items()}
             with DeadLetterReader(self._connection, self.topic, since=self.rules.since,
-                                  start_offsets={p: o for p, (o, _) in committed.items()},
-                                  timeout=self.timeout) as reader:
+                                  start_offsets=starts, timeout=self.timeout) as reader:
                 # An attribute, never a local or an argument: a failure's traceback keeps
                 # the frames, and what they hold could then be freed only by the garbage
                 # collector, maybe on a librdkafka thread, which aborts the process.
