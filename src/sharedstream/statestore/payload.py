@@ -22,7 +22,8 @@ Write order and failure windows (the filesystem has no transaction with the data
   run at that moment removes it unless the object is younger than ``--min-age``. A crash
   in between, or between a commit and its clean-up, leaves an orphan, never a wrong read.
 - A reader that read a row just before a writer removed its old slot finds the object gone
-  and reads the row again (:meth:`~sharedstream.statestore.staterows.StateRows.payload_text`).
+  and reads the row again (:meth:`~sharedstream.statestore.staterows.StateRows.payload_text`),
+  which may name the same slot again, rewritten by a later write.
   A reader held up past a whole write and into the next one's object write would read that
   uncommitted object: the one window where a read can see a value before its commit.
 """

@@ -234,22 +234,25 @@ class StateRows:
 
         A writer removes the old slot right after its commit, so a reader that read the
         row before can find the object gone: it reads the row again and follows its
-        reference while it moves. A missing object the row still references is an error.
+        reference while it moves. The row may name the same slot again (a second write
+        moved the key back to it and rewrote it meanwhile), so the object is an error only
+        when it is missing twice while the row stood still (same reference, same stamp).
         """
         assert self.payload is not None
         t = task_state_store.c
+        seen: tuple[object, ...] | None = None
         while True:
             try:
                 return self.payload.read(ref)
             except FileNotFoundError:
                 with self.engine.connect() as connection:
-                    row = connection.execute(select(t.value, t.payload_ref).where(
+                    row = connection.execute(select(t.value, t.payload_ref, t.updated_at).where(
                         task_scope_filter(scope), t.key == key)).first()
                 if row is None or row.payload_ref is None:
                     return None if row is None else str(row.value)
-                if row.payload_ref == ref:
+                if (row.payload_ref, row.updated_at) == seen:
                     raise
-                ref = row.payload_ref
+                ref, seen = row.payload_ref, (row.payload_ref, row.updated_at)
 
     def _asset_row(self, asset_id: int, key: str, text: str, writer: Writer) -> dict[str, Any]:
         return {

@@ -334,3 +334,45 @@ def test_a_committed_unit_does_not_raise_when_removing_a_deleted_keys_objects_fa
     assert job.get("k") is None
     assert "orphans" in caplog.text
     assert len(store.orphans(min_age=timedelta(0)).orphans) == 1
+
+
+def test_a_read_that_misses_its_slot_while_two_writes_pass_finds_the_second(
+        make_store: MakeStore, tmp_path: Path) -> None:
+    """A reader follows the row to slot A; a write moves the key to B and removes A just
+    before the reader opens it, and a second write moves it back to A before the reader
+    reads the row again. The row names A once more, and A now holds the second write's
+    object: the reader must read it, not report A missing (this race failed about one run
+    in twenty of the concurrent test above on a loaded machine)."""
+    reader, writer = _payload_store(make_store, tmp_path), _payload_store(make_store, tmp_path)
+    writer.task(JOB).set("k", 1)
+    slot_a = _ref(writer, "k")
+    backend = _payload(reader)
+    real_read = backend.read
+    calls: list[str] = []
+
+    def read(ref: str) -> str:
+        calls.append(ref)
+        if len(calls) > 1:
+            return real_read(ref)
+        writer.task(JOB).set("k", 2)  # the key moves to B; A is removed
+        try:
+            return real_read(ref)
+        finally:
+            writer.task(JOB).set("k", 3)  # back to A, holding 3
+
+    backend.read = read  # type: ignore[method-assign]
+    assert reader.task(JOB).get("k") == 3
+    assert calls == [slot_a, slot_a]
+
+
+def test_an_object_missing_under_a_row_that_stands_still_is_an_error(
+        make_store: MakeStore, tmp_path: Path) -> None:
+    """The re-read above must not hide a lost object: when the row keeps naming a slot
+    that is gone, the read fails instead of returning nothing."""
+    store = _payload_store(make_store, tmp_path)
+    store.task(JOB).set("k", 1)
+    ref = _ref(store, "k")
+    assert ref is not None
+    _payload(store).delete(ref)
+    with pytest.raises(FileNotFoundError):
+        store.task(JOB).get("k")
