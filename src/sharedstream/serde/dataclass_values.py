@@ -33,7 +33,7 @@ import enum
 import types
 import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -176,14 +176,7 @@ class _Builder:
         def check(value: Any) -> Any:
             if not isinstance(value, (list, tuple, set, frozenset)):
                 raise _expected("array", value)
-            out = []
-            for i, v in enumerate(value):
-                try:
-                    out.append(item(v))
-                except Mismatch as exc:
-                    exc.steps.append(f"[{i}]")
-                    raise
-            return make(out)
+            return make(_each((item, v) for v in value))
         return check
 
     def _fixed(self, checks: list[Check]) -> Check:
@@ -192,14 +185,7 @@ class _Builder:
                 raise _expected("array", value)
             if len(value) != len(checks):
                 raise Mismatch(f"Expected `array` of length {len(checks)}, got {len(value)}")
-            out = []
-            for i, (one, v) in enumerate(zip(checks, value, strict=True)):
-                try:
-                    out.append(one(v))
-                except Mismatch as exc:
-                    exc.steps.append(f"[{i}]")
-                    raise
-            return tuple(out)
+            return tuple(_each(zip(checks, value, strict=True)))
         return check
 
     def _object(self, model: type[Any]) -> Check:
@@ -237,6 +223,18 @@ class _Builder:
                 fields.append((field.name, self.build(
                     hints[field.name], f"{model.__name__}.{field.name}"), required))
         return check
+
+
+def _each(pairs: Iterable[tuple[Check, Any]]) -> list[Any]:
+    """Each value through its check, a failure naming the element's index."""
+    out = []
+    for i, (check, value) in enumerate(pairs):
+        try:
+            out.append(check(value))
+        except Mismatch as exc:
+            exc.steps.append(f"[{i}]")
+            raise
+    return out
 
 
 def _adapted(convert: Callable[[Any], Any]) -> Check:

@@ -78,17 +78,12 @@ class JsonValue:
 
 
 @dataclass(frozen=True, slots=True)
-class AvroValue:
-    """A Confluent-framed Avro value, read with its writer schema from ``registry``.
-
-    ``reader_schema`` (Avro JSON text) resolves every writer version to one shape, as
-    Avro's schema evolution does; without it the value has the writer's fields. The
-    record becomes a dict, or ``model`` when one is given.
-    """
+class _RegistryModelValue:
+    """What the registry's Avro and JSON Schema declarations share: the registry, an
+    optional model, one decode per message through the shared lookups."""
 
     registry: str = DEFAULT_REGISTRY
     model: type[Any] | None = None
-    reader_schema: str | None = None
 
     def __post_init__(self) -> None:
         _checked_model(self, self.model)
@@ -98,6 +93,18 @@ class AvroValue:
 
     def prepare(self, message: KafkaMessage) -> Awaitable[None] | None:
         return _prepare(self, self.registry, message)
+
+
+@dataclass(frozen=True, slots=True)
+class AvroValue(_RegistryModelValue):
+    """A Confluent-framed Avro value, read with its writer schema from ``registry``.
+
+    ``reader_schema`` (Avro JSON text) resolves every writer version to one shape, as
+    Avro's schema evolution does; without it the value has the writer's fields. The
+    record becomes a dict, or ``model`` when one is given.
+    """
+
+    reader_schema: str | None = None
 
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.avro import AvroDeserializer
@@ -106,21 +113,9 @@ class AvroValue:
 
 
 @dataclass(frozen=True, slots=True)
-class JsonSchemaValue:
+class JsonSchemaValue(_RegistryModelValue):
     """A Confluent-framed JSON value, validated against its registered JSON Schema (the
     writer's), then into ``model`` when one is given."""
-
-    registry: str = DEFAULT_REGISTRY
-    model: type[Any] | None = None
-
-    def __post_init__(self) -> None:
-        _checked_model(self, self.model)
-
-    def decode(self, value: bytes, message: KafkaMessage) -> Any:
-        return _registry_decode(self, self.registry, self.model, value, message)
-
-    def prepare(self, message: KafkaMessage) -> Awaitable[None] | None:
-        return _prepare(self, self.registry, message)
 
     def build(self, client: Any) -> Callable[..., Any]:
         from confluent_kafka.schema_registry.json_schema import JSONDeserializer
