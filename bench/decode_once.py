@@ -19,8 +19,8 @@ from typing import Any
 
 from bench.manager_overhead import BATCH, PARTITIONS, BenchStream, timed_run
 
-from sharedstream.core.memory import LocalRecord
 from sharedstream.core.message import KafkaMessage
+from sharedstream.testing.memorystream import LocalRecord
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 

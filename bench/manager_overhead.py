@@ -24,10 +24,10 @@ from sharedstream.core.batch import MessageBatch
 from sharedstream.core.contract import PartitionsStarted, Records
 from sharedstream.core.ledger import Ledger
 from sharedstream.core.manager import SharedStreamManager
-from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.core.window import Window
+from sharedstream.testing.memorystream import LocalRecord, MemoryStream
 from sharedstream.triggerer.gctune import tune_gc
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 

@@ -45,7 +45,7 @@ def _run(mode: str, bootstrap: str, topic: str, messages: int, endpoint: str,
     from bench.persisted import KeepTrigger, persisted
     from bench.services import sqlite_url
 
-    from sharedstream.core import tracing
+    from sharedstream import tracing
     from sharedstream.triggerer.gctune import tune_gc
 
     if mode != "off":

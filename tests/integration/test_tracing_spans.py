@@ -34,8 +34,8 @@ from sharedstream import (
     MessageBatch,
     TriggerEvent,
     reject_shared_stream_event,
+    tracing,
 )
-from sharedstream.core import tracecontext, tracing
 from sharedstream.core.message import Coordinates
 from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.delivery.kafka_topic import KafkaTopicSender
@@ -45,6 +45,7 @@ from sharedstream.kafka import dlq_headers
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.events import EventRecord, events_after, insert_events
 from sharedstream.statestore.models import asset_event
+from sharedstream.tracing import context as tracecontext
 from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
 from sharedstream.triggerer.persistence import DatabaseWorkSink
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sharedstream.core.manager import SharedStreamManager
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.streamconfig import ManagerSettings
+from sharedstream.testing.memorystream import MemoryStream
 from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggers import TriggerEvent
 from sharedstream.triggers.base import BaseEventTrigger

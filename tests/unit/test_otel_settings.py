@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from cli_lines import error_line, watcher_module
 
-from sharedstream.core.otelenv import hidden
-from sharedstream.core.tracing import checked_exporter
+from sharedstream.tracing import checked_exporter
+from sharedstream.tracing.otelenv import hidden
 
 pytestmark = pytest.mark.unit
 

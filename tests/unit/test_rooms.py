@@ -22,6 +22,7 @@ BENCH = SRC.parents[1] / "bench"
 
 # Rank of each room (a package, or a top-level module); a room imports only lower ranks.
 RANKS: dict[str, float] = {
+    "tracing": -1,  # spans: below the core, which reports each outcome to it (issue 44)
     "core": 0,
     "statestore": 1,
     "kafka": 1,
@@ -31,7 +32,7 @@ RANKS: dict[str, float] = {
     "airflowbridge": 3,
     "delivery": 3.5,  # uses the bridge's Airflow client
     "triggerer": 4,
-    "testing": 4.5,  # the watcher test harness: the engine, the adapter on MemoryBroker, the sink
+    "testing": 4.5,  # the watcher harness (engine, adapter on MemoryBroker, sink); MemoryStream
     "ops": 5,
     "web": 5.5,  # the console: over ops' offsets and dead-letter reading
     "dlq": 6,  # the public module over ops' dead-letter reader

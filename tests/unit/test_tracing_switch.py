@@ -35,11 +35,12 @@ from sharedstream import (
     KafkaSharedStreamTrigger,
     MessageBatch,
     TriggerEvent,
+    tracing,
 )
 from sharedstream.cli import cli
-from sharedstream.core import tracecontext, tracing
 from sharedstream.statestore.models import asset_event
 from sharedstream.testing import WatcherHarness
+from sharedstream.tracing import context as tracecontext
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -61,7 +62,7 @@ MALFORMED: dict[str, list[tuple[str, bytes | None]]] = {
 RUN_OFF = textwrap.dedent("""
     import asyncio, sys
     from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
-    from sharedstream.core import tracing
+    from sharedstream import tracing
     from sharedstream.testing import WatcherHarness
     import sharedstream.delivery.airflow, sharedstream.delivery.webhook
     import sharedstream.delivery.kafka_topic, sharedstream.ops.run_command
@@ -103,7 +104,7 @@ def test_asked_for_without_the_extra_tracing_stays_off_with_a_warning(missing: s
         import logging, sys
         sys.modules["{missing}"] = None
         logging.basicConfig(format="%(levelname)s %(message)s")
-        from sharedstream.core import tracing
+        from sharedstream import tracing
         print(tracing.configure({{"OTEL_TRACES_EXPORTER": "otlp"}}), tracing.tracer)
     """)
     done = subprocess.run([sys.executable, "-c", hidden], capture_output=True, text=True,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sharedstream.core import tracing
+from sharedstream import tracing
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.holds import HoldJournal, HoldKey

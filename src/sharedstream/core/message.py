@@ -149,7 +149,7 @@ class KafkaMessage(_Fields):
     def derived(self, key: Hashable, make: Callable[[KafkaMessage], _T]) -> _T:
         """``make(self)``, computed on the first ask for ``key`` and kept on the message
         as a decode is: for what every watcher of the group derives from the record alike
-        (core.tracing keeps the record's parsed trace context here, so its headers are
+        (the tracing room keeps the record's parsed trace context here, so its headers are
         read once per message, not once per watcher). ``key`` shares the decoders'
         namespace: use an object of your own (a class, say), never a decoder."""
         cache: dict[Any, Any] = self.__dict__

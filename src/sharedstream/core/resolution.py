@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
-from sharedstream.core import tracing
+from sharedstream import tracing
 from sharedstream.core.backoff import jittered
 from sharedstream.core.batchtake import Counted
 from sharedstream.core.contract import SharedStreamProducer
@@ -83,7 +83,7 @@ class Resolution:
             return
         if entry.rounds > 1 and self.holds is not None:  # a retry handled: its hold ends
             self.holds.closed(_hold_key(entry, watcher))
-        if tracing.tracer is not None:  # each outcome has its watch span (core.tracing)
+        if tracing.tracer is not None:  # each outcome has its watch span (tracing room)
             tracing.acked(entry.payload, watcher)
         entry.pending -= 1
         if not entry.pending:

@@ -42,18 +42,19 @@ from typing import Any
 
 import httpx
 
+from sharedstream import tracing
 from sharedstream.airflowbridge.client import (
     AirflowClient,
     AirflowRequestError,
     AirflowUnavailableError,
 )
 from sharedstream.airflowbridge.settings import AirflowInstanceSettings
-from sharedstream.core import deliveryspans, tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
 from sharedstream.delivery.settings import AirflowDestination
 from sharedstream.statestore.events import EventRecord
+from sharedstream.tracing import deliveryspans
 
 IDENTITY_KEY = "sharedstream_event"
 # How far before an event's creation its Airflow twin may be stamped (clock skew).

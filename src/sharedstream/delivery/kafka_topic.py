@@ -19,8 +19,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from sharedstream.core import deliveryspans, tracing
-from sharedstream.core.tracecontext import carrier_of
+from sharedstream import tracing
 from sharedstream.delivery.document import ID_HEADER, IDENTITY_HEADER, event_body
 from sharedstream.delivery.errors import (
     DeliveryError,
@@ -33,6 +32,8 @@ from sharedstream.delivery.settings import KafkaDestination
 from sharedstream.kafka.connections import producer_config
 from sharedstream.kafka.dead_letters import is_permanent
 from sharedstream.statestore.events import EventRecord
+from sharedstream.tracing import deliveryspans
+from sharedstream.tracing.context import carrier_of
 
 FLUSH_TIMEOUT_S = 30.0
 

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 
 import httpx
 
-from sharedstream.core import deliveryspans, tracing
+from sharedstream import tracing
 from sharedstream.delivery.document import event_body
 from sharedstream.delivery.errors import PermanentDeliveryError, TransientDeliveryError
 from sharedstream.delivery.sender import Results
 from sharedstream.delivery.settings import WebhookDestination
 from sharedstream.statestore.events import EventRecord
+from sharedstream.tracing import deliveryspans
 
 SIGNATURE_HEADER = "X-Sharedstream-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"

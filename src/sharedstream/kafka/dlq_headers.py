@@ -24,10 +24,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sharedstream.core import tracing
+from sharedstream import tracing
 from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.core.text import storable_text
-from sharedstream.core.tracecontext import DEAD_LETTER_TRACEPARENT
+from sharedstream.tracing.context import DEAD_LETTER_TRACEPARENT
 
 PREFIX = "sharedstream."
 ORIGINAL_TOPIC = "sharedstream.original.topic"

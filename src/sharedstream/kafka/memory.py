@@ -13,14 +13,22 @@ behaviours the producer must survive are librdkafka's own, in one place:
   (``OFFSET_METADATA_TOO_LARGE``), and :meth:`MemoryBroker.fail_commits` injects errors.
   An asynchronous commit's result reaches ``on_commit`` from the next ``consume()``,
   never inline; a synchronous one raises ``KafkaException`` on failure.
+  An ``on_assign`` callback that does not assign the partitions itself has them
+  assigned after it returns, as confluent-kafka does.
 * **close() revokes** the assignment (``on_revoke``) before the member leaves.
 * **pause() purges the prefetch.** Records fetched but not yet returned are dropped and
-  fetched again from the position after ``resume()``; ``seek()`` does the same.
-* **produce() can refuse.** ``BufferError`` when the local queue is full, delivery
-  reports only from ``poll()``/``flush()``, ``UNKNOWN_TOPIC_OR_PART`` for a missing
-  topic, ``MSG_SIZE_TOO_LARGE`` over the broker's message size.
+  fetched again from the position after ``resume()``; ``seek()`` does the same, and
+  refuses a partition not assigned (``_STATE``).
+* **produce() can refuse.** ``BufferError`` when the local queue is full, and
+  ``KafkaException`` (``MSG_SIZE_TOO_LARGE``) for a record over the client's
+  ``message.max.bytes``, both at once; delivery reports only from ``poll()``/``flush()``,
+  ``UNKNOWN_TOPIC_OR_PART`` for a missing topic, ``MSG_SIZE_TOO_LARGE`` over the
+  broker's message size.
 * **Topics have ids.** :meth:`MemoryBroker.recreate_topic` gives a topic a new id and
   an empty log; :meth:`MemoryBroker.topic_ids` is a topic-id resolver.
+
+``tests/integration/test_memory_broker_parity.py`` runs the same scenarios here and on
+the real broker: where the two would answer differently, it fails.
 
 Thread-safe: the test thread produces while the consumer thread consumes. Callbacks run
 on the thread that calls ``consume()``/``poll()``/``close()``, never under the lock.

@@ -79,6 +79,7 @@ class MemoryConsumer:
         self._commit_results: deque[tuple[KafkaError | None, list[TopicPartition]]] = deque()
         self._lost = False
         self._closed = False
+        self._assigned_by_callback = False
         self.injected_errors: list[KafkaError] = []
         self.consume_calls = 0
         self.pause_calls = 0
@@ -138,11 +139,14 @@ class MemoryConsumer:
             self._callback("on_assign", assign)
 
     def _callback(self, name: str, keys: Sequence[Key]) -> None:
+        """Run the rebalance callback ``name``. An assignment the callback did not apply
+        itself is applied after it, as confluent-kafka does."""
         partitions = [TopicPartition(t, p) for t, p in keys]
         callback = self._callbacks.get(name)
+        self._assigned_by_callback = False
         if callback is not None:
             callback(self, partitions)
-        elif name == "on_assign":
+        if name == "on_assign" and not self._assigned_by_callback:
             self.incremental_assign(partitions)
 
     def _drop(self, keys: Sequence[Key]) -> None:
@@ -153,6 +157,7 @@ class MemoryConsumer:
             self.paused.discard(key)
 
     def incremental_assign(self, partitions: Sequence[TopicPartition]) -> None:
+        self._assigned_by_callback = True
         committed = self.broker.committed(self.group_id)
         for tp in partitions:
             key = (tp.topic, tp.partition)
@@ -183,8 +188,10 @@ class MemoryConsumer:
         found = self.broker.committed(self.group_id)
         out = []
         for tp in partitions:
-            offset, metadata = found.get((tp.topic, tp.partition), (OFFSET_INVALID, ""))
-            out.append(TopicPartition(tp.topic, tp.partition, offset, metadata=metadata))
+            done = found.get((tp.topic, tp.partition))
+            # Nothing committed: no metadata at all (None), as the broker answers.
+            out.append(TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) if done is None
+                       else TopicPartition(tp.topic, tp.partition, done[0], metadata=done[1]))
         return out
 
     # -- fetching ---------------------------------------------------------------------------
@@ -243,7 +250,7 @@ class MemoryConsumer:
     def seek(self, partition: TopicPartition) -> None:
         key = (partition.topic, partition.partition)
         if key not in self._assigned:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+            raise KafkaException(KafkaError(KafkaError._STATE))  # as librdkafka does
         offset = partition.offset
         self._assigned[key] = offset if offset >= 0 else self._logical(key, offset)
         self._fetched[key].clear()

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 
 class DeliveryBroker(Protocol):
@@ -29,18 +29,22 @@ class DeliveryBroker(Protocol):
 
 class MemoryProducer:
     """A ``confluent_kafka.Producer`` of one broker: delivery reports are
-    served by ``poll()``/``flush()``; ``queue.buffering.max.messages`` bounds the queue."""
+    served by ``poll()``/``flush()``; ``queue.buffering.max.messages`` bounds the queue,
+    and a record over ``message.max.bytes`` is refused by ``produce()`` itself."""
 
     def __init__(self, broker: DeliveryBroker, config: dict[str, Any]) -> None:
         self.broker = broker
         self.config = config
         self._limit = int(config.get("queue.buffering.max.messages", 100_000))
+        self._max_bytes = int(config.get("message.max.bytes", 1_000_000))
         self._lock = threading.Lock()
         self._pending: list[tuple[dict[str, Any], Callable[[Any, Any], None] | None]] = []
         self.attempts = 0
 
     def produce(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                 **kwargs: Any) -> None:
+        if len(value or b"") + len(key or b"") > self._max_bytes:  # refused before queueing
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
         with self._lock:
             if len(self._pending) >= self._limit:
                 raise BufferError("Local: Queue full")

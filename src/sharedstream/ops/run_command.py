@@ -45,9 +45,9 @@ def start(log_level: str, log_format: str, body: Callable[..., int],
           config_path: str | None, *, traced: bool = False) -> None:
     """Load the config, run ``body(config)`` and exit with its code; a configuration or
     start-up problem is one ``error:`` line and exit 2. ``traced``: tracing is on while
-    ``body`` runs when the ``OTEL_*`` environment asks for it (see core.tracing)."""
-    from sharedstream.core import tracing
-    from sharedstream.core.traceexport import TracingConfigError
+    ``body`` runs when the ``OTEL_*`` environment asks for it (see sharedstream.tracing)."""
+    from sharedstream import tracing
+    from sharedstream.tracing.export import TracingConfigError
     from sharedstream.triggerer.config import ConfigError, load_config
     from sharedstream.triggerer.logs import configure_logging
     from sharedstream.triggerer.plan import StartupError, UnavailableError
@@ -126,7 +126,7 @@ def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
     its schema, the recorded watcher sets and the destinations; nothing is changed.
     Exits 0 when `run` would start, else as `run` would fail.
     """
-    from sharedstream.core.tracing import checked_exporter
+    from sharedstream.tracing import checked_exporter
     from sharedstream.triggerer.startup import check_startup
 
     def body(config: Any) -> int:

@@ -51,7 +51,7 @@ class EventRecord:
     event_index: int
     created_at: datetime
     payload: Any
-    # The W3C trace context it was made in (core.tracing), or None: not in as_json.
+    # The W3C trace context it was made in (the tracing room), or None: not in as_json.
     trace_context: str | None = None
 
     @property

@@ -127,7 +127,7 @@ asset_event = Table(
     _required("offset", BigInteger),
     _required("event_index", Integer),
     _stamp("created_at"),
-    # The W3C trace context of the watch span that made the event (core.tracing), which
+    # The W3C trace context of the watch span that made the event (the tracing room), which
     # its delivery continues; NULL when tracing is off or the message was not sampled.
     _optional("trace_context", Text),
     UniqueConstraint("watcher", "topic_id", "partition", "offset", "event_index"),

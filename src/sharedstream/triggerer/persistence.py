@@ -73,7 +73,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.engine import Connection
 
-from sharedstream.core import tracing
+from sharedstream import tracing
 from sharedstream.core.backoff import Backoff
 from sharedstream.core.holds import NOTHING, HoldJournal, Taken
 from sharedstream.core.message import where_read

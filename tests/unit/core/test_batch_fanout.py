@@ -16,9 +16,9 @@ from tests.unit.core.test_lifecycles import make_group, state, turns
 from sharedstream.core.group import Group
 from sharedstream.core.groupstate import Flow
 from sharedstream.core.ledger import Entry, PartitionLedger, State
-from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ABSENT, ManualClock
+from sharedstream.testing.memorystream import LocalRecord, MemoryStream
 
 
 def offsets(entries: list[Entry]) -> list[int]:

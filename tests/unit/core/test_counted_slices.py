@@ -14,9 +14,9 @@ from tests.unit.core.test_lifecycles import make_group, turns
 from sharedstream.core.batchtake import Pieces
 from sharedstream.core.group import Group
 from sharedstream.core.ledger import Slice, State
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ManualClock
+from sharedstream.testing.memorystream import MemoryStream
 
 
 async def polling(cohort: tuple[str, ...], batch: tuple[str, ...] | None = None,

@@ -13,9 +13,9 @@ from tests.unit.core.test_lifecycles import make_group, turns
 
 from sharedstream.core.group import Group
 from sharedstream.core.ledger import State
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.stream import HANDOUT_RUN, SharedStream
 from sharedstream.core.streamconfig import ABSENT, ManualClock
+from sharedstream.testing.memorystream import MemoryStream
 
 
 async def polling(cohort: tuple[str, ...], **settings: object

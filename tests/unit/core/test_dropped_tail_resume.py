@@ -20,9 +20,9 @@ from tests.unit.core.test_lifecycles import make_group, turns
 
 from sharedstream.core.group import Group
 from sharedstream.core.groupstate import Flow
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ManualClock
+from sharedstream.testing.memorystream import MemoryStream
 
 
 async def paused_with_a_queued_tail_dropped() -> tuple[Group, MemoryStream, SharedStream]:

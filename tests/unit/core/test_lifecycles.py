@@ -17,7 +17,6 @@ from sharedstream.core.group import Group, ProducerStreamEnded
 from sharedstream.core.groupstate import FLOW_MOVES, MOVES, Flow, GroupState
 from sharedstream.core.ledger import Entry
 from sharedstream.core.lifecycle import InvalidState, check_move
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.stream import MOVES as STREAM_MOVES
 from sharedstream.core.stream import SharedStream, StreamState
 from sharedstream.core.streamconfig import (
@@ -27,6 +26,7 @@ from sharedstream.core.streamconfig import (
     ManualClock,
 )
 from sharedstream.core.window import Window, WindowState
+from sharedstream.testing.memorystream import MemoryStream
 
 # -- the tables ------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The manager's unit-test harness: the in-memory adapter, a sink, a trigger, helpers.
 
-Groups run on :class:`~sharedstream.core.memory.MemoryStream`, the project's in-memory
+Groups run on :class:`~sharedstream.testing.memorystream.MemoryStream`, the project's in-memory
 adapter behind the same contract as the Kafka one; outcomes are read from the group's
 partition ledger and the adapter's dead letters, as the Kafka adapter would see them.
 """
@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 from sharedstream.core.group import Group
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.manager import SharedStreamManager
-from sharedstream.core.memory import MemoryStream
 from sharedstream.core.streamconfig import ManagerSettings, ManualClock
 from sharedstream.core.window import Window
+from sharedstream.testing.memorystream import MemoryStream
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
 
 Coordinates = tuple[str, int]  # (lane, offset); the raw message is "lane:offset"

@@ -21,9 +21,9 @@ from manager_fakes import FakeTrigger, Harness, settle
 from sharedstream import KafkaMessage, MessageBatch
 from sharedstream.core import inline
 from sharedstream.core.ledger import State
-from sharedstream.core.memory import LocalRecord
 from sharedstream.core.routing import MatchError
 from sharedstream.core.shares import Share
+from sharedstream.testing.memorystream import LocalRecord
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 
 pytestmark = pytest.mark.unit

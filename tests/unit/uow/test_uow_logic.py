@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from sharedstream.core.manager import SharedStreamManager
-from sharedstream.core.memory import LocalRecord, MemoryStream
 from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.scopes import Writer
 from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
+from sharedstream.testing.memorystream import LocalRecord, MemoryStream
 from sharedstream.triggerer.batchmerge import fold_staged
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.eventrows import PayloadRefused, encode_payload

@@ -5,7 +5,7 @@ parent is the watch span's context stored with the event
 (``asset_event.trace_context``), not anything in this process; the destination is
 handed the span's own ``traceparent`` to carry on (Airflow's ``extra``, a webhook's
 headers, a Kafka record's). Callers test ``tracing.tracer is not None`` first, as for
-every span (:mod:`sharedstream.core.tracing`).
+every span (:mod:`sharedstream.tracing`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from sharedstream.core import tracing
-from sharedstream.core.tracecontext import carrier_of, context_of, parse_stored
+from sharedstream import tracing
+from sharedstream.tracing.context import carrier_of, context_of, parse_stored
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

@@ -7,7 +7,7 @@ value names no context and is ignored, never an error: a producer's bad header m
 not reject its message.
 
 Nothing of OpenTelemetry is imported until the first call (:func:`otel_api`): these
-functions run only while tracing is on (:mod:`sharedstream.core.tracing`).
+functions run only while tracing is on (:mod:`sharedstream.tracing`).
 """
 
 from __future__ import annotations

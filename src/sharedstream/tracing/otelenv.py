@@ -7,7 +7,7 @@ raises (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT=-5``: a traceback of 30 lines out of
 waits 10 s), or it logs the bad part itself: a malformed
 ``OTEL_EXPORTER_OTLP_HEADERS`` entry, token and all. So when tracing is on, each
 variable below that is set is checked first, and the first bad one is a
-:class:`~sharedstream.core.traceexport.TracingConfigError` naming it and what it
+:class:`~sharedstream.tracing.export.TracingConfigError` naming it and what it
 takes (``check`` and ``run`` print it as one ``error:`` line, exit 2).
 
 Never shown: any part of a headers variable (a header is where a token goes), or of
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from urllib.parse import unquote, urlsplit
 
-from sharedstream.core.traceexport import TracingConfigError
+from sharedstream.tracing.export import TracingConfigError
 
 SAMPLERS = ("always_on", "always_off", "traceidratio", "parentbased_always_on",
             "parentbased_always_off", "parentbased_traceidratio")

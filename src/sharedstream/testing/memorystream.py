@@ -1,9 +1,14 @@
-"""An in-memory adapter behind the same contract as the Kafka one, for tests and benchmarks.
+"""A stand-in for the core's adapter contract (``SharedStreamProducer``), for engine
+tests and benchmarks: not a Kafka.
 
 It reads what its caller feeds, in order, and records what the group asks of it
 (commit targets, fetch requests, dead letters, pauses) so a test can look. It models
-no broker: the Kafka adapter's own tests run on ``kafka.memory.MemoryBroker``,
-which behaves as librdkafka does.
+no broker and no client: one partition per topic, no consumer group, no commits of
+its own. A test of how Kafka behaves (rebalances, commits, pause, errors) runs the
+Kafka adapter on ``kafka.memory.MemoryBroker``, the one in-memory Kafka, which
+``tests/integration/test_memory_broker_parity.py`` holds to the real broker's answers.
+It lived in ``core/`` until issue 44: the core keeps the path of a message, not its
+test doubles.
 """
 
 from __future__ import annotations
