@@ -13,7 +13,7 @@ a leak). That takes ``--soak 15`` or longer at the soak's rate (about 1,700 mess
 on two cores). The bounded run (CI, ``BOUNDED_SECONDS``) reports the slope but
 cannot resolve it, so it asserts only that every id produced became exactly one event;
 ten seconds of bursts (20,000 ids) show that as well as thirty did, and leaks small
-enough to need a longer run are ``tests/unit/test_memory_slope.py``'s (tracemalloc).
+enough to need a longer run are ``tests/unit/core/test_memory_slope.py``'s (tracemalloc).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The test directories are not packages, so pytest imports every ``conftest.py`` a
 top-level module ``conftest``, and the directories named on the command line have theirs
 imported before anything is collected: the last one named wins. A test module that took a
 helper ``from conftest import ...`` then got another directory's conftest and failed at
-collection (``pytest tests/integration/statestore tests/unit/manager``: "cannot import
+collection (``pytest tests/integration/statestore tests/unit/core/manager``: "cannot import
 name 'FakeClock' from 'conftest'"), while the whole suite, collected directory by
 directory, passed. Helpers live in modules of their own name; conftests only hold fixtures.
 """
@@ -22,7 +22,7 @@ CONFTEST_IMPORT = re.compile(r"^\s*(?:from conftest import|import conftest\b)", 
 
 def test_a_directory_that_took_helpers_from_its_conftest_collects_beside_another() -> None:
     # Named first, so the other directory's conftest is the one loaded last.
-    dirs = ["tests/integration/statestore", "tests/unit/manager"]
+    dirs = ["tests/integration/statestore", "tests/unit/core/manager"]
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
                           "-p", "no:cacheprovider", *dirs],
                          cwd=ROOT, capture_output=True, text=True, check=False)

@@ -9,7 +9,7 @@ pending with nobody owing them, they would hold the commit target and ``in_fligh
 forever. A lookup of an offset (``held retry``) must not leave such entries either.
 
 On the group itself (the paths a filter cannot reach in one call; the batch runner's are in
-tests/unit/manager/test_split_slice_batches.py); in-memory adapter, manual clock.
+tests/unit/core/manager/test_split_slice_batches.py); in-memory adapter, manual clock.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The manager's unit tests run on a manual clock and assert exact times: retries wait
 their full nominal delay here (the upper end of the jitter, which
-tests/unit/test_backoff.py checks on its own)."""
+tests/unit/core/test_backoff.py checks on its own)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
 from sharedstream.triggerer import StartupError, Triggerer
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def watcher(name: str, **kwargs: object) -> AssetWatcher:

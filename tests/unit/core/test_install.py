@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sharedstream.cli import cli
 from sharedstream.core.install import install_command
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def test_this_checkout_is_told_to_install_the_extra_from_itself(

@@ -7,7 +7,7 @@ from pathlib import Path
 from sharedstream.triggerer.config import load_config
 from sharedstream.triggerer.plan import make_plan
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def test_the_example_runs_three_watchers_on_one_consumer_group() -> None:
