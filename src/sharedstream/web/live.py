@@ -51,7 +51,7 @@ class Snapshot:
     error: str | None = None  # the database did not answer
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)  # stream_group
     # The lists built from it once (``listing.py``): a snapshot's data never changes.
-    indexes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    indexes: dict[str, Any] = field(default_factory=dict)
 
 
 def triggerer_health(view: ProcessView) -> str:

@@ -28,7 +28,7 @@ from sharedstream import __version__
 from sharedstream.statestore.durations import stamp
 from sharedstream.statestore.scopes import TaskScope
 from sharedstream.web.charts import color, lag_chart, timeline
-from sharedstream.web.live import lag_source
+from sharedstream.web.live import Snapshot, lag_source
 from sharedstream.web.params import BadParameter, instant, page_int
 from sharedstream.web.settings import WebSettings
 from sharedstream.web.sources import NotFound, Sources, paginate, window
@@ -126,9 +126,10 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         return render(request, "problem.html", {"heading": "Not found", "what": what},
                       status=404, live=False)
 
-    async def owners() -> dict[str, dict[str, Any]]:
+    async def owners(snapshot: Snapshot | None = None) -> dict[str, dict[str, Any]]:
         """Each triggerer by id, for ``owner`` cells: its host and pid, linked to its page."""
-        return {t["id"]: t for t in await sources.triggerers()}
+        found = snapshot or await sources.snapshot()
+        return {v.row["id"]: sources.triggerer_json(v) for v in found.processes}
 
     @router.get("/", response_class=HTMLResponse)
     async def overview(request: Request) -> HTMLResponse:
@@ -160,7 +161,8 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
                                    partition=page_int(params, "partition"),
                                    q=_text(params, "q"))
         page = paginate(found, PAGE_SIZE, page_int(params, "offset") or 0)
-        return render(request, "held.html", {"page": page, "owners": await owners()})
+        return render(request, "held.html", {
+            "page": page, "owners": await owners(await sources.list_snapshot())})
 
     @router.get("/groups/{consumer_group:path}", response_class=HTMLResponse)
     async def group(request: Request, consumer_group: str) -> HTMLResponse:

@@ -47,6 +47,8 @@ __all__ = ["NotFound", "Sources", "paginate", "window"]
 
 T = TypeVar("T")
 SNAPSHOT_TTL_S = 1.0
+# The watcher and held lists show a snapshot up to this old while a fresh one is taken.
+LIST_STALE_S = 5.0
 # The broker's lag stands in for a partition no triggerer reports while its last read
 # is at most this old (a broker that stopped answering leaves no flat line for ever).
 KAFKA_SAMPLE_MAX_AGE_S = 15.0
@@ -65,6 +67,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         self._snapshot: Snapshot | None = None
         self._snapshot_lock: asyncio.Lock | None = None
         self._snapshot_loop: asyncio.AbstractEventLoop | None = None
+        self._list_refresh: asyncio.Task[None] | None = None
         self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
         self._tallies = {}
         self._start_kafka()
@@ -85,6 +88,28 @@ class Sources(DatabaseReads, DeadLetterReads):
             self._snapshot = fresh
             self._record_lag(fresh)
             return fresh
+
+    async def list_snapshot(self) -> Snapshot:
+        """The snapshot the watcher and held lists read: the current one while it is at
+        most ``LIST_STALE_S`` old, a fresh one taken meanwhile in the background once it
+        is past ``SNAPSHOT_TTL_S`` (its lists indexed on a worker thread). With 10,000
+        watchers, fetching, parsing and indexing the triggerers' ``/status`` is a few
+        hundred milliseconds that no page waits for; a page is at most one refresh
+        behind (an older snapshot is waited for, as every other read does)."""
+        current = self._snapshot
+        if current is None or self.clock() - current.taken > LIST_STALE_S:
+            return await self.snapshot()
+        running = self._list_refresh
+        if self.clock() - current.taken >= SNAPSHOT_TTL_S and (
+                running is None or running.done()
+                or running.get_loop() is not asyncio.get_running_loop()):
+            self._list_refresh = asyncio.create_task(self._refresh_lists())
+        return current
+
+    async def _refresh_lists(self) -> None:
+        fresh = await self.snapshot()
+        for name, build in (("watchers", watcher_index), ("held", held_index)):
+            await asyncio.to_thread(memo, fresh, name, build)
 
     def _rows_sync(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
         return self.process_rows_sync(), self.stream_groups_sync()
@@ -274,7 +299,7 @@ class Sources(DatabaseReads, DeadLetterReads):
                    q: str | None = None) -> list[dict[str, Any]]:
         """The held messages matching every filter (``q``: part of the topic or of a
         watcher's name, any case), by group, topic, partition and offset."""
-        index = memo(await self.snapshot(), "held", held_index)
+        index = memo(await self.list_snapshot(), "held", held_index)
         text = folded(q)
         return [public(h) for h in index
                 if (group is None or h["consumer_group"] == group)
@@ -287,22 +312,21 @@ class Sources(DatabaseReads, DeadLetterReads):
                            ) -> list[dict[str, Any]]:
         """Every watcher of ``group`` (or of all) whose name holds ``q`` (any case), by
         name then group, without its rejection count (see :meth:`watchers`)."""
-        index = memo(await self.snapshot(), "watchers", watcher_index)
-        text = folded(q)
-        return [w for w in index if (group is None or w["consumer_group"] == group)
-                and (text is None or text in w["_search"])]
+        index = memo(await self.list_snapshot(), "watchers", watcher_index)
+        return [index.row(k) for k in index.select(group, folded(q))]
 
     async def watchers(self, group: str | None = None, q: str | None = None, *,
                        limit: int, offset: int) -> dict[str, Any]:
         """One page of :meth:`watcher_list`, each with its rejections: counted for the
         page's watchers only (the dead-letter tallies are the topics' cached counts)."""
-        found = await self.watcher_list(group, q)
-        page = found[offset:offset + limit]
+        index = memo(await self.list_snapshot(), "watchers", watcher_index)
+        found = index.select(group, folded(q))
+        page = [index.row(k) for k in found[offset:offset + limit]]
         names = sorted({w["name"] for w in page})
         rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync, names))
         dead, unread = await asyncio.to_thread(self.dead_letter_watchers_sync)
         error = "; ".join(unread) or None
-        items = [{**public(w), "rejected": int(rejected.get(w["name"], 0)) + dead[w["name"]],
+        items = [{**w, "rejected": int(rejected.get(w["name"], 0)) + dead[w["name"]],
                   "rejected_error": error} for w in page]
         return {"items": items, "total": len(found), "limit": limit, "offset": offset}
 
