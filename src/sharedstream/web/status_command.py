@@ -88,12 +88,18 @@ def status(ctx: click.Context, /, every_watcher: bool, as_json: bool, **_: Any) 
                              f"held {w['held']}" for w in watchers))
 
 
+def command_sources(ctx: click.Context, store: StateStore) -> Sources:
+    """The console's reads for a command (``status``, ``held retry``): the connections
+    and ``[web] status_networks`` of the command's configuration. Close it after use."""
+    config = command_config(ctx)
+    return Sources(WebSettings(connections=config.connections,
+                               status_networks=parse_networks(config.web.status_networks)),
+                   store)
+
+
 async def _read(ctx: click.Context, store: StateStore
                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    config = command_config(ctx)
-    sources = Sources(WebSettings(connections=config.connections,
-                                  status_networks=parse_networks(config.web.status_networks)),
-                      store)
+    sources = command_sources(ctx, store)
     try:
         triggerers = await sources.triggerers()
         rows = await sources.watcher_list()
