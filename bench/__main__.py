@@ -9,6 +9,7 @@
     python -m bench --commands [--quick]                # bench/command_latency.py
     python -m bench --watchers-scale [--quick]          # bench/watchers_scale.py
     python -m bench --startup [--quick]                 # bench/startup.py
+    python -m bench --console-pages [--quick]           # bench/console_pages.py
 
 Services: ``KAFKA_BOOTSTRAP_SERVERS`` / ``SHAREDSTREAM_TEST_DATABASE_URL`` when set, else
 started for the run (``bench/services.py``). Each part writes ``<part>.json`` (every
@@ -30,6 +31,7 @@ from typing import Any
 from bench import (
     avro_decode,
     command_latency,
+    console_pages,
     full_run,
     json_fanout,
     peers,
@@ -88,6 +90,12 @@ PARTS: dict[str, Part] = {
         "first message (not in the full run)",
         lambda s, quick, _: startup.measure(s.bootstrap, 1 if quick else 5),
         startup.markdown),
+    "console_pages": (
+        "the console's watcher, held and asset lists (API and pages) at 10,000 watchers "
+        "(--quick: 1,000), first page, middle page and search (not in the full run)",
+        lambda s, quick, _: console_pages.measure(s.postgres(), 1_000 if quick else 10_000,
+                                                  5 if quick else 20),
+        console_pages.markdown),
 }
 
 

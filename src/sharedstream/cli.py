@@ -57,6 +57,8 @@ COMMANDS = {
             "Dead-letter topics: inspect and replay the records the triggerer rejected."),
     "held": ("sharedstream.web.held_command:held_group",
              "Messages the live triggerers hold for redelivery."),
+    "status": ("sharedstream.web.status_command:status",
+               "The live triggerers, their watchers and held messages, summarised."),
     "triggerers": ("sharedstream.ops.action_commands:triggerers_group",
                    "The `sharedstream run` processes recorded in the database."),
     "audit": ("sharedstream.ops.action_commands:audit_group",

@@ -238,6 +238,32 @@ def test_second_sigterm_during_a_slow_shutdown_exits_at_once(
         lock.close()
 
 
+def test_check_summarises_a_big_groups_watchers(
+        tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
+        create_topic: Callable[..., str]) -> None:
+    """Issue 42: a group's watchers are counted and the first five named; all of them
+    with --all-watchers."""
+    topic = create_topic("orders")
+    module = tmp_path / "many.py"
+    module.write_text(
+        "from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger\n"
+        "assets = [Asset(f'a{i:02d}', watchers=[AssetWatcher(f'w{i:02d}', "
+        f"KafkaSharedStreamTrigger(topics=[{topic!r}], kafka_config_id='e2e'))]) "
+        "for i in range(12)]\n")
+    config = write_config(tmp_path / "sharedstream.toml",
+                          database_url=f"sqlite:///{tmp_path / 'state.db'}",
+                          connection=connection)
+    checked = run_cli(["check", str(module), "--config", str(config)], cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    group = f"ok: group {connection['group.id']}.{topic}: "
+    assert (group + "12 watchers: w00, w01, w02, w03, w04 and 7 more (`sharedstream check "
+            "--all-watchers` lists them all)") in checked.stdout.splitlines()
+    every = run_cli(["check", str(module), "--config", str(config), "--all-watchers"],
+                    cwd=tmp_path)
+    assert every.returncode == 0, every.stderr
+    assert group + ", ".join(f"w{i:02d}" for i in range(12)) in every.stdout.splitlines()
+
+
 def test_check_reads_a_folder_of_modules_and_changes_nothing(
         tmp_path: Path, kafka_bootstrap: str, connection: dict[str, Any],
         create_topic: Callable[..., str]) -> None:
@@ -255,7 +281,7 @@ def test_check_reads_a_folder_of_modules_and_changes_nothing(
                           connection=connection)
     checked = run_cli(["check", str(folder), "--config", str(config)], cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
-    assert f"ok: group {connection['group.id']}.{topic}: one, two" in checked.stdout
+    assert f"ok: group {connection['group.id']}.{topic}: 2 watchers: one, two" in checked.stdout
     assert not database.exists()  # nothing created
     (folder / "more" / "two.py").write_text(
         (folder / "more" / "two.py").read_text().replace(topic, "e2e-no-such-topic"))

@@ -16,10 +16,12 @@ The browser tests (``test_console_browser.py``) build their own stack: two real
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ from confluent_kafka.cimpl import NewTopic
 from sqlalchemy import insert, update
 
 TESTS = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("SHAREDSTREAM_CHROMIUM", "/usr/bin/chromium")
+SCALE_WATCHERS = 10_000
 for helper_dir in (TESTS / "e2e", TESTS / "integration"):
     if str(helper_dir) not in sys.path:
         sys.path.insert(0, str(helper_dir))
@@ -203,3 +207,55 @@ def postgres_store(database_url: str) -> Iterator[StateStore]:
         found.upgrade()
         yield found
         found.close()
+
+
+@dataclass
+class Scale:
+    """``scale``: 10,010 watchers (10,000 in ``BIG``, ten of them also in ``SMALL``),
+    10,000 assets and 1,000 held messages, as bench/console_pages.py seeds them."""
+
+    url: str
+    store: StateStore
+    heartbeat: Heartbeat
+
+
+@pytest.fixture(scope="module")
+def scale(database_url: str) -> Iterator[Scale]:
+    from bench.console_pages import seed, status_document
+
+    status = StatusServer(status_document(SCALE_WATCHERS))
+    for url in postgres_schema_url(database_url):
+        store = StateStore.from_url(url)
+        store.upgrade()
+        try:
+            yield Scale(url, store, seed(store, status.url, SCALE_WATCHERS))
+        finally:
+            store.close()
+            status.stop()
+
+
+@pytest.fixture(scope="module")
+def scale_app(scale: Scale) -> Iterator[Any]:
+    """The console's ASGI app over ``scale`` (no token: loopback, ``testserver`` trusted)."""
+    from sharedstream.web.app import create_app
+    from sharedstream.web.settings import WebSettings
+
+    app = create_app(WebSettings(trusted_hosts=("testserver",)), scale.store, sampler=False)
+    yield app
+    app.state.sources.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Chromium (Debian's) under Playwright, for the module."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), (
+        f"{CHROMIUM} is missing: apt-get install -y chromium (or set SHAREDSTREAM_CHROMIUM)")
+    playwright = sync_playwright().start()
+    try:
+        found = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield found
+        found.close()
+    finally:
+        playwright.stop()

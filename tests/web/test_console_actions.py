@@ -33,7 +33,7 @@ from db_schemas import postgres_schema_url
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import insert, select
 from streams import create_schema, produce
-from test_console_browser import ROOT, browser, make_topic, start_console
+from test_console_browser import ROOT, make_topic, start_console
 from triggerer import Triggerers, connection_for, run_cli, write_config
 
 from sharedstream.core.message import Coordinates
@@ -44,7 +44,6 @@ from sharedstream.statestore.types import utcnow
 
 pytestmark = pytest.mark.e2e
 expect.set_options(timeout=30_000)
-__all__ = ["browser"]  # the module fixture, shared with test_console_browser
 
 
 @dataclass

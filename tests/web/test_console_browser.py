@@ -37,7 +37,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from db_schemas import postgres_schema_url
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from streams import create_schema, produce
 from triggerer import Triggerer, Triggerers, connection_for, until, write_config
 
@@ -50,7 +50,6 @@ pytestmark = pytest.mark.e2e
 expect.set_options(timeout=30_000)
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("SHAREDSTREAM_CHROMIUM", "/usr/bin/chromium")
 # `sharedstream web` without relying on the root command's registration.
 WEB = (sys.executable, "-c", "from sharedstream.web.command import web; web()")
 _LISTENING = re.compile(r"console on http://\S+?:(\d+)/")
@@ -107,19 +106,6 @@ def start_console(root: Path, config: Path, dlq: str, token: str,
         return int(found.group(1)) if found else None
 
     return process, until(port, "the console's listening line", 30), log
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert Path(CHROMIUM).exists(), (
-        f"{CHROMIUM} is missing: apt-get install -y chromium (or set SHAREDSTREAM_CHROMIUM)")
-    playwright: Playwright = sync_playwright().start()
-    try:
-        found = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield found
-        found.close()
-    finally:
-        playwright.stop()
 
 
 @pytest.fixture(scope="module")

@@ -168,3 +168,35 @@ def test_a_database_without_the_schema_is_refused(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("error: ")
+
+
+async def test_the_lists_show_a_read_at_most_one_refresh_behind(store: StateStore) -> None:
+    """Issue 42: a watcher or held list never waits for the triggerers to be read anew
+    while the last read is under 5 s old: it shows that one and the next read is taken
+    meanwhile; an older read is waited for."""
+    from sharedstream.triggerer.registration import GroupDeclaration, register_groups
+    from sharedstream.web.sources import Sources
+
+    now = [0.0]
+
+    def declare(*names: str) -> None:
+        register_groups(store, [GroupDeclaration(("kafka", ("t",), None), "g",
+                                                 frozenset(names))], takeover=True)
+
+    def listed(rows: list[dict[str, Any]]) -> list[str]:
+        return [row["name"] for row in rows]
+
+    sources = Sources(WebSettings(), store, clock=lambda: now[0])
+    try:
+        declare("a")
+        assert listed(await sources.watcher_list()) == ["a"]  # the first read, waited for
+        declare("a", "b")
+        now[0] = 2.0  # past the second a read is fresh for, under 5 s
+        assert listed(await sources.watcher_list()) == ["a"]  # the last read, at once
+        await sources.snapshot()  # the read started meanwhile ends
+        assert listed(await sources.watcher_list()) == ["a", "b"]
+        declare("a", "b", "c")
+        now[0] = 8.0  # over 5 s old: waited for
+        assert listed(await sources.watcher_list(q="C")) == ["c"]
+    finally:
+        sources.close()

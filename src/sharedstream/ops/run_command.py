@@ -118,8 +118,11 @@ def deliver(config_path: str | None, log_level: str, log_format: str) -> None:
 @process_options
 @click.option("--takeover", is_flag=True,
               help="Check as `run --takeover` would (a changed watcher set is accepted).")
+@click.option("--all-watchers", "every_watcher", is_flag=True,
+              help="Name every watcher of each group (by default: how many, the first "
+                   "five).")
 def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
-          log_level: str, log_format: str) -> None:
+          every_watcher: bool, log_level: str, log_format: str) -> None:
     """Check everything `run WATCHERS` checks before it reads a message, then exit.
 
     The config, the watcher modules, the connections and their topics, the database and
@@ -131,7 +134,8 @@ def check(watchers: tuple[str, ...], config_path: str | None, takeover: bool,
 
     def body(config: Any) -> int:
         checked_exporter()  # the OTEL_* settings run would refuse
-        for line in check_startup(config, watchers, takeover=takeover):
+        for line in check_startup(config, watchers, takeover=takeover,
+                                  every_watcher=every_watcher):
             click.echo(f"ok: {line}")
         return 0
 

@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from sharedstream.core.names import summarise
 from sharedstream.delivery.service import DeliveryService
 from sharedstream.kafka.connections import ConnectionConfigError
 from sharedstream.kafka.topics import BrokerUnreachableError, missing_topics
@@ -137,15 +138,18 @@ def health_check(process: ProcessSettings, *, bind: bool = True) -> list[str]:
     return [look(process.health_host, process.health_port)]
 
 
-def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False
-                  ) -> list[str]:
+def check_startup(config: Config, targets: Sequence[str], *, takeover: bool = False,
+                  every_watcher: bool = False) -> list[str]:
     """Everything ``run`` checks before it reads a message, changing nothing: what was
     found, as lines. Problems raise as they do for ``run`` (StartupError, exit 2;
-    UnavailableError, exit 1)."""
+    UnavailableError, exit 1). A group's watchers are summarised (a group may have
+    10,000), all of them named with ``every_watcher`` (``check --all-watchers``)."""
     plan = make_plan(config, targets)
     found = [f"watchers: {len(plan.watchers)} in {plan.source}"]
-    found += [f"group {g.consumer_group}: {', '.join(sorted(g.watchers))}"
-              for g in plan.groups]
+    found += [f"group {g.consumer_group}: " + (
+        ", ".join(sorted(g.watchers)) if every_watcher else
+        summarise(g.watchers, where="`sharedstream check --all-watchers` lists them all"))
+        for g in plan.groups]
     found += health_check(config.process, bind=False)
     check_topics(plan.groups, config.process.broker_timeout)
     found.append("topics: all present")

@@ -101,23 +101,32 @@ def build_router(sources: Sources) -> APIRouter:
             raise HTTPException(404, str(exc)) from None
 
     @router.get("/watchers", response_model=schemas.Page[schemas.Watcher], tags=["groups"])
-    async def watchers(group: Name = None, limit: Limit = 100,
-                       offset: Offset = 0) -> dict[str, Any]:
-        """Watchers per group, whether a live triggerer runs them, held and rejected counts."""
-        return paginate(await sources.watchers(group), limit, offset)
+    async def watchers(group: Name = None,
+                       q: Annotated[str | None, Query(max_length=250, pattern=TEXT,
+                                                      description="Part of the watcher's "
+                                                                  "name, any case.")] = None,
+                       limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        """Watchers per group, by name then group, whether a live triggerer runs them, held
+        and rejected counts."""
+        return await sources.watchers(group, q, limit=limit, offset=offset)
 
     @router.get("/held", response_model=schemas.Page[schemas.HeldMessage], tags=["groups"])
     async def held(group: Name = None, watcher: Name = None, topic: Name = None,
                    partition: Partition = None,
-                   limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
-        """Messages held for redelivery in the live triggerers, with who failed them and why."""
+                   q: Annotated[str | None, Query(max_length=250, pattern=TEXT,
+                                                  description="Part of the topic or of a "
+                                                              "watcher's name, any case.")]
+                   = None, limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
+        """Messages held for redelivery in the live triggerers, with who failed them and why,
+        by group, topic, partition and offset."""
         found = await sources.held(group=group, watcher=watcher, topic=topic,
-                                   partition=partition)
+                                   partition=partition, q=q)
         return paginate(found, limit, offset)
 
     @router.get("/assets", response_model=schemas.Page[schemas.Asset], tags=["assets"])
     async def assets(q: Annotated[str | None, Query(max_length=250, pattern=TEXT,
-                                                    description="Part of a name or uri.")]
+                                                    description="Part of a name or uri, "
+                                                                "any case.")]
                      = None, active: bool | None = None, limit: Limit = 100,
                      offset: Offset = 0) -> dict[str, Any]:
         """Assets, by name, with their newest event."""

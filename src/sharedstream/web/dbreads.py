@@ -112,9 +112,9 @@ class DatabaseReads:
                     ) -> dict[str, Any]:
         a = asset.c
         where = []
-        if q:
-            pattern = f"%{q}%"
-            where.append(or_(a.name.like(pattern), a.uri.like(pattern)))
+        if q:  # % and _ are themselves, not wildcards
+            where.append(or_(a.name.icontains(q, autoescape=True),
+                             a.uri.icontains(q, autoescape=True)))
         if active is not None:
             where.append(a.active.is_(active))
         with self.engine.connect() as connection:
@@ -264,11 +264,15 @@ class DatabaseReads:
 
     # -- rejections -------------------------------------------------------------------------
 
-    def _rejected_by_watcher_sync(self) -> list[tuple[str, int]]:
+    def _rejected_by_watcher_sync(self, names: list[str]) -> list[tuple[str, int]]:
+        """Recorded rejections of each of ``names`` (one page of watchers)."""
+        if not names:
+            return []
         r = rejected_message.c
         with self.engine.connect() as connection:
             return [(row.watcher, int(row.n)) for row in connection.execute(
-                select(r.watcher, func.count().label("n")).group_by(r.watcher))]
+                select(r.watcher, func.count().label("n")).where(r.watcher.in_(names))
+                .group_by(r.watcher))]
 
     def rejected_sync(self, *, watcher: str | None, reason: str | None, topic: str | None,
                       limit: int, offset: int) -> dict[str, Any]:

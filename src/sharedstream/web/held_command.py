@@ -16,12 +16,10 @@ from typing import Any
 import click
 
 from sharedstream.ops import actions
-from sharedstream.ops.clitools import command_config, console, emit_json, open_store, store_command
+from sharedstream.ops.clitools import console, emit_json, open_store, store_command
 from sharedstream.statestore.store import StateStore
-from sharedstream.triggerer.config import parse_networks
 from sharedstream.web.actions import held_by
-from sharedstream.web.settings import WebSettings
-from sharedstream.web.sources import Sources
+from sharedstream.web.status_command import command_sources
 
 
 @click.group("held")
@@ -57,10 +55,7 @@ def held_retry(ctx: click.Context, /, consumer_group: str, topic: str, partition
 async def _holders(ctx: click.Context, store: StateStore,
                    message: actions.HeldMessage) -> list[str]:
     """Who holds ``message``, from the live triggerers' ``/status`` (as the console reads)."""
-    config = command_config(ctx)
-    sources = Sources(WebSettings(connections=config.connections,
-                                  status_networks=parse_networks(config.web.status_networks)),
-                      store)
+    sources = command_sources(ctx, store)
     try:
         return await held_by(sources, message)
     finally:

@@ -50,6 +50,8 @@ class Snapshot:
     processes: list[ProcessView] = field(default_factory=list)
     error: str | None = None  # the database did not answer
     recorded: dict[str, dict[str, Any]] = field(default_factory=dict)  # stream_group
+    # The lists built from it once (``listing.py``): a snapshot's data never changes.
+    indexes: dict[str, Any] = field(default_factory=dict)
 
 
 def triggerer_health(view: ProcessView) -> str:

@@ -28,14 +28,15 @@ from sharedstream import __version__
 from sharedstream.statestore.durations import stamp
 from sharedstream.statestore.scopes import TaskScope
 from sharedstream.web.charts import color, lag_chart, timeline
-from sharedstream.web.live import lag_source
+from sharedstream.web.live import Snapshot, lag_source
 from sharedstream.web.params import BadParameter, instant, page_int
 from sharedstream.web.settings import WebSettings
-from sharedstream.web.sources import NotFound, Sources, window
+from sharedstream.web.sources import NotFound, Sources, paginate, window
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FRAGMENT_HEADER = "x-console-fragment"
 PREVIEW_CHARS = 120
+PAGE_SIZE = 50  # rows of the paged lists (watchers, held messages, assets)
 
 
 def pretty(value: Any) -> str:
@@ -125,9 +126,10 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         return render(request, "problem.html", {"heading": "Not found", "what": what},
                       status=404, live=False)
 
-    async def owners() -> dict[str, dict[str, Any]]:
+    async def owners(snapshot: Snapshot | None = None) -> dict[str, dict[str, Any]]:
         """Each triggerer by id, for ``owner`` cells: its host and pid, linked to its page."""
-        return {t["id"]: t for t in await sources.triggerers()}
+        found = snapshot or await sources.snapshot()
+        return {v.row["id"]: sources.triggerer_json(v) for v in found.processes}
 
     @router.get("/", response_class=HTMLResponse)
     async def overview(request: Request) -> HTMLResponse:
@@ -145,8 +147,10 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
 
     @router.get("/watchers", response_class=HTMLResponse)
     async def watchers(request: Request) -> HTMLResponse:
-        group = _text(request.query_params, "group")
-        return render(request, "watchers.html", {"watchers": await sources.watchers(group)})
+        params = request.query_params
+        page = await sources.watchers(_text(params, "group"), _text(params, "q"),
+                                      limit=PAGE_SIZE, offset=page_int(params, "offset") or 0)
+        return render(request, "watchers.html", {"page": page})
 
     @router.get("/held", response_class=HTMLResponse)
     async def held(request: Request) -> HTMLResponse:
@@ -154,8 +158,11 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         found = await sources.held(group=_text(params, "group"),
                                    watcher=_text(params, "watcher"),
                                    topic=_text(params, "topic"),
-                                   partition=page_int(params, "partition"))
-        return render(request, "held.html", {"held": found, "owners": await owners()})
+                                   partition=page_int(params, "partition"),
+                                   q=_text(params, "q"))
+        page = paginate(found, PAGE_SIZE, page_int(params, "offset") or 0)
+        return render(request, "held.html", {
+            "page": page, "owners": await owners(await sources.list_snapshot())})
 
     @router.get("/groups/{consumer_group:path}", response_class=HTMLResponse)
     async def group(request: Request, consumer_group: str) -> HTMLResponse:
@@ -178,7 +185,7 @@ def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
         active = {"yes": True, "no": False}.get(params.get("active", ""))
         offset = page_int(params, "offset") or 0
         page = await asyncio.to_thread(sources.assets_sync, q=_text(params, "q"),
-                                       active=active, limit=50, offset=offset)
+                                       active=active, limit=PAGE_SIZE, offset=offset)
         return render(request, "assets.html", {"page": page})
 
     def _event_filters(params: Mapping[str, str], errors: list[str]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import DatabaseReads, NotFound, json_list
 from sharedstream.web.deadletters import DLQ_TTL_S, DeadLetterReads
 from sharedstream.web.history import LagHistory
+from sharedstream.web.listing import folded, held_index, held_json, memo, public, watcher_index
 from sharedstream.web.live import (
     LiveGroup,
     ProcessView,
@@ -46,6 +47,8 @@ __all__ = ["NotFound", "Sources", "paginate", "window"]
 
 T = TypeVar("T")
 SNAPSHOT_TTL_S = 1.0
+# The watcher and held lists show a snapshot up to this old while a fresh one is taken.
+LIST_STALE_S = 5.0
 # The broker's lag stands in for a partition no triggerer reports while its last read
 # is at most this old (a broker that stopped answering leaves no flat line for ever).
 KAFKA_SAMPLE_MAX_AGE_S = 15.0
@@ -64,6 +67,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         self._snapshot: Snapshot | None = None
         self._snapshot_lock: asyncio.Lock | None = None
         self._snapshot_loop: asyncio.AbstractEventLoop | None = None
+        self._list_refresh: asyncio.Task[None] | None = None
         self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
         self._tallies = {}
         self._start_kafka()
@@ -84,6 +88,28 @@ class Sources(DatabaseReads, DeadLetterReads):
             self._snapshot = fresh
             self._record_lag(fresh)
             return fresh
+
+    async def list_snapshot(self) -> Snapshot:
+        """The snapshot the watcher and held lists read: the current one while it is at
+        most ``LIST_STALE_S`` old, a fresh one taken meanwhile in the background once it
+        is past ``SNAPSHOT_TTL_S`` (its lists indexed on a worker thread). With 10,000
+        watchers, fetching, parsing and indexing the triggerers' ``/status`` is a few
+        hundred milliseconds that no page waits for; a page is at most one refresh
+        behind (an older snapshot is waited for, as every other read does)."""
+        current = self._snapshot
+        if current is None or self.clock() - current.taken > LIST_STALE_S:
+            return await self.snapshot()
+        running = self._list_refresh
+        if self.clock() - current.taken >= SNAPSHOT_TTL_S and (
+                running is None or running.done()
+                or running.get_loop() is not asyncio.get_running_loop()):
+            self._list_refresh = asyncio.create_task(self._refresh_lists())
+        return current
+
+    async def _refresh_lists(self) -> None:
+        fresh = await self.snapshot()
+        for name, build in (("watchers", watcher_index), ("held", held_index)):
+            await asyncio.to_thread(memo, fresh, name, build)
 
     def _rows_sync(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
         return self.process_rows_sync(), self.stream_groups_sync()
@@ -248,7 +274,7 @@ class Sources(DatabaseReads, DeadLetterReads):
             "queued": int(doc.get("queued", 0)), "received": int(doc.get("received", 0)),
             "redelivered": int(doc.get("redelivered", 0))} for owner, doc in live.members]
         return {**summary, "members": members, "partitions": partitions,
-                "held_messages": [self._held_json(name, owner, h) for owner, h in live.held],
+                "held_messages": [held_json(name, owner, h) for owner, h in live.held],
                 "kafka": {"state": positions.state if positions else None,
                           "live_members": positions.live_members if positions else None,
                           "error": error}}
@@ -268,62 +294,41 @@ class Sources(DatabaseReads, DeadLetterReads):
                             "samples": [[round(ts, 3), lag] for ts, lag in samples]}
                            for (t, p), samples in series.items()]}
 
-    @staticmethod
-    def _held_json(group: str, owner: str, held: Mapping[str, Any]) -> dict[str, Any]:
-        reasons = {str(k): str(v) for k, v in (held.get("reasons") or {}).items()}
-        return {"consumer_group": group, "triggerer": owner, "topic": str(held["topic"]),
-                "partition": int(held["partition"]), "offset": int(held["offset"]),
-                "watchers": sorted(reasons), "reasons": reasons,
-                "attempts": {str(k): int(v) for k, v in (held.get("attempts") or {}).items()},
-                "rounds": int(held.get("rounds") or 0), "retry_in": held.get("retry_in")}
-
     async def held(self, *, group: str | None = None, watcher: str | None = None,
-                   topic: str | None = None, partition: int | None = None
-                   ) -> list[dict[str, Any]]:
-        snapshot = await self.snapshot()
-        found = []
-        for name, live in sorted(self.live_groups(snapshot).items()):
-            if group is not None and name != group:
-                continue
-            for owner, held in live.held:
-                item = self._held_json(name, owner, held)
-                if watcher is not None and watcher not in item["reasons"]:
-                    continue
-                if topic is not None and item["topic"] != topic:
-                    continue
-                if partition is not None and item["partition"] != partition:
-                    continue
-                found.append(item)
-        return sorted(found, key=lambda h: (h["consumer_group"], h["topic"], h["partition"],
-                                            h["offset"]))
+                   topic: str | None = None, partition: int | None = None,
+                   q: str | None = None) -> list[dict[str, Any]]:
+        """The held messages matching every filter (``q``: part of the topic or of a
+        watcher's name, any case), by group, topic, partition and offset."""
+        index = memo(await self.list_snapshot(), "held", held_index)
+        text = folded(q)
+        return [public(h) for h in index
+                if (group is None or h["consumer_group"] == group)
+                and (watcher is None or watcher in h["reasons"])
+                and (topic is None or h["topic"] == topic)
+                and (partition is None or h["partition"] == partition)
+                and (text is None or text in h["_search"])]
 
-    async def watchers(self, group: str | None = None) -> list[dict[str, Any]]:
-        snapshot = await self.snapshot()
-        recorded = snapshot.recorded
-        rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync))
+    async def watcher_list(self, group: str | None = None, q: str | None = None
+                           ) -> list[dict[str, Any]]:
+        """Every watcher of ``group`` (or of all) whose name holds ``q`` (any case), by
+        name then group, without its rejection count (see :meth:`watchers`)."""
+        index = memo(await self.list_snapshot(), "watchers", watcher_index)
+        return [index.row(k) for k in index.select(group, folded(q))]
+
+    async def watchers(self, group: str | None = None, q: str | None = None, *,
+                       limit: int, offset: int) -> dict[str, Any]:
+        """One page of :meth:`watcher_list`, each with its rejections: counted for the
+        page's watchers only (the dead-letter tallies are the topics' cached counts)."""
+        index = memo(await self.list_snapshot(), "watchers", watcher_index)
+        found = index.select(group, folded(q))
+        page = [index.row(k) for k in found[offset:offset + limit]]
+        names = sorted({w["name"] for w in page})
+        rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync, names))
         dead, unread = await asyncio.to_thread(self.dead_letter_watchers_sync)
-        live = self.live_groups(snapshot)
-        found: dict[tuple[str, str], dict[str, Any]] = {}
-        for name in set(recorded) | set(live):
-            if group is not None and name != group:
-                continue
-            members = live.get(name, LiveGroup())
-            names = set((recorded.get(name) or {}).get("watchers", []))
-            names |= {w for _, d in members.members for w in d.get("cohort", [])}
-            present = {w for _, d in members.members for w in d.get("present", [])}
-            matches: dict[str, Any] = {}  # what each watcher with a match wants
-            for _, doc in members.members:
-                matches.update(doc.get("matches") or {})
-            for watcher in names:
-                held = sum(1 for _, h in members.held if watcher in (h.get("reasons") or {}))
-                found[(name, watcher)] = {
-                    "name": watcher, "consumer_group": name,
-                    "topics": (recorded.get(name) or {}).get("topics", []),
-                    "present": watcher in present, "held": held,
-                    "rejected": int(rejected.get(watcher, 0)) + dead[watcher],
-                    "rejected_error": "; ".join(unread) or None,
-                    "match": matches.get(watcher)}
-        return [found[k] for k in sorted(found, key=lambda k: (k[1], k[0]))]
+        error = "; ".join(unread) or None
+        items = [{**w, "rejected": int(rejected.get(w["name"], 0)) + dead[w["name"]],
+                  "rejected_error": error} for w in page]
+        return {"items": items, "total": len(found), "limit": limit, "offset": offset}
 
     # -- overview ---------------------------------------------------------------------------
 
