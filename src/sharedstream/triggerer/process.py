@@ -75,7 +75,7 @@ class RunOptions:
     deliver: bool = True  # run the [destinations] beside ingestion
 
 
-class Triggerer:
+class TriggererRuntime:
     """The running process: manager, units of work, watcher tasks, health."""
 
     def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,

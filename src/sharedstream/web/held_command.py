@@ -20,7 +20,7 @@ from sharedstream.ops.clitools import command_config, console, emit_json, open_s
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.config import parse_networks
 from sharedstream.web.actions import held_by
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 from sharedstream.web.sources import Sources
 
 
@@ -58,7 +58,7 @@ async def _holders(ctx: click.Context, store: StateStore,
                    message: actions.HeldMessage) -> list[str]:
     """Who holds ``message``, from the live triggerers' ``/status`` (as the console reads)."""
     config = command_config(ctx)
-    sources = Sources(WebSettings(connections=config.connections,
+    sources = Sources(ConsoleSettings(connections=config.connections,
                                   status_networks=parse_networks(config.web.status_networks)),
                       store)
     try:
