@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from sharedstream.serde.registries import SchemaRegistries
     from sharedstream.triggerer.heartbeat import Heartbeat
     from sharedstream.triggerer.loopwatch import LoopWatchdog
-    from sharedstream.triggerer.persistence import DatabaseWorkSink
     from sharedstream.triggerer.plan import Plan
+    from sharedstream.uow.sink import DatabaseWorkSink
 
 
 class TriggererView(Protocol):
