@@ -24,12 +24,14 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from sharedstream.core.batch import BatchWindow, MessageBatch
+from sharedstream.core.holds import NOTHING, Taken
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.window import Window
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
 from sharedstream.triggers.base import TriggerEvent
+from sharedstream.uow.sink import DatabaseWorkSink
+from sharedstream.uow.transaction import Queued
 
 
 class KeepTrigger(kt.BenchTrigger):
@@ -110,9 +112,9 @@ class TimedWorkSink(DatabaseWorkSink):
             self.first = time.perf_counter()
         super().submit(windows)
 
-    def _write(self, batch: list[_Queued]) -> int:
+    def _write(self, batch: list[Queued], taken: Taken = NOTHING) -> int:
         started = time.perf_counter()
-        written = super()._write(batch)  # returns after the commit
+        written = super()._write(batch, taken)  # returns after the commit
         self.transactions_ms.append((time.perf_counter() - started) * 1000)
         now_ms = time.time() * 1000
         for q in batch:

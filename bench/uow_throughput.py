@@ -23,9 +23,9 @@ from sharedstream.core.window import SUBMITTED, Window, current_stream
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.gctune import tune_gc
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import TriggerEvent
+from sharedstream.uow.sink import DatabaseWorkSink
 
 WATCHERS = 10
 PARTITIONS = 6

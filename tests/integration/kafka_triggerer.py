@@ -21,10 +21,10 @@ from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.kafka.runtime import configure_kafka_runtime, kafka_runtime
 from sharedstream.statestore import StateStore
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.uow.rejections import DatabaseRejectionRecorder
+from sharedstream.uow.sink import DatabaseWorkSink
 
 # Retries that cost the tests little time: a redelivery comes within a fifth of a second.
 QUICK_RETRIES = ManagerSettings(retry_backoff_initial=0.05, retry_backoff_max=0.2)

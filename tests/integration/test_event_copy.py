@@ -1,4 +1,4 @@
-"""A large batch's events by ``COPY`` on PostgreSQL (triggerer/eventcopy.py, issue 28).
+"""A large batch's events by ``COPY`` on PostgreSQL (uow/eventcopy.py, issue 28).
 
 ``COPY`` cannot skip an event already stored, so a batch that meets one (a redelivery)
 must run again with the conflict-skipping insert: every window confirmed, none
@@ -19,8 +19,8 @@ from sharedstream.core.window import Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.eventcopy import COPY_MIN_ROWS
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.eventcopy import COPY_MIN_ROWS
+from sharedstream.uow.sink import DatabaseWorkSink
 
 TOPIC = "orders"
 

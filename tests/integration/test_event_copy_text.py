@@ -1,4 +1,4 @@
-"""The unit-of-work writer's ``COPY`` text, built by hand (triggerer/eventcopy.py, issue 28).
+"""The unit-of-work writer's ``COPY`` text, built by hand (uow/eventcopy.py, issue 28).
 
 The writer formats a large batch's rows in ``COPY``'s text format itself instead of
 through psycopg's ``write_row``: every field that holds a backslash, a tab or a line
@@ -18,8 +18,8 @@ from uow_windows import WindowDriver, coordinates
 
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
-from sharedstream.triggerer.eventcopy import COPY_MIN_ROWS
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.eventcopy import COPY_MIN_ROWS
+from sharedstream.uow.sink import DatabaseWorkSink
 
 AWKWARD = ["back\\slash", "tab\there", "line\nbreak", "cr\rhere", "\\N", "quote\"s",
            "üñí ☃", "\\\\two"]

@@ -22,8 +22,8 @@ from sharedstream.statestore.events import list_events
 from sharedstream.statestore.models import asset_event
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.eventcopy import COPY_MIN_ROWS
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.eventcopy import COPY_MIN_ROWS
+from sharedstream.uow.sink import DatabaseWorkSink
 
 
 def payload(offset: int) -> dict[str, Any]:

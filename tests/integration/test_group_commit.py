@@ -18,7 +18,7 @@ from uow_windows import WindowDriver, coordinates
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event, event_sequence
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.sink import DatabaseWorkSink
 
 
 @pytest.fixture

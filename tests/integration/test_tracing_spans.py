@@ -47,7 +47,7 @@ from sharedstream.statestore.events import EventRecord, events_after, insert_eve
 from sharedstream.statestore.models import asset_event
 from sharedstream.tracing import context as tracecontext
 from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.sink import DatabaseWorkSink
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PRODUCER_SPAN = "00f067aa0ba902b7"

@@ -20,10 +20,10 @@ from sharedstream.kafka.rejections import RejectedMessage
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, asset_state_store, rejected_message
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.state_access import READ_CACHE_SECONDS, WatcherStateAccess
 from sharedstream.triggers.assets import Asset
+from sharedstream.uow.rejections import DatabaseRejectionRecorder
+from sharedstream.uow.sink import DatabaseWorkSink
 
 TOPIC = "orders"
 

@@ -17,7 +17,7 @@ from uow_windows import WindowDriver, coordinates
 from sharedstream.core.window import Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
-from sharedstream.triggerer.persistence import MAX_BATCH_EVENTS, DatabaseWorkSink
+from sharedstream.uow.sink import MAX_BATCH_EVENTS, DatabaseWorkSink
 
 
 def window(w: WindowDriver, offset: int, events: int) -> Window:

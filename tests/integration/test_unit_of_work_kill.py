@@ -27,9 +27,9 @@ from sharedstream.core.window import Window
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event, asset_state_store
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.eventrows import event_rows
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.uow.eventrows import event_rows
+from sharedstream.uow.sink import DatabaseWorkSink
 
 WINDOWS = 400
 

@@ -15,8 +15,8 @@ from uow_windows import WindowDriver, coordinates
 from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset_event
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
+from sharedstream.uow.sink import DatabaseWorkSink
 
 
 async def test_database_outage_holds_everything_then_confirms_each_window_once(

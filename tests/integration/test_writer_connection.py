@@ -21,7 +21,7 @@ from uow_windows import WindowDriver, coordinates
 
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.models import asset_event
-from sharedstream.triggerer.persistence import DatabaseWorkSink
+from sharedstream.uow.sink import DatabaseWorkSink
 
 
 async def test_a_held_connection_dropped_while_idle_costs_no_failed_attempt(

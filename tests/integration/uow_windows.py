@@ -16,8 +16,8 @@ from typing import Any
 
 from sharedstream.core.message import CoordinateFields
 from sharedstream.core.window import Window, current_stream
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggers.base import TriggerEvent
+from sharedstream.uow.sink import DatabaseWorkSink
 
 Payload = tuple[str, int, int]
 

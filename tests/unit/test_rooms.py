@@ -27,6 +27,7 @@ RANKS: dict[str, float] = {
     "statestore": 1,
     "kafka": 1,
     "serde": 1.5,  # value deserialisers: over core's message, reusing kafka's secret masking
+    "uow": 1.75,  # the unit of work: events, state and holds of a batch in one transaction
     "triggers": 2,
     "__init__": 2.5,  # ``from sharedstream import Asset``: the public names, from triggers
     "airflowbridge": 3,

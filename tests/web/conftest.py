@@ -177,9 +177,9 @@ def seeded(database_url: str, kafka_bootstrap: str, kafka_admin: AdminClient
 def console_app(seeded: Seeded) -> Iterator[Any]:
     """The console's ASGI app over ``seeded`` (no token: loopback, ``testserver`` trusted)."""
     from sharedstream.web.app import create_app
-    from sharedstream.web.settings import WebSettings
+    from sharedstream.web.settings import ConsoleSettings
 
-    settings = WebSettings(
+    settings = ConsoleSettings(
         connections={"kafka_default": {"bootstrap.servers": seeded.bootstrap}},
         dlq_topics=(seeded.dlq_topic,), destinations={"hooks": "webhook"},
         trusted_hosts=("testserver",), kafka_timeout=10.0)
@@ -238,9 +238,9 @@ def scale(database_url: str) -> Iterator[Scale]:
 def scale_app(scale: Scale) -> Iterator[Any]:
     """The console's ASGI app over ``scale`` (no token: loopback, ``testserver`` trusted)."""
     from sharedstream.web.app import create_app
-    from sharedstream.web.settings import WebSettings
+    from sharedstream.web.settings import ConsoleSettings
 
-    app = create_app(WebSettings(trusted_hosts=("testserver",)), scale.store, sampler=False)
+    app = create_app(ConsoleSettings(trusted_hosts=("testserver",)), scale.store, sampler=False)
     yield app
     app.state.sources.close()
 

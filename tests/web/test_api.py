@@ -31,11 +31,11 @@ def operations() -> list[tuple[str, GenerationMode]]:
     document does not depend on the data)."""
     from sharedstream.statestore.store import StateStore
     from sharedstream.web.app import create_app
-    from sharedstream.web.settings import WebSettings
+    from sharedstream.web.settings import ConsoleSettings
 
     store = StateStore.from_url("sqlite://")
     try:
-        app = create_app(WebSettings(), store, sampler=False)
+        app = create_app(ConsoleSettings(), store, sampler=False)
         document = app.openapi()
     finally:
         store.close()

@@ -34,7 +34,7 @@ from sharedstream import (
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer import Config, DatabaseSettings, ProcessSettings, Triggerer
 from sharedstream.web.app import create_app
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 pytestmark = pytest.mark.integration
 GROUP_ID = "counts"
@@ -103,7 +103,7 @@ async def test_rejected_and_by_reason_counts_equal_the_topic_and_the_database(
 
     store = StateStore.from_url(pg_url)
     try:
-        settings = WebSettings(connections={"kafka_default": {"bootstrap.servers":
+        settings = ConsoleSettings(connections={"kafka_default": {"bootstrap.servers":
                                                               kafka_bootstrap}},
                                dlq_topics=(dlq,), dlq_max_records=10,
                                trusted_hosts=("testserver",), kafka_timeout=10.0)

@@ -30,7 +30,7 @@ from sharedstream.triggerer.config import load_config, parse_networks
 from sharedstream.triggerer.heartbeat import Heartbeat
 from sharedstream.web.app import create_app
 from sharedstream.web.command import web
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def triggerer(store: StateStore, status_url: str) -> str:
 
 
 def console(store: StateStore, **options: Any) -> TestClient:
-    settings = WebSettings(trusted_hosts=("testserver",), **options)
+    settings = ConsoleSettings(trusted_hosts=("testserver",), **options)
     return TestClient(create_app(settings, store, sampler=False),
                       raise_server_exceptions=False)
 

@@ -53,9 +53,9 @@ class Lagging:
 
     def client(self) -> TestClient:
         from sharedstream.web.app import create_app
-        from sharedstream.web.settings import WebSettings
+        from sharedstream.web.settings import ConsoleSettings
 
-        settings = WebSettings(connections={"kafka_default": {"bootstrap.servers":
+        settings = ConsoleSettings(connections={"kafka_default": {"bootstrap.servers":
                                                               self.bootstrap}},
                                trusted_hosts=("testserver",), kafka_timeout=10.0)
         return TestClient(create_app(settings, self.store, sampler=False))

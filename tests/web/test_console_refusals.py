@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from sharedstream.statestore.models import audit_entry
 from sharedstream.statestore.store import StateStore
 from sharedstream.web.app import create_app
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ DLQ = "orders.dlq"
 
 
 def console(store: StateStore) -> TestClient:
-    settings = WebSettings(token=READ, operate_tokens={"alice": ALICE}, dlq_topics=(DLQ,),
+    settings = ConsoleSettings(token=READ, operate_tokens={"alice": ALICE}, dlq_topics=(DLQ,),
                            connections={"kafka_default": {"bootstrap.servers": "127.0.0.1:9"}},
                            kafka_timeout=1.0)
     return TestClient(create_app(settings, store, sampler=False),

@@ -8,7 +8,7 @@ import base64
 import pytest
 
 from sharedstream.web.app import bearer_name
-from sharedstream.web.settings import WebSettings, WebSettingsError
+from sharedstream.web.settings import ConsoleSettings, ConsoleSettingsError
 
 ALICE = "a" * 20
 TOKENS = {"alice": ALICE, "bob": "b" * 20}
@@ -34,7 +34,7 @@ def test_an_operate_token_acts_only_as_bearer() -> None:
 ])
 def test_operate_tokens_that_cannot_work_are_refused_without_echoing_them(
         tokens: dict[str, str], read: str | None, message: str) -> None:
-    with pytest.raises(WebSettingsError) as refused:
-        WebSettings(token=read, operate_tokens=tokens)
+    with pytest.raises(ConsoleSettingsError) as refused:
+        ConsoleSettings(token=read, operate_tokens=tokens)
     assert message in str(refused.value)
     assert ALICE not in str(refused.value) and "short" not in str(refused.value)

@@ -20,7 +20,7 @@ from sharedstream.web.charts import lag_chart, timeline
 from sharedstream.web.command import web
 from sharedstream.web.history import LagHistory
 from sharedstream.web.pages import environment
-from sharedstream.web.settings import TOKEN_ENV, WebSettings, WebSettingsError, is_loopback
+from sharedstream.web.settings import TOKEN_ENV, ConsoleSettings, ConsoleSettingsError, is_loopback
 
 pytestmark = pytest.mark.unit
 
@@ -36,12 +36,13 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
 
 
 def test_off_loopback_needs_a_token_of_some_length() -> None:
-    with pytest.raises(WebSettingsError, match=r"refusing to serve on 0\.0\.0\.0 without a token"):
-        WebSettings(host="0.0.0.0")
-    with pytest.raises(WebSettingsError, match="at least 16 characters"):
-        WebSettings(host="0.0.0.0", token="short")
-    assert WebSettings(host="0.0.0.0", token=TOKEN).needs_token
-    assert TOKEN not in repr(WebSettings(token=TOKEN))
+    with pytest.raises(ConsoleSettingsError,
+                       match=r"refusing to serve on 0\.0\.0\.0 without a token"):
+        ConsoleSettings(host="0.0.0.0")
+    with pytest.raises(ConsoleSettingsError, match="at least 16 characters"):
+        ConsoleSettings(host="0.0.0.0", token="short")
+    assert ConsoleSettings(host="0.0.0.0", token=TOKEN).needs_token
+    assert TOKEN not in repr(ConsoleSettings(token=TOKEN))
 
 
 def basic(user: str, password: str) -> str:
@@ -73,7 +74,7 @@ def store() -> Iterator[StateStore]:
 
 
 def test_with_a_token_every_path_answers_401_without_it(store: StateStore) -> None:
-    client = TestClient(create_app(WebSettings(host="0.0.0.0", token=TOKEN), store,
+    client = TestClient(create_app(ConsoleSettings(host="0.0.0.0", token=TOKEN), store,
                                    sampler=False))
     for path in ("/", "/api/v1/overview", "/api/v1/openapi.json", "/api/v1/docs",
                  "/static/console.js", "/assets", "/nowhere"):
@@ -93,7 +94,7 @@ def test_with_a_token_every_path_answers_401_without_it(store: StateStore) -> No
 
 
 def test_pages_carry_a_strict_content_security_policy(store: StateStore) -> None:
-    client = TestClient(create_app(WebSettings(trusted_hosts=("testserver",)), store,
+    client = TestClient(create_app(ConsoleSettings(trusted_hosts=("testserver",)), store,
                                    sampler=False))
     page = client.get("/")
     policy = page.headers["content-security-policy"]
@@ -186,7 +187,7 @@ async def test_the_lists_show_a_read_at_most_one_refresh_behind(store: StateStor
     def listed(rows: list[dict[str, Any]]) -> list[str]:
         return [row["name"] for row in rows]
 
-    sources = Sources(WebSettings(), store, clock=lambda: now[0])
+    sources = Sources(ConsoleSettings(), store, clock=lambda: now[0])
     try:
         declare("a")
         assert listed(await sources.watcher_list()) == ["a"]  # the first read, waited for

@@ -89,7 +89,7 @@ NOTHING = Taken((), ())
 
 
 class HoldStore(Protocol):
-    """Where holds are kept (the database: ``triggerer/holdstore.py``).
+    """Where holds are kept (the database: ``uow/holdstore.py``).
 
     ``load`` is called when partitions are assigned, with ``(topic, partition, committed
     offset or None)``: the remembered holds of this consumer group's watchers at or above

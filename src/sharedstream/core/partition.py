@@ -132,7 +132,7 @@ class Slice:
         self.size = 0
         self.state = PENDING
         self.targets: frozenset[str] = frozenset()
-        self.shares: Shares | None = None
+        self.shares: OwedShares | None = None
 
     def __len__(self) -> int:
         return self.n if self.entries is None else len(self.entries)
@@ -158,9 +158,9 @@ class Slice:
                f"{self.open} open, pending={self.pending})"
 
 
-class Shares(Protocol):
-    """A routed slice's shares, one per watcher with a match it was routed to
-    (:class:`~sharedstream.core.shares.Shares`)."""
+class OwedShares(Protocol):
+    """What the ledger asks of a routed slice's shares (one per watcher with a match it
+    was routed to): what they still owe. :class:`~sharedstream.core.shares.Shares` is one."""
 
     def owed(self, n: int) -> tuple[int, list[tuple[int, frozenset[str]] | None]]:
         """How many shares still owe all of it, and per position (shares owing it,
@@ -455,5 +455,5 @@ class PartitionLedger:
         return self.fetch is not Fetch.OPEN
 
 
-__all__ = ["OPEN", "PENDING", "TERMINAL", "Entry", "Fetch", "Key", "PartitionLedger", "Shares",
-           "Slice", "State"]
+__all__ = ["OPEN", "PENDING", "TERMINAL", "Entry", "Fetch", "Key", "OwedShares",
+           "PartitionLedger", "Slice", "State"]

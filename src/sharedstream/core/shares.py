@@ -61,7 +61,7 @@ class Share:
 
 
 class Shares(list[Share]):
-    """A slice's shares (:class:`~sharedstream.core.partition.Shares` is what the ledger
+    """A slice's shares (:class:`~sharedstream.core.partition.OwedShares` is what the ledger
     asks of them)."""
 
     def owed(self, n: int) -> tuple[int, list[tuple[int, frozenset[str]] | None]]:

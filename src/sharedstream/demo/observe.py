@@ -36,7 +36,7 @@ class TriggererState:
 
 
 @dataclass(slots=True)
-class Snapshot:
+class DemoSnapshot:
     """One refresh of the view."""
 
     elapsed: float

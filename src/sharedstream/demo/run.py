@@ -45,7 +45,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from sharedstream.demo import view
-from sharedstream.demo.observe import Observer, Snapshot, TriggererState
+from sharedstream.demo.observe import DemoSnapshot, Observer, TriggererState
 from sharedstream.demo.traffic import Traffic
 from sharedstream.demo.watchers import (
     CONNECTION,
@@ -59,7 +59,7 @@ from sharedstream.ops.clitools import emit_json
 from sharedstream.ops.dlq.replay import Replayer, ReplayRules, default_parking_topic
 from sharedstream.triggerer.config import Config, DatabaseSettings, ProcessSettings
 from sharedstream.triggerer.plan import make_plan
-from sharedstream.triggerer.process import Triggerer
+from sharedstream.triggerer.process import TriggererRuntime
 from sharedstream.triggerer.registration import register_assets, register_groups
 from sharedstream.triggerer.startup import check_topics, open_store
 
@@ -200,7 +200,7 @@ class SimulatedOutage:
 class TriggererThread(threading.Thread):
     """The triggerer's event loop on its own thread; the main thread keeps the view."""
 
-    def __init__(self, triggerer: Triggerer) -> None:
+    def __init__(self, triggerer: TriggererRuntime) -> None:
         super().__init__(name="demo-triggerer", daemon=True)
         self.triggerer = triggerer
         self.code: int | None = None
@@ -327,7 +327,7 @@ def _run(options: DemoOptions, console: Console, workdir: Path) -> dict[str, Any
             observer = Observer(cluster.bootstrap, database_url, TOPIC, partitions, DLQ_TOPIC,
                                 plan.groups[0].consumer_group)
             try:
-                summary = _watch(options, console, Triggerer(
+                summary = _watch(options, console, TriggererRuntime(
                     plan, store, asset_ids, topic_id_resolver=mock_topic_ids),
                     cluster.bootstrap, partitions, observer)
             finally:
@@ -342,7 +342,7 @@ def _run(options: DemoOptions, console: Console, workdir: Path) -> dict[str, Any
         cluster.close()
 
 
-def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstrap: str,
+def _watch(options: DemoOptions, console: Console, triggerer: TriggererRuntime, bootstrap: str,
            partitions: int, observer: Observer) -> dict[str, Any]:
     """Traffic, outage and view while the triggerer runs; then a clean stop and the summary."""
     outage = SimulatedOutage(triggerer.store.engine, options.outage_start,
@@ -354,10 +354,10 @@ def _watch(options: DemoOptions, console: Console, triggerer: Triggerer, bootstr
     fix = FixAndReplay(bootstrap)
     started = time.monotonic()
 
-    def snapshot() -> Snapshot:
+    def snapshot() -> DemoSnapshot:
         elapsed = time.monotonic() - started
         outage.update(elapsed)
-        return Snapshot(elapsed=elapsed, produced=dict(traffic.delivered()),
+        return DemoSnapshot(elapsed=elapsed, produced=dict(traffic.delivered()),
                         committed=observer.committed(), events=observer.events(),
                         watermarks=observer.watermarks(),
                         dead_letters=list(observer.read_dead_letters()),
@@ -442,7 +442,7 @@ def _settle(runner: TriggererThread, observer: Observer, traffic: Traffic) -> No
     log.warning("not everything was committed within %.0fs", SETTLE_TIMEOUT_S)
 
 
-def _summary(options: DemoOptions, last: Snapshot, state: TriggererState,
+def _summary(options: DemoOptions, last: DemoSnapshot, state: TriggererState,
              runner: TriggererThread, outage: SimulatedOutage, traffic: Traffic,
              observer: Observer, interrupted: bool) -> dict[str, Any]:
     paid_max: dict[str, int] = {}

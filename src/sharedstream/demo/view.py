@@ -20,7 +20,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from sharedstream.demo.observe import Snapshot
+from sharedstream.demo.observe import DemoSnapshot
 from sharedstream.demo.watchers import DLQ_TOPIC, TOPIC
 from sharedstream.ops.dlq.reader import DeadLetter
 
@@ -39,13 +39,13 @@ def reason_text(dead_letter: DeadLetter) -> str:
     return "; ".join(f"{w}: {r}" for w, r in sorted(dead_letter.rejections.items())) or "?"
 
 
-def outage_text(snap: Snapshot) -> Text:
+def outage_text(snap: DemoSnapshot) -> Text:
     """The injected cause: when the simulated outage happens."""
     style = "bold red" if snap.outage.startswith("active") else "dim"
     return Text(f"simulated database outage: {snap.outage}", style=style)
 
 
-def database_text(snap: Snapshot) -> Text:
+def database_text(snap: DemoSnapshot) -> Text:
     """The effect, as the triggerer's unit of work sees it."""
     state = snap.triggerer
     if not state.database_healthy:
@@ -84,7 +84,7 @@ class Display:
         if self._live is not None:
             self._live.__exit__(exc_type, exc, tb)
 
-    def show(self, snap: Snapshot) -> None:
+    def show(self, snap: DemoSnapshot) -> None:
         if self._live is not None:
             self._live.update(render(snap, self.seconds))
             return
@@ -95,7 +95,7 @@ class Display:
             for note in notes:
                 self.console.print(f"         {note}", highlight=False, soft_wrap=True)
 
-    def _notes(self, snap: Snapshot) -> list[str]:
+    def _notes(self, snap: DemoSnapshot) -> list[str]:
         notes = [f"dead letter: {where(d)} {reason_text(d)}"
                  for d in snap.dead_letters[self._seen_dead_letters:]]
         self._seen_dead_letters = len(snap.dead_letters)
@@ -111,7 +111,7 @@ class Display:
         return notes
 
 
-def plain_line(snap: Snapshot) -> str:
+def plain_line(snap: DemoSnapshot) -> str:
     state = snap.triggerer
     events = " ".join(f"{name}={n}" for name, n in snap.events.items())
     database = "healthy" if state.database_healthy else "OUTAGE"
@@ -121,7 +121,7 @@ def plain_line(snap: Snapshot) -> str:
             f"database {database}")
 
 
-def render(snap: Snapshot, seconds: float) -> RenderableType:
+def render(snap: DemoSnapshot, seconds: float) -> RenderableType:
     """The whole live view for one snapshot."""
     header = Table.grid(padding=(0, 2))
     header.add_column()
@@ -142,7 +142,7 @@ def render(snap: Snapshot, seconds: float) -> RenderableType:
     return Group(top, body, _dead_letters(snap))
 
 
-def _kafka_table(snap: Snapshot) -> Table:
+def _kafka_table(snap: DemoSnapshot) -> Table:
     table = Table(title=f"Partitions of {TOPIC}", title_justify="left", box=box.SIMPLE_HEAD,
                   title_style="bold", caption_justify="left", caption_style="dim",
                   caption="committed: the group's offset on the broker\n"
@@ -173,7 +173,7 @@ def _value(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _assets_table(snap: Snapshot) -> Table:
+def _assets_table(snap: DemoSnapshot) -> Table:
     table = Table(title="Events (SQLite)", title_justify="left", box=box.SIMPLE_HEAD,
                   title_style="bold")
     table.add_column("asset")
@@ -183,7 +183,7 @@ def _assets_table(snap: Snapshot) -> Table:
     return table
 
 
-def _triggerer_table(snap: Snapshot) -> Table:
+def _triggerer_table(snap: DemoSnapshot) -> Table:
     state = snap.triggerer
     table = Table(title="Triggerer", title_justify="left", title_style="bold", box=None,
                   show_header=False, padding=(0, 2, 0, 1))
@@ -196,7 +196,7 @@ def _triggerer_table(snap: Snapshot) -> Table:
     return table
 
 
-def _dead_letters(snap: Snapshot) -> RenderableType:
+def _dead_letters(snap: DemoSnapshot) -> RenderableType:
     letters = snap.dead_letters
     title = Text.assemble((f"Dead letters ({DLQ_TOPIC}): ", "bold"), str(len(letters)),
                           f"   poison messages sent: {snap.poison_sent}")

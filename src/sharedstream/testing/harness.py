@@ -49,10 +49,10 @@ from sharedstream.statestore import AssetScope, StateStore
 from sharedstream.statestore.models import asset, asset_event
 from sharedstream.triggerer.config import ProcessSettings
 from sharedstream.triggerer.loading import LoadedWatcher, WatcherLoadError, check_assets
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.assets import Asset
 from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+from sharedstream.uow.sink import DatabaseWorkSink
 
 __all__ = ["Delivery", "Event", "InjectedFailure", "Rejection", "WatcherHarness"]
 

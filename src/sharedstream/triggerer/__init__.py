@@ -1,4 +1,5 @@
-"""The triggerer process: shared-stream manager, units of work, watcher loading, operations.
+"""The triggerer process: shared-stream manager, watcher loading, operations; it hands
+windows to the unit of work (:mod:`sharedstream.uow`).
 
 The embedded API's names load on first use (PEP 562), so importing a submodule
 (``triggerer.signals``, which the CLI imports before anything heavy) stays cheap:

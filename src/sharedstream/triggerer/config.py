@@ -42,6 +42,7 @@ from sharedstream.triggerer.settings_loader import (
     suggestion,
     unknown_option,
 )
+from sharedstream.uow.settings import BATCH_SIZE, MAX_DELAY
 
 DEFAULT_DATABASE_URL = "sqlite:///sharedstream.db"
 # Kafka's characters for a group.instance.id (up to 249; room left for a suffix).
@@ -108,10 +109,8 @@ class ProcessSettings:
     shutdown_timeout: float = 30.0
     health_host: str = "127.0.0.1"
     health_port: int = 8794
-    # Per-message windows up to the writer's cap of 2,048 events per transaction: with
-    # 500, a saturated writer committed 4x as often (issue 28, round six).
-    uow_batch_size: int = 2048
-    uow_max_delay: float = 0.0
+    uow_batch_size: int = BATCH_SIZE
+    uow_max_delay: float = MAX_DELAY
     broker_timeout: float = 15.0
     loop_block_timeout: float = 10.0
     progress_interval: float = 60.0

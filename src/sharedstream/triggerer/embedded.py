@@ -91,7 +91,7 @@ class Triggerer:
         self.exit_code: int | None = None
         self._store: StateStore | None = None
         self._identity: Identity | None = None
-        self._runtime: process.Triggerer | None = None
+        self._runtime: process.TriggererRuntime | None = None
         self._stop = asyncio.Event()
         self._task: asyncio.Task[int] | None = None
         self._host: asyncio.Task[object] | None = None  # the task inside the block
@@ -137,7 +137,7 @@ class Triggerer:
             raise
         self._store = store
         self._identity = identity
-        self._runtime = process.Triggerer(plan, store, asset_ids, delivery=delivery,
+        self._runtime = process.TriggererRuntime(plan, store, asset_ids, delivery=delivery,
                                           membership=identity.membership)
 
     async def run(self, stop: asyncio.Event) -> int:

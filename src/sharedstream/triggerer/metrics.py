@@ -30,8 +30,8 @@ from sharedstream.serde.registries import registry_figures
 if TYPE_CHECKING:
     from sharedstream.delivery.service import DeliveryService
     from sharedstream.triggerer.loopwatch import LoopWatchdog
-    from sharedstream.triggerer.persistence import DatabaseWorkSink
     from sharedstream.triggerer.view import TriggererView
+    from sharedstream.uow.sink import DatabaseWorkSink
 
 PREFIX = "sharedstream"
 GROUP = ("group",)

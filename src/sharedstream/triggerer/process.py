@@ -46,19 +46,19 @@ from sharedstream.triggerer.config import load_config
 from sharedstream.triggerer.health import HealthServer
 from sharedstream.triggerer.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from sharedstream.triggerer.heartbeat import Heartbeat, RetryRequest
-from sharedstream.triggerer.holdstore import DatabaseHoldStore
 from sharedstream.triggerer.loading import LoadedWatcher
 from sharedstream.triggerer.logs import GroupNames
 from sharedstream.triggerer.loopwatch import LoopWatchdog
 from sharedstream.triggerer.metrics import TriggererCollector
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.plan import GroupPlan, Plan
 from sharedstream.triggerer.progress import ProgressLog, fresh_lags
 from sharedstream.triggerer.readiness import destination_problems
-from sharedstream.triggerer.rejections import DatabaseRejectionRecorder
 from sharedstream.triggerer.standalone import run_standalone
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggerer.status import status_from_thread
+from sharedstream.uow.holdstore import DatabaseHoldStore
+from sharedstream.uow.rejections import DatabaseRejectionRecorder
+from sharedstream.uow.sink import DatabaseWorkSink
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class RunOptions:
     deliver: bool = True  # run the [destinations] beside ingestion
 
 
-class Triggerer:
+class TriggererRuntime:
     """The running process: manager, units of work, watcher tasks, health."""
 
     def __init__(self, plan: Plan, store: StateStore, asset_ids: dict[str, int], *,

@@ -24,13 +24,13 @@ from sharedstream.core.streamconfig import ManagerSettings
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.events import insert_events
 from sharedstream.statestore.types import utcnow
-from sharedstream.triggerer.eventrows import (
+from sharedstream.triggerer.loading import LoadedWatcher
+from sharedstream.uow.eventrows import (
     MAX_EVENT_BYTES,
     PayloadRefused,
     encode_payload,
     event_rows,
 )
-from sharedstream.triggerer.loading import LoadedWatcher
 
 log = logging.getLogger(__name__)
 

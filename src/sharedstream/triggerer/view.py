@@ -1,7 +1,7 @@
 """What ``/status`` and ``/metrics`` read of a running triggerer: a small Protocol.
 
-``status.py`` and ``metrics.py`` take this, not ``process.Triggerer``, so neither imports
-the process module (which builds both): the three are no import circle. ``Triggerer``
+``status.py`` and ``metrics.py`` take this, not ``process.TriggererRuntime``, so neither imports
+the process module (which builds both): the three are no import circle. ``TriggererRuntime``
 satisfies it as it is; a test can hand in anything with these parts.
 """
 
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from sharedstream.serde.registries import SchemaRegistries
     from sharedstream.triggerer.heartbeat import Heartbeat
     from sharedstream.triggerer.loopwatch import LoopWatchdog
-    from sharedstream.triggerer.persistence import DatabaseWorkSink
     from sharedstream.triggerer.plan import Plan
+    from sharedstream.uow.sink import DatabaseWorkSink
 
 
 class TriggererView(Protocol):

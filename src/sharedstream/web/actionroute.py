@@ -35,7 +35,7 @@ from sharedstream.core.text import storable_text
 from sharedstream.ops import actions as ops
 from sharedstream.statestore.store import StateStore
 from sharedstream.web.params import validation_detail
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 OPERATOR = "sharedstream_operator"  # request state: the operate token's name, or None
 READER = "sharedstream_reader"  # request state: the name of the token that reads, or None
@@ -80,7 +80,7 @@ def loose_json(raw: bytes) -> Body:
     return found if isinstance(found, dict) else {}
 
 
-def action_route(store: StateStore, settings: WebSettings,
+def action_route(store: StateStore, settings: ConsoleSettings,
                  specs: Mapping[str, ActionSpec]) -> type[APIRoute]:
     """The route class of the actions router; ``specs`` by endpoint name (a route
     without one, the audit list, is an ordinary read)."""

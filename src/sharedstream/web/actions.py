@@ -33,7 +33,7 @@ from sharedstream.web.actionroute import ActionSpec, Recorded, action_route, fie
 from sharedstream.web.api import ERRORS
 from sharedstream.web.pages import PageRenderer
 from sharedstream.web.params import instant
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 from sharedstream.web.sources import Sources
 
 T = TypeVar("T")
@@ -237,7 +237,7 @@ async def held_by(sources: Sources, message: ops.HeldMessage) -> list[str]:
     return sorted({str(h["triggerer"]) for h in found if h["offset"] == message.offset})
 
 
-def build_action_pages(sources: Sources, settings: WebSettings) -> APIRouter:
+def build_action_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     render = PageRenderer(settings)
 

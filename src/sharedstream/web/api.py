@@ -58,7 +58,7 @@ def build_router(sources: Sources) -> APIRouter:
         """Every triggerer, group and destination with its health, and counts."""
         return await sources.overview()
 
-    @router.get("/triggerers", response_model=schemas.Page[schemas.Triggerer],
+    @router.get("/triggerers", response_model=schemas.Page[schemas.TriggererOut],
                 tags=["triggerers"])
     async def triggerers(state: Literal["all", "alive", "stale"] = "all",
                          limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def build_router(sources: Sources) -> APIRouter:
         and rejected counts."""
         return await sources.watchers(group, q, limit=limit, offset=offset)
 
-    @router.get("/held", response_model=schemas.Page[schemas.HeldMessage], tags=["groups"])
+    @router.get("/held", response_model=schemas.Page[schemas.HeldMessageOut], tags=["groups"])
     async def held(group: Name = None, watcher: Name = None, topic: Name = None,
                    partition: Partition = None,
                    q: Annotated[str | None, Query(max_length=250, pattern=TEXT,
@@ -123,7 +123,7 @@ def build_router(sources: Sources) -> APIRouter:
                                    partition=partition, q=q)
         return paginate(found, limit, offset)
 
-    @router.get("/assets", response_model=schemas.Page[schemas.Asset], tags=["assets"])
+    @router.get("/assets", response_model=schemas.Page[schemas.AssetOut], tags=["assets"])
     async def assets(q: Annotated[str | None, Query(max_length=250, pattern=TEXT,
                                                     description="Part of a name or uri, "
                                                                 "any case.")]
@@ -159,7 +159,7 @@ def build_router(sources: Sources) -> APIRouter:
             limit=limit)
         return result
 
-    @router.get("/events/{event_id}", response_model=schemas.Event, tags=["assets"])
+    @router.get("/events/{event_id}", response_model=schemas.EventOut, tags=["assets"])
     async def event(event_id: Annotated[int, Path(ge=params.EVENT_ID.low,
                                                   le=params.EVENT_ID.high)]
                     ) -> dict[str, Any]:
@@ -167,14 +167,14 @@ def build_router(sources: Sources) -> APIRouter:
         result: dict[str, Any] = await call(sources.event_sync, event_id)
         return result
 
-    @router.get("/state/assets/{name:path}", response_model=list[schemas.StateEntry],
+    @router.get("/state/assets/{name:path}", response_model=list[schemas.StateEntryOut],
                 tags=["state"])
     async def asset_state(name: AssetName) -> list[dict[str, Any]]:
         """Every key of one asset's state, with its value."""
         result: list[dict[str, Any]] = await call(sources.asset_state_sync, name)
         return result
 
-    @router.get("/state/tasks", response_model=schemas.Page[schemas.TaskScope],
+    @router.get("/state/tasks", response_model=schemas.Page[schemas.TaskScopeOut],
                 tags=["state"])
     async def task_scopes(dag_id: Name = None, run_id: Name = None, task_id: Name = None,
                           limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
@@ -184,7 +184,7 @@ def build_router(sources: Sources) -> APIRouter:
                                             offset=offset)
         return result
 
-    @router.get("/state/task", response_model=list[schemas.StateEntry], tags=["state"])
+    @router.get("/state/task", response_model=list[schemas.StateEntryOut], tags=["state"])
     async def task_state(dag_id: Annotated[str, Query(min_length=1, max_length=128,
                                                       pattern=TEXT)],
                          run_id: Annotated[str, Query(min_length=1, max_length=250,
@@ -249,7 +249,7 @@ def build_router(sources: Sources) -> APIRouter:
         delivering), failures, undeliverable events."""
         return await sources.destinations()
 
-    @router.get("/undelivered", response_model=schemas.Page[schemas.Undelivered],
+    @router.get("/undelivered", response_model=schemas.Page[schemas.UndeliveredOut],
                 tags=["destinations"])
     async def undelivered(destination: Name = None, limit: Limit = 100,
                           offset: Offset = 0) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from sharedstream.web.actions import build_action_pages, build_actions
 from sharedstream.web.api import build_router
 from sharedstream.web.pages import PageRenderer, build_pages
 from sharedstream.web.params import BadParameter, validation_detail
-from sharedstream.web.settings import WebSettings, is_loopback
+from sharedstream.web.settings import ConsoleSettings, is_loopback
 from sharedstream.web.sources import Sources
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def host_name(host_header: str) -> str:
 class Guard:
     """Authentication (or the loopback ``Host`` check) and the security headers."""
 
-    def __init__(self, app: ASGIApp, settings: WebSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ConsoleSettings) -> None:
         self.app = app
         self.token = settings.token
         self.operate = dict(settings.operate_tokens)
@@ -179,7 +179,7 @@ async def sample_forever(sources: Sources, interval: float) -> None:
         await asyncio.sleep(interval)
 
 
-def create_app(settings: WebSettings, store: StateStore, *, sampler: bool = True) -> FastAPI:
+def create_app(settings: ConsoleSettings, store: StateStore, *, sampler: bool = True) -> FastAPI:
     """The console over ``store``'s database; ``sampler`` runs the background lag sampler."""
     sources = Sources(settings, store)
 

@@ -31,8 +31,8 @@ from sharedstream.web.settings import (
     DEFAULT_PORT,
     OPERATE_ENV,
     TOKEN_ENV,
-    WebSettings,
-    WebSettingsError,
+    ConsoleSettings,
+    ConsoleSettingsError,
     config_token,
     take_env_token,
 )
@@ -81,7 +81,7 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
     config = command_config(ctx)
     os.environ.pop(OPERATE_ENV, None)  # read into the config; children need not inherit it
     try:
-        settings = WebSettings(
+        settings = ConsoleSettings(
             host=host, port=port, token=token or env_token or config_token(config),
             operate_tokens=config.web.operate_tokens,
             connection=connection, connections=config.connections,
@@ -89,7 +89,7 @@ def web(ctx: click.Context, /, host: str, port: int, dlq_topics: tuple[str, ...]
             destinations={d.id: d.common.kind for d in config.destinations.values()},
             sample_interval=sample_interval,
             status_networks=parse_networks(config.web.status_networks))
-    except WebSettingsError as exc:
+    except ConsoleSettingsError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
     import uvicorn
 

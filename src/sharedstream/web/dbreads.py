@@ -38,7 +38,7 @@ from sharedstream.statestore.models import (
 )
 from sharedstream.statestore.scopes import AssetScope, TaskScope
 from sharedstream.statestore.store import StateStore
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 
 class NotFound(LookupError):
@@ -65,7 +65,7 @@ def _entry_json(entry: Any) -> dict[str, Any]:
 class DatabaseReads:
     """The database half of :class:`~sharedstream.web.sources.Sources`."""
 
-    settings: WebSettings
+    settings: ConsoleSettings
     store: StateStore
     engine: Engine
 

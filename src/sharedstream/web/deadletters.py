@@ -21,7 +21,7 @@ from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import NotFound
 from sharedstream.web.dlqtally import TopicCounts, TopicTally, counts_json
 from sharedstream.web.kafkaview import KafkaReads
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 DLQ_TTL_S = 5.0
 
@@ -29,7 +29,7 @@ DLQ_TTL_S = 5.0
 class DeadLetterReads(KafkaReads):
     """The dead-letter half of :class:`~sharedstream.web.sources.Sources`."""
 
-    settings: WebSettings
+    settings: ConsoleSettings
     _dlq_cache: TtlCache
     _tallies: dict[str, TopicTally]
 

@@ -18,7 +18,7 @@ from sharedstream.kafka.connections import ConnectionConfigError, resolve_connec
 from sharedstream.ops.clitools import CommandError
 from sharedstream.ops.offsets import GroupOffsets, GroupPositions, show
 from sharedstream.web.caches import Refreshed
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 
 OFFSETS_TTL_S = 2.0
 Positions = tuple[GroupPositions | None, str | None]  # the positions, or why there are none
@@ -27,7 +27,7 @@ Positions = tuple[GroupPositions | None, str | None]  # the positions, or why th
 class KafkaReads:
     """The broker half of :class:`~sharedstream.web.sources.Sources`."""
 
-    settings: WebSettings
+    settings: ConsoleSettings
 
     def _start_kafka(self) -> None:
         self._admins: dict[tuple[str, str], GroupOffsets] = {}

@@ -30,7 +30,7 @@ from sharedstream.statestore.scopes import TaskScope
 from sharedstream.web.charts import color, lag_chart, timeline
 from sharedstream.web.live import Snapshot, lag_source
 from sharedstream.web.params import BadParameter, instant, page_int
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 from sharedstream.web.sources import NotFound, Sources, paginate, window
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -85,7 +85,7 @@ def _text(params: Mapping[str, str], name: str) -> str | None:
 
 
 class PageRenderer:
-    def __init__(self, settings: WebSettings) -> None:
+    def __init__(self, settings: ConsoleSettings) -> None:
         self.env = environment()
         self.settings = settings
 
@@ -118,7 +118,7 @@ def _instant(params: Mapping[str, str], name: str, errors: list[str]) -> datetim
         return None
 
 
-def build_pages(sources: Sources, settings: WebSettings) -> APIRouter:
+def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     render = PageRenderer(settings)
 

@@ -2,10 +2,16 @@
 
 Values that come from messages or state (event payloads, state values) are any JSON;
 message bytes (dead letters) are ``{"text": UTF-8 or null, "base64": exact bytes}``.
+
+A model whose bare name is a class elsewhere in the package takes ``Out`` (``AssetOut``
+is how the API shows an :class:`~sharedstream.triggers.Asset`), so a name read in the
+code means one class (tests/unit/test_class_names.py). Their old bare names still load, with a
+``DeprecationWarning``, until the next release.
 """
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -36,7 +42,7 @@ class Problem(BaseModel):
     detail: str
 
 
-class Triggerer(BaseModel):
+class TriggererOut(BaseModel):
     id: str
     host: str
     pid: int
@@ -139,7 +145,7 @@ class StatusDocument(BaseModel):
     destinations: list[StatusDestination] = []
 
 
-class TriggererDetail(Triggerer):
+class TriggererDetail(TriggererOut):
     status: StatusDocument | None = Field(description="Its GET /status document: the "
                                                       "fields the console knows.")
 
@@ -194,7 +200,7 @@ class PartitionState(BaseModel):
     unowned: bool = Field(description="No live member consumes it (see GroupSummary).")
 
 
-class HeldMessage(BaseModel):
+class HeldMessageOut(BaseModel):
     consumer_group: str
     triggerer: str
     topic: str
@@ -216,7 +222,7 @@ class KafkaGroup(BaseModel):
 class GroupDetail(GroupSummary):
     members: list[Member]
     partitions: list[PartitionState]
-    held_messages: list[HeldMessage]
+    held_messages: list[HeldMessageOut]
     kafka: KafkaGroup
 
 
@@ -248,7 +254,7 @@ class Watcher(BaseModel):
                           "triggerer's /status); null: every message of its topics.")
 
 
-class StateEntry(BaseModel):
+class StateEntryOut(BaseModel):
     key: str
     value: Any
     size: int
@@ -259,7 +265,7 @@ class StateEntry(BaseModel):
     payload_ref: str | None
 
 
-class Asset(BaseModel):
+class AssetOut(BaseModel):
     id: int
     name: str
     uri: str | None
@@ -271,11 +277,11 @@ class Asset(BaseModel):
     last_event_at: Stamp | None
 
 
-class AssetDetail(Asset):
-    state: list[StateEntry]
+class AssetDetail(AssetOut):
+    state: list[StateEntryOut]
 
 
-class Event(BaseModel):
+class EventOut(BaseModel):
     id: int
     asset: str
     asset_uri: str | None
@@ -290,7 +296,7 @@ class Event(BaseModel):
 
 
 class EventPage(BaseModel):
-    items: list[Event]
+    items: list[EventOut]
     limit: int
     total: int = Field(description="How many events match the filters (every page), "
                                    "counted up to 100,000.")
@@ -299,7 +305,7 @@ class EventPage(BaseModel):
     next_before: int | None = Field(description="Pass as `before` for the next (older) page.")
 
 
-class TaskScope(BaseModel):
+class TaskScopeOut(BaseModel):
     dag_id: str
     run_id: str
     task_id: str
@@ -356,7 +362,7 @@ class Original(BaseModel):
     timestamp: int
 
 
-class DeadLetter(BaseModel):
+class DeadLetterOut(BaseModel):
     copies: int
     dlq: list[DlqPlace]
     foreign: bool
@@ -385,7 +391,7 @@ class DeadLetterStats(BaseModel):
     whole_topic: bool = Field(description="Counted over the whole topic (no since).")
 
 
-class DeadLetterPage(Page[DeadLetter]):
+class DeadLetterPage(Page[DeadLetterOut]):
     topic: str
     read: int = Field(description="Records read from the topic.")
     distinct: int = Field(description="Distinct dead letters (copies of one identity: one).")
@@ -414,9 +420,9 @@ class Destination(BaseModel):
     health: Literal["ok", "failing", "idle"]
 
 
-class Undelivered(BaseModel):
+class UndeliveredOut(BaseModel):
     destination: str
-    event: Event
+    event: EventOut
     reason: str
     attempts: int
     created_at: Stamp
@@ -432,7 +438,21 @@ class Counts(BaseModel):
 
 class Overview(BaseModel):
     database_error: str | None
-    triggerers: list[Triggerer]
+    triggerers: list[TriggererOut]
     groups: list[GroupSummary]
     destinations: list[Destination]
     counts: Counts
+
+
+_RENAMED = {old: f"{old}Out" for old in ("Asset", "DeadLetter", "Event", "HeldMessage",
+                                         "StateEntry", "TaskScope", "Triggerer",
+                                         "Undelivered")}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"sharedstream.web.schemas.{name} is deprecated: use {new} (the same "
+                  "model)", DeprecationWarning, stacklevel=2)
+    return globals()[new]

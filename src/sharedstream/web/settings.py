@@ -42,7 +42,7 @@ LOOPBACK_NETWORKS: tuple[Network, ...] = (ipaddress.ip_network("127.0.0.0/8"),
                                           ipaddress.ip_network("::1/128"))
 
 
-class WebSettingsError(ValueError):
+class ConsoleSettingsError(ValueError):
     """A console setting that cannot work (one line, never the token itself)."""
 
 
@@ -70,8 +70,10 @@ def config_token(config: Config) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class WebSettings:
-    """The console's options (``sharedstream web``), validated on construction.
+class ConsoleSettings:
+    """The console's options (``sharedstream web``), validated on construction: the
+    command's options over the config's ``[web]`` section
+    (:class:`~sharedstream.triggerer.config.WebSettings`).
 
     ``connections`` are the config's ``[connections.<id>]`` tables: used to reach Kafka,
     never rendered. ``connection`` is the one for dead-letter topics and for groups
@@ -100,29 +102,29 @@ class WebSettings:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise WebSettingsError("--port must be 0 (any free port) to 65535")
+            raise ConsoleSettingsError("--port must be 0 (any free port) to 65535")
         if self.token is not None and len(self.token) < MIN_TOKEN_LENGTH:
-            raise WebSettingsError(f"the console token must have at least "
+            raise ConsoleSettingsError(f"the console token must have at least "
                                    f"{MIN_TOKEN_LENGTH} characters")
         if self.token is None and not is_loopback(self.host):
-            raise WebSettingsError(
+            raise ConsoleSettingsError(
                 f"refusing to serve on {self.host} without a token: set "
                 f"{TOKEN_ENV} (or --token), or bind 127.0.0.1")
         for name, secret in self.operate_tokens.items():
             if not TOKEN_NAME.match(name) or name == "read":
-                raise WebSettingsError(
+                raise ConsoleSettingsError(
                     f"[web] operate_tokens: the name {name[:64]!r} must be 1 to 64 letters, "
                     "digits or . _ @ - (not read: the read token's name)")
             if not isinstance(secret, str) or len(secret) < MIN_TOKEN_LENGTH:
-                raise WebSettingsError(f"[web] operate_tokens: the token of {name} must have "
+                raise ConsoleSettingsError(f"[web] operate_tokens: the token of {name} must have "
                                        f"at least {MIN_TOKEN_LENGTH} characters")
             if secret == self.token:
-                raise WebSettingsError(f"[web] operate_tokens: the token of {name} is the "
+                raise ConsoleSettingsError(f"[web] operate_tokens: the token of {name} is the "
                                        "read token: give each role its own")
         if len(set(self.operate_tokens.values())) < len(self.operate_tokens):
-            raise WebSettingsError("[web] operate_tokens: two names share one token")
+            raise ConsoleSettingsError("[web] operate_tokens: two names share one token")
         if not self.sample_interval > 0:
-            raise WebSettingsError("--sample-interval must be > 0")
+            raise ConsoleSettingsError("--sample-interval must be > 0")
 
     @property
     def needs_token(self) -> bool:

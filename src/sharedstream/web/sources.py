@@ -40,7 +40,7 @@ from sharedstream.web.live import (
     triggerer_health,
     unowned,
 )
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 from sharedstream.web.status_fetch import fetch_status
 
 __all__ = ["NotFound", "Sources", "paginate", "window"]
@@ -57,7 +57,7 @@ KAFKA_SAMPLE_MAX_AGE_S = 15.0
 class Sources(DatabaseReads, DeadLetterReads):
     """The console's reads. One instance per app; safe to call from many threads."""
 
-    def __init__(self, settings: WebSettings, store: StateStore,
+    def __init__(self, settings: ConsoleSettings, store: StateStore,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.store = store

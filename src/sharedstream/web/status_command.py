@@ -19,7 +19,7 @@ from sharedstream.core.names import SHOWN, summarise
 from sharedstream.ops.clitools import command_config, console, emit_json, open_store, store_command
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.config import parse_networks
-from sharedstream.web.settings import WebSettings
+from sharedstream.web.settings import ConsoleSettings
 from sharedstream.web.sources import Sources
 
 WHERE_ALL = ("`sharedstream status --all-watchers` lists them all; the console's /watchers page "
@@ -92,7 +92,7 @@ def command_sources(ctx: click.Context, store: StateStore) -> Sources:
     """The console's reads for a command (``status``, ``held retry``): the connections
     and ``[web] status_networks`` of the command's configuration. Close it after use."""
     config = command_config(ctx)
-    return Sources(WebSettings(connections=config.connections,
+    return Sources(ConsoleSettings(connections=config.connections,
                                status_networks=parse_networks(config.web.status_networks)),
                    store)
 

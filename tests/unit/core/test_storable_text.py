@@ -11,7 +11,7 @@ from sharedstream.core.message import Coordinates
 from sharedstream.core.text import MAX_TEXT_CHARS, lone_surrogate, storable_text
 from sharedstream.kafka.dlq_headers import REJECTIONS, build_dlq_headers
 from sharedstream.statestore.values import check_key, decode_value, encode_value
-from sharedstream.triggerer.eventrows import PayloadRefused, encode_payload
+from sharedstream.uow.eventrows import PayloadRefused, encode_payload
 
 HOSTILE = ["", "plain", "é😀", "a\x00b", "bad \udcff byte", "\ud83d\ude00 pair of halves",
            "x" * 10_000_000, "\x00" * MAX_TEXT_CHARS, "é" * (MAX_TEXT_CHARS + 1)]

@@ -12,7 +12,7 @@ insertion of ``ON CONFLICT``.
 key makes a re-insert a no-op). So a batch is copied optimistically: a duplicate key
 fails the ``COPY`` with a unique violation, the transaction rolls back whole, and the
 caller runs the batch again with the conflict-skipping statement (see
-:class:`~sharedstream.triggerer.persistence.DatabaseWorkSink`).
+:class:`~sharedstream.uow.transaction.BatchTransaction`).
 
 Commit order: the sequence row is updated first (its lock held until the commit, the
 notification queued), then the rows are copied with the ids it handed out, in row

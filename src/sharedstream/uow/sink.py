@@ -1,14 +1,12 @@
-"""``DatabaseWorkSink``: the unit of work, windows committed in batches (guarantee 3).
+"""``DatabaseWorkSink``: windows queued, batched and committed (guarantee 3).
 
 Flow: ``submit`` (event loop, never blocks) encodes each event payload once and queues
 the window; a flusher task takes what is queued (at most ``batch_size`` windows) as soon
 as the writer is free, and commits it on one dedicated writer thread in ONE
-transaction: every event of the batch as ``asset_event`` rows (one multi-row insert
-that skips rows already there; on PostgreSQL a large batch by ``COPY``, run again with
-that insert if it meets a stored event: ``eventcopy``) plus the windows' staged state
-writes, folded in window order. Only after the commit returns are the windows
-confirmed, on the loop, in one hop per batch; the manager then acks them and the
-producer may commit past them.
+transaction (:mod:`sharedstream.uow.transaction`: what goes in it, in which order, and
+what a crash between its steps leaves behind). Only after the commit returns are the
+windows confirmed, on the loop, in one hop per batch; the manager then acks them and
+the producer may commit past them.
 
 Group commit: an idle writer takes a window into a transaction in the same loop turn
 it was submitted in; the windows submitted while a transaction is in flight wait for
@@ -18,16 +16,9 @@ than keep its events within ``MAX_BATCH_EVENTS``) and no timer adds latency.
 ``uow_max_delay`` (0 by default) may ask the flusher to wait that long for a fuller
 batch: fewer transactions, later events.
 
-Failure windows:
+Failure windows (for a crash between the transaction's steps, see
+:mod:`sharedstream.uow.transaction`):
 
-* process dies before the commit: nothing of the batch is in the database and nothing
-  was confirmed, so Kafka never committed past it; everything is redelivered.
-* dies between commit and confirm (or between confirm and the Kafka commit): events and
-  state are in the database but the offsets are not committed; the messages are
-  redelivered, the filter runs again, and the event key (watcher, topic id, partition,
-  offset, index) makes the re-insert a no-op. State written with ``advance`` is already
-  at its new value, so a watcher that skips "seen" messages skips them, and a
-  re-staged ``advance`` to the same value changes nothing.
 * database unavailable, connection reset, deadlock, serialization failure, lock timeout
   (:func:`~sharedstream.statestore.engine.is_transient_error`), and any error that is
   not known to be permanent (a missing table, a bug): the transaction rolls back, the
@@ -50,7 +41,8 @@ Failure windows:
   A process dying between two parts' commits: the committed parts' windows are in the
   database (confirmed or not); everything unconfirmed is redelivered, the committed
   parts re-insert nothing (event key) and re-apply their state like any redelivery
-  after a commit (see above), and the bad window fails again and is rejected then.
+  after a commit (invariant 4 of the transaction), and the bad window fails again and
+  is rejected then.
   A later window of the same watcher that read a value the rejected window had staged
   (read-your-writes) acted on a value that was never stored; the rejection reason says
   which write the database refused.
@@ -63,15 +55,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Any, NamedTuple
-
-from sqlalchemy.engine import Connection
 
 from sharedstream import tracing
 from sharedstream.core.backoff import Backoff
@@ -79,27 +69,17 @@ from sharedstream.core.holds import NOTHING, HoldJournal, Taken
 from sharedstream.core.message import where_read
 from sharedstream.core.window import Window
 from sharedstream.statestore.engine import describe_error, is_permanent_error
-from sharedstream.statestore.events import EVENT_COLUMNS, insert_event_rows
-from sharedstream.statestore.holds import write_holds
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
-from sharedstream.triggerer.batchmerge import fold_staged
-from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.eventcopy import (
-    COPY_MIN_ROWS,
-    can_copy,
-    copy_events,
-    is_duplicate_key,
-)
-from sharedstream.triggerer.eventrows import (
+from sharedstream.uow.eventrows import (
     MAX_EVENT_BYTES,
     CoordinatesOf,
     PayloadRefused,
     encode_payload,
     kafka_coordinates,
 )
-from sharedstream.triggerer.windowrows import window_event_rows
-from sharedstream.triggerer.writerconn import WriterConnection
+from sharedstream.uow.settings import BATCH_SIZE, MAX_DELAY, BatchSettings
+from sharedstream.uow.transaction import BatchTransaction, Queued
 
 log = logging.getLogger(__name__)
 
@@ -109,28 +89,21 @@ log = logging.getLogger(__name__)
 MAX_BATCH_EVENTS = 2048
 
 
-class _Queued(NamedTuple):
-    window: Window
-    asset_id: int
-    texts: list[str]
-    since: float  # loop time of submit
-    watches: tracing.Watches | None  # its sharedstream.watch spans while tracing is on
-
-
 class DatabaseWorkSink:
     """Commits closed windows (events + staged asset state) in batched transactions.
 
     ``assets`` maps every watcher name to its asset's id (``store.register_asset``
     first); ``settings`` gives ``uow_batch_size`` and ``uow_max_delay``. Use on one event
     loop; the flusher task starts with :meth:`start` or the first ``submit``. Counters
-    are plain attributes, read by the metrics collector at scrape time.
+    are plain attributes, read by the metrics collector at scrape time. What a batch
+    writes, and how, is its :class:`~sharedstream.uow.transaction.BatchTransaction`'s.
     """
 
     def __init__(
         self,
         store: StateStore,
         assets: Mapping[str, int],
-        settings: ProcessSettings | None = None,
+        settings: BatchSettings | None = None,
         *,
         coordinates: CoordinatesOf = kafka_coordinates,
         max_event_bytes: int = MAX_EVENT_BYTES,
@@ -140,26 +113,22 @@ class DatabaseWorkSink:
         clock: Callable[[], datetime] = utcnow,
         holds: HoldJournal | None = None,
     ) -> None:
-        settings = settings or ProcessSettings()
         # Holds written with the units of work of the watchers that may move past them.
         self._holds = holds
-        self._store = store
+        self._dialect = store.engine.dialect.name
         self._assets = dict(assets)
-        self._batch_size = settings.uow_batch_size
+        self._batch_size = BATCH_SIZE if settings is None else settings.uow_batch_size
         self._max_events = max_events
-        self._max_delay = settings.uow_max_delay
-        self._coordinates = coordinates
+        self._max_delay = MAX_DELAY if settings is None else settings.uow_max_delay
         self._max_event_bytes = max_event_bytes
-        self._retry_initial = retry_initial
-        self._retry_cap = retry_cap
-        self._clock = clock
+        self._backoff = functools.partial(Backoff, retry_initial, retry_cap)
         # One writer thread: batches commit in order (a later batch's state writes land
         # after an earlier one's), and never queue behind state reads on the store's pool.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="uow-writer")
-        self._connection = WriterConnection(store.engine)  # used on the writer thread only
-        self._copy = can_copy(store.engine)  # large batches' events by COPY (eventcopy)
-        self._duplicates = False  # the last batch met stored events: no COPY until one does not
-        self._queue: deque[_Queued] = deque()
+        # Used on the writer thread only.
+        self._transaction = BatchTransaction(store, coordinates=coordinates, clock=clock,
+                                             holds=holds)
+        self._queue: deque[Queued] = deque()
         self._wake = asyncio.Event()  # queue became non-empty or full, or shutdown
         self._idle = asyncio.Event()  # nothing queued, nothing being committed
         self._idle.set()
@@ -214,7 +183,7 @@ class DatabaseWorkSink:
                 if watches is not None:
                     tracing.end_watches(watches, "rejected", str(refused))
                 continue
-            queue.append(_Queued(window, asset_id, texts, now, watches))
+            queue.append(Queued(window, asset_id, texts, now, watches))
         if queue:
             self._idle.clear()
             if was_empty or len(queue) >= self._batch_size:
@@ -248,7 +217,7 @@ class DatabaseWorkSink:
                     continue
             await self._commit(self._take())
 
-    def _take(self) -> list[_Queued]:
+    def _take(self) -> list[Queued]:
         """The next batch: the oldest queued windows, at most ``batch_size`` of them and,
         past the first, only while their events stay within ``max_events`` (a window is
         never split: its events commit with its state)."""
@@ -261,7 +230,7 @@ class DatabaseWorkSink:
             batch.append(queue.popleft())
         return batch
 
-    async def _commit(self, batch: list[_Queued]) -> None:
+    async def _commit(self, batch: list[Queued]) -> None:
         """Commit ``batch`` until it succeeds, then confirm its windows (one hop back).
 
         A permanent error splits the batch (see the module docstring): ``parts`` holds
@@ -270,7 +239,7 @@ class DatabaseWorkSink:
         """
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        backoff = Backoff(self._retry_initial, self._retry_cap)
+        backoff = self._backoff()
         parts = [batch]
         committed = False
         while parts:
@@ -314,7 +283,7 @@ class DatabaseWorkSink:
                 queued.window.confirm()
             if part[0].watches is not None:
                 tracing.committed([q.watches or [] for q in part], started_ns, events=written,
-                                  dialect=self._store.engine.dialect.name)
+                                  dialect=self._dialect)
             self.windows_confirmed += len(part)
             for callback in self.on_commit:
                 callback()
@@ -322,7 +291,7 @@ class DatabaseWorkSink:
             self.batch_latency_sum += time.perf_counter() - started
             self.batch_latency_count += 1
 
-    def _isolate(self, part: list[_Queued], exc: Exception) -> list[list[_Queued]]:
+    def _isolate(self, part: list[Queued], exc: Exception) -> list[list[Queued]]:
         """What to commit instead of ``part``, which failed with the permanent ``exc``:
         its halves, in order; or, for a single window, nothing: that window is rejected
         for its watcher with the database's error as the reason."""
@@ -345,59 +314,8 @@ class DatabaseWorkSink:
 
     # -- writer thread --------------------------------------------------------------------------
 
-    def _write(self, batch: list[_Queued], taken: Taken = NOTHING) -> int:
-        """One transaction: the holds taken for it, the batch's folded state writes, then
-        its events; commit."""
-        created_at = self._clock()
-        rows: list[tuple[Any, ...]] = []
-        units = []
-        # Tracing on: every row of the batch has the column (NULL where a window has none).
-        traced = any(q.watches is not None for q in batch)
-        for window, asset_id, texts, _, watches in batch:
-            if texts:
-                made = window_event_rows(asset_id, window, self._coordinates, texts,
-                                         created_at)
-                if traced:
-                    contexts = ([None] * len(made) if watches is None
-                                else tracing.stored_contexts(watches, len(made)))
-                    made = [(*row, context)
-                            for row, context in zip(made, contexts, strict=True)]
-                rows += made
-            if window.staged:
-                units.append(window.staged)
-        columns = (*EVENT_COLUMNS, "trace_context") if traced else EVENT_COLUMNS
-        uow = self._store.unit_of_work()
-        uow.staged = fold_staged(units)
-        copy = self._copy and not self._duplicates and len(rows) >= COPY_MIN_ROWS
-
-        holds = self._holds
-
-        def work(connection: Connection) -> int:
-            if taken and holds is not None:
-                write_holds(connection, taken, holds.consumer_group_of)
-            uow.apply(connection)
-            # Last: it locks the event sequence until the commit (commit-ordered ids).
-            return (copy_events if copy else insert_event_rows)(connection, columns, rows)
-
-        try:
-            try:
-                written = self._connection.run(
-                    work, one_statement=not (uow.staged or copy or taken))
-            except Exception as exc:
-                if not (copy and is_duplicate_key(exc)):
-                    raise
-                # Redelivered events already stored: this batch, and the ones after it
-                # until a batch holds none, skip them with the one statement.
-                self._duplicates = True
-                copy = False
-                written = self._connection.run(work, one_statement=not (uow.staged or taken))
-        except BaseException:
-            uow.discard()
-            raise
-        if not copy and written == len(rows):
-            self._duplicates = False
-        uow.committed()
-        return written
+    def _write(self, batch: list[Queued], taken: Taken = NOTHING) -> int:
+        return self._transaction.write(batch, taken)
 
     # -- shutdown -------------------------------------------------------------------------------
 
@@ -436,5 +354,5 @@ class DatabaseWorkSink:
                 self._wake.set()
                 await self._task
         finally:
-            self._writer.submit(self._connection.close)  # after an attempt still running
+            self._writer.submit(self._transaction.close)  # after an attempt still running
             self._writer.shutdown(wait=False)

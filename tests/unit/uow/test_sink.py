@@ -15,12 +15,12 @@ from sharedstream.statestore import AssetScope, StateStore, TaskScope
 from sharedstream.statestore.scopes import Writer
 from sharedstream.statestore.staging import StagedAdvance, StagedDelete, StagedSet, StagedWrites
 from sharedstream.testing.memorystream import LocalRecord, MemoryStream
-from sharedstream.triggerer.batchmerge import fold_staged
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.eventrows import PayloadRefused, encode_payload
-from sharedstream.triggerer.persistence import DatabaseWorkSink
 from sharedstream.triggerer.state_access import WatcherStateAccess
 from sharedstream.triggers.base import BaseEventTrigger, TriggerEvent
+from sharedstream.uow.batchmerge import fold_staged
+from sharedstream.uow.eventrows import PayloadRefused, encode_payload
+from sharedstream.uow.sink import DatabaseWorkSink
 
 SCOPE = AssetScope(asset_id=1)
 W = Writer.watcher("w")

@@ -3,7 +3,7 @@
 Read on the consumer thread when partitions are assigned (``kafka/rebalance.py``), in a
 transaction of its own on the store's pool (never the unit-of-work writer's connection,
 which belongs to the writer thread). Writing is the unit of work's job
-(``triggerer/persistence.py``), in its own transaction.
+(``uow/transaction.py``), in its own transaction.
 
 Failure window: an error here is retried by the caller until the database answers; its
 message names the database error without the URL (no secret reaches a log line).

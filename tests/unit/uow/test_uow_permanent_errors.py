@@ -22,7 +22,8 @@ from sharedstream.core.window import SUBMITTED, Window
 from sharedstream.statestore import StateStore
 from sharedstream.statestore.engine import is_permanent_error, is_transient_error
 from sharedstream.triggerer.config import ProcessSettings
-from sharedstream.triggerer.persistence import DatabaseWorkSink, _Queued
+from sharedstream.uow.sink import DatabaseWorkSink
+from sharedstream.uow.transaction import Queued
 
 
 class DriverDataError(Exception):
@@ -94,7 +95,7 @@ class ScriptedSink(DatabaseWorkSink):
         self.outages = outages
         self.attempts: list[list[int]] = []
 
-    def _write(self, batch: list[_Queued], taken: Taken = NOTHING) -> int:
+    def _write(self, batch: list[Queued], taken: Taken = NOTHING) -> int:
         offsets = [q.window.payload for q in batch]
         self.attempts.append(offsets)
         if self.outages:

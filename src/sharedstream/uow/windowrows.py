@@ -19,7 +19,7 @@ from typing import Any
 
 from sharedstream.core.batch import BatchWindow
 from sharedstream.core.window import Window
-from sharedstream.triggerer.eventrows import CoordinatesOf
+from sharedstream.uow.eventrows import CoordinatesOf
 
 
 def window_event_rows(asset_id: int, window: Window, coordinates: CoordinatesOf,
