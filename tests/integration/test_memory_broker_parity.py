@@ -8,6 +8,12 @@ next member starts, a second member taking partitions over, and the errors the a
 handles (an unknown topic, a record or commit metadata over the limit, a seek on a
 partition not assigned). A change that makes the two answer differently fails here.
 
+One difference is kept on purpose and not tested here: a member's commit for a
+partition another member owns. The real broker checks only the group generation and
+accepts it; the in-memory one refuses it (``ILLEGAL_GENERATION``), so a test in which
+the adapter commits a partition it no longer owns fails on the fake instead of passing
+silently. Being stricter than the broker can only make a unit test fail, never pass.
+
 Waiting is for a condition (``consume_until``), with a deadline: the real broker
 answers in its own time (a group join takes a few hundred milliseconds), the
 in-memory one at once.
