@@ -106,6 +106,11 @@ class Ledger:
     ``request`` reaches the consumer thread (pause, or seek and resume); ``skipped``
     is told of a record below a ledger's committed position (a recreated topic?).
     ``loads`` is a per-partition snapshot other threads (health, metrics) may copy.
+
+    Bigger than 25 methods: one method per event of a partition's life (start, admit,
+    hold, release, finish, settle, deliver, publish, end) and their batched forms, the
+    hot path's entry points, each O(what changed); splitting them would put one
+    partition's state behind two objects.
     """
 
     def __init__(self, name: str, request: FetchRequest,

@@ -45,7 +45,13 @@ METADATA_REFRESH_MS = 5000
 
 
 class ConsumerThread(Rebalancing):
-    """The thread's loop (see module docstring)."""
+    """The thread's loop (see module docstring).
+
+    Bigger than 25 methods: with its base classes (``Rebalancing``: the callbacks
+    ``subscribe()`` is given; ``ConsumerCore``: the consumer's state) it is everything
+    that runs on the consumer thread, which librdkafka requires to be one thread and
+    one consumer object; the split by file follows those three jobs.
+    """
 
     # -- the loop ----------------------------------------------------------------------
 

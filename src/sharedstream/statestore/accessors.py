@@ -120,6 +120,9 @@ class AssetState:
 
     The async twins answer staged values on the caller's loop and send only database
     calls to the store's threads.
+
+    Bigger than 25 methods: the public API is every operation twice (sync and async)
+    plus the hooks; a user reads it as one mapping-like object.
     """
 
     def __init__(
