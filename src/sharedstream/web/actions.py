@@ -195,7 +195,7 @@ def build_actions(sources: Sources) -> APIRouter:
             target = parse_reset_target(body.to, utcnow())
         except ValueError as exc:
             raise HTTPException(400, f"to: {exc}") from None
-        recorded = (await asyncio.to_thread(sources.stream_groups_sync)
+        recorded = (await asyncio.to_thread(sources.db.stream_groups_sync)
                     ).get(body.consumer_group) or {}
         kafka = connection(recorded.get("connection"))
 

@@ -130,14 +130,14 @@ def build_router(sources: Sources) -> APIRouter:
                      = None, active: bool | None = None, limit: Limit = 100,
                      offset: Offset = 0) -> dict[str, Any]:
         """Assets, by name, with their newest event."""
-        result: dict[str, Any] = await call(sources.assets_sync, q=q, active=active,
+        result: dict[str, Any] = await call(sources.db.assets_sync, q=q, active=active,
                                             limit=limit, offset=offset)
         return result
 
     @router.get("/assets/{name:path}", response_model=schemas.AssetDetail, tags=["assets"])
     async def asset(name: AssetName) -> dict[str, Any]:
         """One asset and its asset state (the watchers' cursors and watermarks)."""
-        result: dict[str, Any] = await call(sources.asset_sync, name)
+        result: dict[str, Any] = await call(sources.db.asset_sync, name)
         return result
 
     @router.get("/events", response_model=schemas.EventPage, tags=["assets"])
@@ -153,7 +153,7 @@ def build_router(sources: Sources) -> APIRouter:
                      limit: Limit = 50) -> dict[str, Any]:
         """Asset events, newest first, by asset, watcher, time and source coordinates."""
         result: dict[str, Any] = await call(
-            sources.events_sync, asset_name=asset, watcher=watcher, topic=topic,
+            sources.db.events_sync, asset_name=asset, watcher=watcher, topic=topic,
             partition=partition, message_offset=message_offset,
             since=instant(since, "since"), until=instant(until, "until"), before=before,
             limit=limit)
@@ -164,14 +164,14 @@ def build_router(sources: Sources) -> APIRouter:
                                                   le=params.EVENT_ID.high)]
                     ) -> dict[str, Any]:
         """One event by id."""
-        result: dict[str, Any] = await call(sources.event_sync, event_id)
+        result: dict[str, Any] = await call(sources.db.event_sync, event_id)
         return result
 
     @router.get("/state/assets/{name:path}", response_model=list[schemas.StateEntryOut],
                 tags=["state"])
     async def asset_state(name: AssetName) -> list[dict[str, Any]]:
         """Every key of one asset's state, with its value."""
-        result: list[dict[str, Any]] = await call(sources.asset_state_sync, name)
+        result: list[dict[str, Any]] = await call(sources.db.asset_state_sync, name)
         return result
 
     @router.get("/state/tasks", response_model=schemas.Page[schemas.TaskScopeOut],
@@ -179,7 +179,7 @@ def build_router(sources: Sources) -> APIRouter:
     async def task_scopes(dag_id: Name = None, run_id: Name = None, task_id: Name = None,
                           limit: Limit = 100, offset: Offset = 0) -> dict[str, Any]:
         """Task-state scopes (dag, run, task, map index), newest write first."""
-        result: dict[str, Any] = await call(sources.task_scopes_sync, dag_id=dag_id,
+        result: dict[str, Any] = await call(sources.db.task_scopes_sync, dag_id=dag_id,
                                             run_id=run_id, task_id=task_id, limit=limit,
                                             offset=offset)
         return result
@@ -196,7 +196,7 @@ def build_router(sources: Sources) -> APIRouter:
                          ) -> list[dict[str, Any]]:
         """Every unexpired key of one task-state scope, with its value."""
         result: list[dict[str, Any]] = await call(
-            sources.task_state_sync, Scope(dag_id, run_id, task_id, map_index))
+            sources.db.task_state_sync, Scope(dag_id, run_id, task_id, map_index))
         return result
 
     @router.get("/rejected", response_model=schemas.Page[schemas.Rejected],
@@ -209,7 +209,7 @@ def build_router(sources: Sources) -> APIRouter:
                        offset: Offset = 0) -> dict[str, Any]:
         """Rejections recorded in the database (no dead-letter topic, or one that refused
         the record), newest first."""
-        result: dict[str, Any] = await call(sources.rejected_sync, watcher=watcher,
+        result: dict[str, Any] = await call(sources.db.rejected_sync, watcher=watcher,
                                             reason=reason, topic=topic, limit=limit,
                                             offset=offset)
         return result
@@ -217,7 +217,7 @@ def build_router(sources: Sources) -> APIRouter:
     @router.get("/rejected/stats", response_model=schemas.RejectedStats, tags=["rejections"])
     async def rejected_stats() -> dict[str, Any]:
         """Recorded rejections grouped by watcher, by reason, and by both."""
-        result: dict[str, Any] = await call(sources.rejected_stats_sync)
+        result: dict[str, Any] = await call(sources.db.rejected_stats_sync)
         return result
 
     @router.get("/dead-letters/topics", response_model=list[str], tags=["rejections"])
@@ -238,7 +238,7 @@ def build_router(sources: Sources) -> APIRouter:
         """A dead-letter topic's records (newest first, copies of one rejection as one),
         with histograms of reasons and watchers (as ``dlq inspect --stats``)."""
         result: dict[str, Any] = await call(
-            sources.dead_letters_sync, topic=topic, since=instant(since, "since"),
+            sources.dlq.dead_letters_sync, topic=topic, since=instant(since, "since"),
             watcher=watcher, reason=reason, text=q or None, limit=limit, offset=offset)
         return result
 
@@ -254,7 +254,7 @@ def build_router(sources: Sources) -> APIRouter:
     async def undelivered(destination: Name = None, limit: Limit = 100,
                           offset: Offset = 0) -> dict[str, Any]:
         """Events a destination refused for good, with the reason, oldest first."""
-        result: dict[str, Any] = await call(sources.undelivered_sync,
+        result: dict[str, Any] = await call(sources.db.undelivered_sync,
                                             destination=destination, limit=limit,
                                             offset=offset)
         return result

@@ -63,11 +63,13 @@ def _entry_json(entry: Any) -> dict[str, Any]:
 
 
 class DatabaseReads:
-    """The database half of :class:`~sharedstream.web.sources.Sources`."""
+    """The console's reads of the database (``Sources.db``): blocking, each on a worker
+    thread, one short connection per call."""
 
-    settings: ConsoleSettings
-    store: StateStore
-    engine: Engine
+    def __init__(self, settings: ConsoleSettings, store: StateStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.engine: Engine = store.engine
 
     # -- processes and groups ---------------------------------------------------------------
 
@@ -264,7 +266,7 @@ class DatabaseReads:
 
     # -- rejections -------------------------------------------------------------------------
 
-    def _rejected_by_watcher_sync(self, names: list[str]) -> list[tuple[str, int]]:
+    def rejected_by_watcher_sync(self, names: list[str]) -> list[tuple[str, int]]:
         """Recorded rejections of each of ``names`` (one page of watchers)."""
         if not names:
             return []

@@ -14,31 +14,34 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sharedstream.kafka.connections import ConnectionConfigError
+from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.ops.dlq.commands import group_rows, histograms, row_json
 from sharedstream.ops.dlq.reader import DeadLetter, DeadLetterError, DeadLetterReader
 from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import NotFound
 from sharedstream.web.dlqtally import TopicCounts, TopicTally, counts_json
-from sharedstream.web.kafkaview import KafkaReads
 from sharedstream.web.settings import ConsoleSettings
 
 DLQ_TTL_S = 5.0
 
 
-class DeadLetterReads(KafkaReads):
-    """The dead-letter half of :class:`~sharedstream.web.sources.Sources`."""
+class DeadLetterReads:
+    """The console's reads of dead-letter topics (``Sources.dlq``)."""
 
-    settings: ConsoleSettings
-    _dlq_cache: TtlCache
-    _tallies: dict[str, TopicTally]
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
+        self._tallies: dict[str, TopicTally] = {}
+
+    def _connection(self) -> Mapping[str, Any]:
+        return resolve_connection(self.settings.connection, self.settings.connections)
 
     def dead_letter_counts_sync(self, topic: str) -> TopicCounts:
         """The counts of the whole of ``topic``, at most ``DLQ_TTL_S`` old."""
         tally = self._tallies.setdefault(topic, TopicTally(topic))
 
         def open_reader(starts: Mapping[int, int]) -> DeadLetterReader:
-            return DeadLetterReader(self._connection(None), topic, start_offsets=starts,
+            return DeadLetterReader(self._connection(), topic, start_offsets=starts,
                                     timeout=self.settings.kafka_timeout)
 
         return self._dlq_cache.get(("counts", topic), lambda: tally.refresh(open_reader))
@@ -59,7 +62,7 @@ class DeadLetterReads(KafkaReads):
                            ) -> tuple[list[DeadLetter], bool]:
         """The newest ``dlq_max_records`` records of ``topic`` (or those since ``since``),
         and whether older ones were left out."""
-        connection = self._connection(None)
+        connection = self._connection()
         cap = self.settings.dlq_max_records
         timeout = self.settings.kafka_timeout
         with DeadLetterReader(connection, topic, since=since, timeout=timeout) as reader:

@@ -25,11 +25,10 @@ Positions = tuple[GroupPositions | None, str | None]  # the positions, or why th
 
 
 class KafkaReads:
-    """The broker half of :class:`~sharedstream.web.sources.Sources`."""
+    """The console's reads of the broker's view of groups (``Sources.kafka``)."""
 
-    settings: ConsoleSettings
-
-    def _start_kafka(self) -> None:
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
         self._admins: dict[tuple[str, str], GroupOffsets] = {}
         self._admin_lock = threading.Lock()
         self._positions: Refreshed[Positions] = Refreshed(self._read_positions, OFFSETS_TTL_S)

@@ -184,7 +184,7 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         params = request.query_params
         active = {"yes": True, "no": False}.get(params.get("active", ""))
         offset = page_int(params, "offset") or 0
-        page = await asyncio.to_thread(sources.assets_sync, q=_text(params, "q"),
+        page = await asyncio.to_thread(sources.db.assets_sync, q=_text(params, "q"),
                                        active=active, limit=PAGE_SIZE, offset=offset)
         return render(request, "assets.html", {"page": page})
 
@@ -202,16 +202,16 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         errors: list[str] = []
         filters = _event_filters(request.query_params, errors)
         try:
-            detail = await asyncio.to_thread(sources.asset_sync, name)
+            detail = await asyncio.to_thread(sources.db.asset_sync, name)
         except NotFound as exc:
             return missing(request, str(exc))
-        events = await asyncio.to_thread(sources.events_sync, asset_name=name, limit=50,
+        events = await asyncio.to_thread(sources.db.events_sync, asset_name=name, limit=50,
                                          **filters)
         start, end = window(filters["since"], filters["until"], timedelta(hours=1))
         if end <= start:
             errors.append("until must be after since")
             start, end = window(None, end, timedelta(hours=1))
-        counts = await asyncio.to_thread(sources.timeline_sync, asset_name=name, since=start,
+        counts = await asyncio.to_thread(sources.db.timeline_sync, asset_name=name, since=start,
                                          until=end, watcher=filters["watcher"])
         step = (end - start) / len(counts)
         edges = [when(start + step * i) for i in range(len(counts) + 1)]
@@ -223,7 +223,7 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
     async def events(request: Request) -> HTMLResponse:
         errors: list[str] = []
         filters = _event_filters(request.query_params, errors)
-        page = await asyncio.to_thread(sources.events_sync,
+        page = await asyncio.to_thread(sources.db.events_sync,
                                        asset_name=_text(request.query_params, "asset"),
                                        limit=50, **filters)
         return render(request, "events.html", {"events": page,
@@ -242,14 +242,14 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         if topic is not None:
             try:
                 page = await asyncio.to_thread(
-                    sources.dead_letters_sync, topic=topic, since=since,
+                    sources.dlq.dead_letters_sync, topic=topic, since=since,
                     watcher=_text(params, "watcher"), reason=_text(params, "reason"),
                     text=_text(params, "q"), limit=50, offset=offset)
             except NotFound as exc:
                 errors.append(str(exc))
-        stats = await asyncio.to_thread(sources.rejected_stats_sync)
+        stats = await asyncio.to_thread(sources.db.rejected_stats_sync)
         rejected = await asyncio.to_thread(
-            sources.rejected_sync, watcher=_text(params, "watcher"),
+            sources.db.rejected_sync, watcher=_text(params, "watcher"),
             reason=_text(params, "reason"), topic=None, limit=50,
             offset=rejected_offset)
         return render(request, "dead_letters.html", {
@@ -264,7 +264,7 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         dag_id, run_id, task_id = (_text(params, k) for k in ("dag_id", "run_id", "task_id"))
         if asset_name is not None:
             try:
-                context["entries"] = await asyncio.to_thread(sources.asset_state_sync,
+                context["entries"] = await asyncio.to_thread(sources.db.asset_state_sync,
                                                              asset_name)
                 context["scope"] = f"asset {asset_name}"
             except NotFound as exc:
@@ -272,12 +272,12 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         elif dag_id and run_id and task_id and params.get("map_index") is not None:
             index = page_int(params, "map_index")
             scope = TaskScope(dag_id, run_id, task_id, -1 if index is None else index)
-            context["entries"] = await asyncio.to_thread(sources.task_state_sync, scope)
+            context["entries"] = await asyncio.to_thread(sources.db.task_state_sync, scope)
             context["scope"] = f"task {scope.label()}"
         context["assets"] = await asyncio.to_thread(
-            sources.assets_sync, q=_text(params, "q"), active=None, limit=200, offset=0)
+            sources.db.assets_sync, q=_text(params, "q"), active=None, limit=200, offset=0)
         context["tasks"] = await asyncio.to_thread(
-            sources.task_scopes_sync, dag_id=dag_id, run_id=run_id, task_id=task_id,
+            sources.db.task_scopes_sync, dag_id=dag_id, run_id=run_id, task_id=task_id,
             limit=50, offset=page_int(params, "offset") or 0)
         return render(request, "state.html", context)
 
@@ -286,7 +286,7 @@ def build_pages(sources: Sources, settings: ConsoleSettings) -> APIRouter:
         params = request.query_params
         found = await sources.destinations()
         undelivered = await asyncio.to_thread(
-            sources.undelivered_sync, destination=_text(params, "destination"), limit=50,
+            sources.db.undelivered_sync, destination=_text(params, "destination"), limit=50,
             offset=page_int(params, "offset") or 0)
         return render(request, "destinations.html", {"destinations": found,
                                                      "undelivered": undelivered})

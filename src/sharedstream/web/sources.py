@@ -25,10 +25,10 @@ from sharedstream.ops.offsets import GroupPositions
 from sharedstream.statestore.store import StateStore
 from sharedstream.statestore.types import utcnow
 from sharedstream.triggerer.heartbeat import STALE_AFTER_S
-from sharedstream.web.caches import TtlCache
 from sharedstream.web.dbreads import DatabaseReads, NotFound, json_list
-from sharedstream.web.deadletters import DLQ_TTL_S, DeadLetterReads
+from sharedstream.web.deadletters import DeadLetterReads
 from sharedstream.web.history import LagHistory
+from sharedstream.web.kafkaview import KafkaReads
 from sharedstream.web.listing import folded, held_index, held_json, memo, public, watcher_index
 from sharedstream.web.live import (
     LiveGroup,
@@ -54,33 +54,34 @@ LIST_STALE_S = 5.0
 KAFKA_SAMPLE_MAX_AGE_S = 15.0
 
 
-class Sources(DatabaseReads, DeadLetterReads):
+class Sources:
     """The console's reads. One instance per app; safe to call from many threads.
 
-    Bigger than 25 methods: it is the one object every page and API route reads
-    through (one method per page's data: the database's in ``dbreads.py``, the dead
-    letters' in ``deadletters.py``, the live ones here), so each page's code names one
-    source and the caches (snapshot, lists, dead-letter tallies) are shared. Its parts
-    are mixed in by base classes; holding them as parts (``sources.db.assets``) is the
-    split still open from issue 44.
+    The live reads (the triggerers' ``/status`` joined with the records) are here; the
+    rest are its parts, each with its own caches: ``db`` (:class:`DatabaseReads`),
+    ``kafka`` (:class:`KafkaReads`, the groups' positions) and ``dlq``
+    (:class:`DeadLetterReads`). A page names the part it reads.
     """
 
     def __init__(self, settings: ConsoleSettings, store: StateStore,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.store = store
-        self.engine = store.engine
+        self.db = DatabaseReads(settings, store)
+        self.kafka = KafkaReads(settings)
+        self.dlq = DeadLetterReads(settings)
         self.clock = clock
         self.history = LagHistory(settings.history_seconds)
         self._snapshot: Snapshot | None = None
         self._snapshot_lock: asyncio.Lock | None = None
         self._snapshot_loop: asyncio.AbstractEventLoop | None = None
         self._list_refresh: asyncio.Task[None] | None = None
-        self._dlq_cache = TtlCache(DLQ_TTL_S, max_keys=32)
-        self._tallies = {}
-        self._start_kafka()
 
     # -- triggerers -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the broker clients once no request runs any more (at shutdown)."""
+        self.kafka.close()
 
     async def snapshot(self, *, max_age: float = SNAPSHOT_TTL_S) -> Snapshot:
         """The processes and their ``/status``, at most ``max_age`` seconds old; each fresh
@@ -120,7 +121,7 @@ class Sources(DatabaseReads, DeadLetterReads):
             await asyncio.to_thread(memo, fresh, name, build)
 
     def _rows_sync(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-        return self.process_rows_sync(), self.stream_groups_sync()
+        return self.db.process_rows_sync(), self.db.stream_groups_sync()
 
     async def _take_snapshot(self) -> Snapshot:
         now = utcnow()
@@ -152,8 +153,8 @@ class Sources(DatabaseReads, DeadLetterReads):
         for name in set(snapshot.recorded) | set(live):
             recorded = snapshot.recorded.get(name) or {}
             connection = recorded.get("connection")
-            self.refresh_positions(name, connection)
-            positions = self.last_positions(name, connection, KAFKA_SAMPLE_MAX_AGE_S)
+            self.kafka.refresh_positions(name, connection)
+            positions = self.kafka.last_positions(name, connection, KAFKA_SAMPLE_MAX_AGE_S)
             self._sample(snapshot.taken, name, recorded.get("topics") or [], live.get(name),
                          positions)
 
@@ -238,7 +239,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         live = self.live_groups(snapshot)
         names = sorted(set(recorded) | set(live))
         positions = await asyncio.gather(*(
-            self.positions(name, (recorded.get(name) or {}).get("connection"), fresh=False)
+            self.kafka.positions(name, (recorded.get(name) or {}).get("connection"), fresh=False)
             for name in names))
         return [self._group_summary(name, recorded.get(name), live.get(name), found)
                 for name, (found, _) in zip(names, positions, strict=True)]
@@ -249,7 +250,7 @@ class Sources(DatabaseReads, DeadLetterReads):
         live = self.live_groups(snapshot).get(name)
         if recorded is None and live is None:
             raise NotFound(f"no consumer group {name!r}")
-        positions, error = await self.positions(name, (recorded or {}).get("connection"),
+        positions, error = await self.kafka.positions(name, (recorded or {}).get("connection"),
                                                 fresh=True)
         summary = self._group_summary(name, recorded, live, positions)
         self._sample(self.clock(), name, summary["topics"], live, positions)
@@ -331,8 +332,8 @@ class Sources(DatabaseReads, DeadLetterReads):
         found = index.select(group, folded(q))
         page = [index.row(k) for k in found[offset:offset + limit]]
         names = sorted({w["name"] for w in page})
-        rejected = dict(await asyncio.to_thread(self._rejected_by_watcher_sync, names))
-        dead, unread = await asyncio.to_thread(self.dead_letter_watchers_sync)
+        rejected = dict(await asyncio.to_thread(self.db.rejected_by_watcher_sync, names))
+        dead, unread = await asyncio.to_thread(self.dlq.dead_letter_watchers_sync)
         error = "; ".join(unread) or None
         items = [{**w, "rejected": int(rejected.get(w["name"], 0)) + dead[w["name"]],
                   "rejected_error": error} for w in page]
@@ -359,7 +360,7 @@ class Sources(DatabaseReads, DeadLetterReads):
     async def destinations(self) -> list[dict[str, Any]]:
         snapshot = await self.snapshot()
         try:
-            found = await asyncio.to_thread(self.destinations_sync)
+            found = await asyncio.to_thread(self.db.destinations_sync)
         except Exception:
             found = {}
         for view in snapshot.processes:
