@@ -3,7 +3,8 @@
 Three pressures meet here, and only here:
 
 * the group's :meth:`~sharedstream.core.contract.SharedStreamProducer.pause` (its
-  ``max_in_flight`` messages in flight, or every watcher's queue full);
+  ``max_in_flight`` messages in flight, or a lagging watcher's full queue: the group's
+  one decision, :mod:`sharedstream.core.flowcontrol`);
 * the event loop not taking batches: ``max_queued`` batches handed over, not yet taken;
 * a partition's own bound, decided by the ledger (``max_in_flight`` messages read above
   its floor, or ``max_in_flight_bytes`` of unresolved payload).
@@ -33,7 +34,7 @@ from sharedstream.core.ledger import Key, PartitionLedger
 class PauseReason(enum.Enum):
     """Why a partition does not fetch (the ``/status`` field and the metric's label)."""
 
-    GROUP = "group_in_flight_or_queues_full"  # the group called pause()
+    GROUP = "group_in_flight_or_queues_full"  # the group called pause(): in flight, or lag
     LOOP_BACKLOG = "loop_backlog"  # max_queued batches handed over, not taken yet
     PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight above its floor
     BYTE_BOUND = "partition_byte_bound"  # max_in_flight_bytes unresolved

@@ -32,6 +32,9 @@ class GroupCounters:
     acked: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
+    # Times each watcher's queue reached ``subscriber_queue_size`` and paused fetching: its
+    # lag (core/flowcontrol.py), never counted as a failure.
+    lagged: Counter[str] = field(default_factory=Counter)
 
     def outcomes(self, watcher: str) -> dict[str, int]:
         """``{"acked": n, "failed": n, "rejected": n}`` of one watcher."""

@@ -9,7 +9,9 @@ watchers it names. With matches (issue 42) the batch is *routed*
 watcher with one only what its match takes (a :class:`~sharedstream.core.shares.Share`
 of a counted slice, or its own list of entries), and a message nobody wants settles at
 once. Either way the cost is one call per receiving watcher per batch and, per message,
-its admission and (routed) its lookup: nothing per message scans every watcher.
+its admission and (routed) its lookup: nothing per message scans every watcher. Every
+present watcher gets every message it is due, however full its queue: a watcher that
+lags pauses the flow (:mod:`sharedstream.core.flowcontrol`), it is never failed for it.
 
 :class:`Fanout` is a base of :class:`~sharedstream.core.group.Group`, which sets the
 fields it declares; the group methods it calls back into are declared here as
@@ -22,6 +24,7 @@ Failure window: none of its own; what it hands out lives in the ledger.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 from sharedstream import tracing
@@ -32,7 +35,7 @@ from sharedstream.core.ledger import Entry, Ledger, Slice
 from sharedstream.core.routes import Routes
 from sharedstream.core.routing import RoutingIndex
 from sharedstream.core.stream import SharedStream
-from sharedstream.core.streamconfig import ABSENT, HELD_BEFORE, QUEUE_FULL, ManagerSettings
+from sharedstream.core.streamconfig import ABSENT, HELD_BEFORE, ManagerSettings
 
 NOT_IN_COHORT = "not in the cohort"
 
@@ -56,7 +59,7 @@ class Fanout:
     # The group's own methods the fan-out calls back into.
     _members: Callable[[], list[SharedStream]]
     _schedule_publish: Callable[[], None]
-    _check_pause: Callable[..., None]
+    _check_pause: Callable[[Iterable[SharedStream]], None]
     _resolved: Callable[[Entry], None]
     _settle_slice: Callable[[Slice], None]
     owe: Callable[[Entry, Iterable[str]], None]
@@ -67,10 +70,7 @@ class Fanout:
         if index is not None:
             self._route(items, index)
             return
-        present, overflow = self._room(self._present)
-        absent = self._absent
-        if overflow is not None:
-            absent = {**(absent or {}), **overflow}
+        present, absent = self._present, self._absent
         # A slice stays counted (no entry per message) when every watcher it goes to
         # takes batches and none is missing: anything else needs per-message records.
         counted = bool(present) and absent is None and tracing.tracer is None and all(
@@ -95,9 +95,9 @@ class Fanout:
                 self.counters.received += len(entries)
                 self.in_flight += len(entries)
                 self._broadcast_entries(entries, present, absent)
+        self._check_pause(present)  # before waking: it tells the busy from the waiting
         for stream in present:
             stream.wake()
-        self._check_pause()
 
     def _broadcast_entries(self, entries: list[Entry], present: list[SharedStream],
                            absent: dict[str, str] | None) -> None:
@@ -142,10 +142,7 @@ class Fanout:
         one share per watcher routed something and one count each, nothing per message
         but its lookup. Otherwise entries, each addressed to its own watchers.
         """
-        everyone, overflow = self._room(self._everyone)
-        absent = self._absent
-        if overflow is not None:
-            absent = {**(absent or {}), **overflow}
+        everyone, absent = self._everyone, self._absent
         counted = absent is None and tracing.tracer is None and self._all_batch
         slices = self.ledger.admit(items, self.producer.size, counted)
         self._schedule_publish()
@@ -161,11 +158,11 @@ class Fanout:
                 self.counters.received += len(entries)
                 self.in_flight += len(entries)
                 self._route_entries(entries, index, everyone, absent, woken)
+        self._check_pause(chain(everyone, woken))  # before waking, as in _broadcast
         for stream in everyone:
             stream.wake()
         for stream in woken:
             stream.offered()  # a batch runner waiting for them handles them now
-        self._check_pause(woken)
 
     def _route_counted(self, run: Slice, index: RoutingIndex, everyone: list[SharedStream],
                        woken: list[SharedStream]) -> None:
@@ -282,31 +279,6 @@ class Fanout:
     def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
         for stream in present:
             stream.offer(chunk)
-
-    def _room(self, present: list[SharedStream]
-              ) -> tuple[list[SharedStream], dict[str, str] | None]:
-        """Of ``present`` (the streams taking everything), those that take this batch, and
-        the watchers failed for it (queue full).
-
-        A watcher whose queue is full *and* a whole queue behind its fastest sibling is
-        lagging: it is failed for the new messages (held for it, no attempt used) so its
-        siblings keep their pace; the in-flight bound still caps how far they run ahead.
-        Measuring against the fastest sibling, not just the bound, keeps watchers of equal
-        speed from failing each other: under load their queues sit near the bound and
-        differ by scheduling jitter (a stream yields the loop every ``HANDOUT_RUN``
-        messages), which must not turn into holds and redeliveries. When every queue is
-        full the whole group is simply slow: the batch goes in (bounds are soft) and
-        fetching pauses. A watcher with a match is never failed so: what it is routed is
-        a part of the flow, and the in-flight bound caps it.
-        """
-        if len(present) < 2:
-            return present, None
-        lengths = [s.queued for s in present]
-        bound = self.settings.subscriber_queue_size + min(lengths)
-        if max(lengths) < bound:
-            return present, None
-        return ([s for s, n in zip(present, lengths, strict=True) if n < bound],
-                {s.name: QUEUE_FULL for s, n in zip(present, lengths, strict=True) if n >= bound})
 
     def _deliver(self, entry: Entry, targets: frozenset[str],
                  failed: dict[str, str] | None = None) -> None:

@@ -15,7 +15,9 @@ delivery round settles it at once:
 
 Every ``commit_interval`` the group hands the adapter the commit targets of the
 partitions that changed. Held entries count towards ``max_in_flight``: an absent
-watcher lets its siblings run ahead by at most that many messages.
+watcher lets its siblings run ahead by at most that many messages. When fetching pauses
+and resumes is :mod:`sharedstream.core.flowcontrol`'s one decision; a slow watcher's
+full queue pauses it (lag), it never fails the watcher.
 
 Its lifecycle and flow control are :mod:`sharedstream.core.groupstate`'s enums; what
 a watcher's outcome does to an entry (ack, reject, fail, hold, redeliver, dead letter)
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.contract import (
@@ -46,6 +48,7 @@ from sharedstream.core.contract import (
 )
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.fanout import Fanout
+from sharedstream.core.flowcontrol import FlowControl, Pause
 from sharedstream.core.groupstate import (
     CLOSING,
     FAILED,
@@ -105,8 +108,6 @@ class Group(Fanout, Resolution):
         # The first subscriber: later ones must agree with its shared_stream_arguments().
         self.founder = founder
         self.settings = settings
-        # A paused group resumes once every queue is at or below this mark.
-        self.low_queue = settings.subscriber_queue_size // 2
         self.clock = clock
         self.sink = sink
         self._evict = evict
@@ -120,6 +121,12 @@ class Group(Fanout, Resolution):
         # ``flow is not FLOWING``, kept by _set_flow: each stream reads it per hand-out.
         self.paused = False
         self.failure: BaseException | None = None  # why it failed (state FAILED)
+        self.counters = GroupCounters()
+        # The one flow decision (core.flowcontrol); streams read ``low_queue`` on hand-out.
+        self.flow_control = FlowControl(settings.max_in_flight,
+                                        settings.subscriber_queue_size, self.counters.lagged)
+        self.low_queue = self.flow_control.low_queue
+        self.pause_reason: Pause | None = None  # why the group is PAUSED
         self._present: list[SharedStream] = []
         self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
         # Routing (core.routes): the watchers' matches, the index, who takes everything.
@@ -128,9 +135,6 @@ class Group(Fanout, Resolution):
         self._everyone: list[SharedStream] = []
         self._all_batch = False
         self._membership_stale = True
-        # The watchers with a match whose full queues paused the group (maybe_resume).
-        self._paused_by: list[SharedStream] = []
-        self.counters = GroupCounters()
         self._to_submit: list[Window] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._redeliveries: set[TimerHandle] = set()
@@ -169,6 +173,8 @@ class Group(Fanout, Resolution):
         stream = self.streams.pop(name)
         self._membership_stale = True
         stream.detach(fail_pending)
+        self.flow_control.left(name)
+        self.maybe_resume()
 
     def _members(self) -> list[SharedStream]:
         """The present streams, brought up to date after watchers came or went: once per
@@ -253,22 +259,13 @@ class Group(Fanout, Resolution):
 
     # -- flow control ------------------------------------------------------------------
 
-    def _check_pause(self, routed: Sequence[SharedStream] = ()) -> None:
-        """Pause at the in-flight bound, or when every watcher's queue is full: in a routed
-        group, every watcher taking everything and every watcher the batch was ``routed``
-        to (O(watchers handed something), not O(watchers)). Such a pause lifts once in
-        flight is at most half its bound and a queue drained to half (``maybe_resume``):
-        paused at the in-flight bound alone, one partition carrying all the traffic would
-        reach its own bound first, and every such bound costs a seek back and a re-fetch."""
-        if self.paused:
-            return
-        limit = self.settings.subscriber_queue_size
-        self._members()
-        everyone = self._everyone
-        if self.in_flight >= self.settings.max_in_flight or ((everyone or routed) and all(
-                s.queued >= limit for s in everyone) and all(
-                s.queued >= limit for s in routed)):
-            self._paused_by = list(routed)
+    def _check_pause(self, handed: Iterable[SharedStream]) -> None:
+        """A batch went to ``handed`` (the watchers given something): pause if the flow
+        control says so (:mod:`sharedstream.core.flowcontrol`: the in-flight bound, or a
+        watcher's full queue, which is its lag, never its failure)."""
+        reason = self.flow_control.handed(self.in_flight, handed)
+        if reason is not None and not self.paused:
+            self.pause_reason = reason
             self._set_flow(PAUSED)
             self.producer.pause()
 
@@ -279,22 +276,17 @@ class Group(Fanout, Resolution):
         if flow is QUIESCED:
             return
         self._set_flow(QUIESCED)
+        self.pause_reason = None
         if flow is FLOWING:
             self.producer.pause()
 
     def maybe_resume(self) -> None:
-        """Resume once in-flight fell to half its bound and some queue to half of its own
-        (a watcher that stays full is not waited for: new messages are held for it): of
-        the watchers taking everything, and of those the pausing batch was routed to."""
+        """Resume when the flow control allows it (in flight down to half its bound, and
+        every lagging watcher's queue to half of its own)."""
         if self.flow is not PAUSED or self.state is not POLLING:
             return
-        low_queue = self.low_queue
-        self._members()
-        everyone, routed = self._everyone, self._paused_by
-        if self.in_flight <= self.settings.max_in_flight // 2 and (not everyone or any(
-                s.queued <= low_queue for s in everyone)) and (not routed or any(
-                s.queued <= low_queue for s in routed)):
-            self._paused_by = []
+        if self.flow_control.may_resume(self.in_flight):
+            self.pause_reason = None
             self._set_flow(FLOWING)
             self.producer.resume()
 

@@ -14,8 +14,9 @@ CLOSING and FAILED are final (the adapter's close task says when it is closed).
 
 Flow control, while polling (:class:`Flow`)::
 
-    FLOWING -> PAUSED     max_in_flight reached, or every watcher's queue full
-    PAUSED  -> FLOWING    in flight down to half its bound and some queue to half
+    FLOWING -> PAUSED     max_in_flight reached, or a watcher lags (its queue full)
+    PAUSED  -> FLOWING    in flight down to half its bound and every lagging queue to
+                          half (core/flowcontrol.py decides both moves)
     FLOWING -> QUIESCED   quiesce() (shutdown): nothing new is fetched again
     PAUSED  -> QUIESCED
 

@@ -1,7 +1,7 @@
 """Holds that must survive a crash: which watcher has not durably handled which offset.
 
-Why. A watcher that fails a message (its filter raised, it timed out, it was missing or
-lagging) or rejects one (its dead letter not yet acknowledged) moves on to the next
+Why. A watcher that fails a message (its filter raised, it timed out, it was
+missing) or rejects one (its dead letter not yet acknowledged) moves on to the next
 messages of the partition; their units of work may advance its watermark. If the
 process dies then, the broker hands the held message out again from the committed
 offset, and without a record of the hold it looks like a crash redelivery: a copy of a

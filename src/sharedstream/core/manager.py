@@ -56,6 +56,10 @@ class GroupStatus:
     counters: GroupCounters
     # What each watcher with a match wants (the others take every message).
     matches: Mapping[str, Any] = field(default_factory=dict)
+    # Why fetching is paused ("in_flight" or "lag"; None: it flows, or shuts down).
+    paused_because: str | None = None
+    # The watchers whose full queues hold the flow back now (lag), with their queues.
+    lagging: Mapping[str, int] = field(default_factory=dict)
 
 
 class SharedStreamManager:
@@ -200,7 +204,9 @@ class SharedStreamManager:
                             present=frozenset(g.streams), polling=g.state is POLLING,
                             paused=g.paused, in_flight=g.in_flight,
                             queued=sum(s.queued for s in g.streams.values()),
-                            counters=g.counters, matches=dict(g.routes.matches))
+                            counters=g.counters, matches=dict(g.routes.matches),
+                            paused_because=None if g.pause_reason is None
+                            else g.pause_reason.value, lagging=g.flow_control.lagging)
                 for g in self._groups.values()]
 
     def snapshots(self) -> list[tuple[GroupStatus, GroupSnapshot]]:

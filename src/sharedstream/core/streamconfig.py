@@ -17,7 +17,6 @@ from sharedstream.core.backoff import exponential
 
 # Why a watcher is failed for a message it was never handed.
 ABSENT = "absent"
-QUEUE_FULL = "queue full"
 # Owed before the partition came to this consumer (a crash, a rebalance): core.holds.
 HELD_BEFORE = "held before the restart"
 
@@ -26,9 +25,11 @@ HELD_BEFORE = "held before the restart"
 class ManagerSettings:
     """``[triggerer]`` knobs the manager uses (seconds for durations).
 
-    * ``subscriber_queue_size``: messages queued per watcher before fetching pauses.
-    * ``max_in_flight``: messages per group broadcast and not yet fully resolved,
+    * ``subscriber_queue_size``: messages queued per watcher; a watcher whose queue
+      reaches it is lagging and fetching pauses (never fails it: core/flowcontrol.py).
+    * ``max_in_flight``: messages per group handed out and not yet fully resolved,
       plus messages held for a watcher; at the bound fetching pauses (never fails anyone).
+      Also each partition's bound: messages read above its floor.
     * ``ack_timeout``: how long a watcher's filter may stay on one message, from receipt,
       not counting time it waits on infrastructure (its state reads: see ``stream``).
     * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.

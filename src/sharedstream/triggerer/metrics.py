@@ -79,6 +79,15 @@ GROUP_OUTCOMES = MetricSpec("group_outcomes", "counter",
                             "Outcomes summed over the group's watchers (acked, failed, "
                             "rejected), and messages no watcher's match took (unrouted).",
                             ("group", "outcome"))
+WATCHER_LAG = MetricSpec("watcher_lag_messages", "gauge",
+                         "Messages queued for a watcher whose full queue holds the group's "
+                         "fetching paused now (subscriber_queue_size): its lag, never a "
+                         "failure.", ("group", "watcher"))
+LAG_PAUSES = MetricSpec("watcher_lag_pauses", "counter",
+                        "Times a watcher's queue filled (subscriber_queue_size) while its "
+                        "filter was busy, pausing the group's fetching: lag episodes. Every "
+                        "watcher that lagged in a group of at most 100, else the 20 that "
+                        "lagged most.", ("group", "watcher"))
 UNROUTED = "unrouted"
 # Per-watcher series: every watcher up to this many in a group, else the top few.
 PER_WATCHER_ALL = 100
@@ -173,8 +182,9 @@ LOOP_BLOCKED_SECONDS = MetricSpec("event_loop_blocked_seconds", "counter",
 
 CATALOG: tuple[MetricSpec, ...] = (
     GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
-    GROUP_OUTCOMES, BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED,
-    FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values(),
+    GROUP_OUTCOMES, WATCHER_LAG, LAG_PAUSES, BROKER_READY, ASSIGNED, HELD, PARTITION_LAG,
+    COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE,
+    *KAFKA_COUNTERS.values(),
     DATABASE_HEALTHY,
     UOW_QUEUED, UOW_LATENCY,
     UOW_BATCHES, EVENTS_PERSISTED, UOW_CONFIRMED, UOW_REJECTED, UOW_FAILURES, UOW_PERMANENT,
@@ -202,6 +212,16 @@ def watcher_outcomes(cohort: Iterable[str], counters: GroupCounters
     return totals, sorted(troubled[:PER_WATCHER_TOP])
 
 
+def lag_episodes(counters: GroupCounters) -> list[tuple[str, int]]:
+    """The watchers that lagged and how often, as ``watcher_outcomes`` bounds its series:
+    all of at most ``PER_WATCHER_ALL``, else the ``PER_WATCHER_TOP`` that lagged most.
+    O(watchers that lagged) per scrape."""
+    lagged = sorted(counters.lagged.items())
+    if len(lagged) <= PER_WATCHER_ALL:
+        return lagged
+    return sorted(sorted(lagged, key=lambda w: (-w[1], w[0]))[:PER_WATCHER_TOP])
+
+
 class TriggererCollector(Collector):
     """Collects group, producer and unit-of-work figures of one triggerer."""
 
@@ -213,9 +233,9 @@ class TriggererCollector(Collector):
         names = {g.key: g.consumer_group for g in triggerer.plan.groups}
         families = {spec: spec.family() for spec in (
             GROUP_POLLING, GROUP_PAUSED, IN_FLIGHT, QUEUED, RECEIVED, REDELIVERED, OUTCOMES,
-            GROUP_OUTCOMES, BROKER_READY, ASSIGNED, HELD, PARTITION_LAG, COMMIT_LAG,
-            PARTITION_PAUSED, FLOOR_DISTANCE, OPEN_BYTES, AT_BOUND, PAUSED_BECAUSE,
-            *KAFKA_COUNTERS.values())}
+            GROUP_OUTCOMES, WATCHER_LAG, LAG_PAUSES, BROKER_READY, ASSIGNED, HELD,
+            PARTITION_LAG, COMMIT_LAG, PARTITION_PAUSED, FLOOR_DISTANCE, OPEN_BYTES,
+            AT_BOUND, PAUSED_BECAUSE, *KAFKA_COUNTERS.values())}
 
         def add(spec: MetricSpec, labels: list[str], value: float) -> None:
             families[spec].add_metric(labels, value)
@@ -235,6 +255,10 @@ class TriggererCollector(Collector):
             for watcher, outcomes in shown:
                 for outcome, value in outcomes.items():
                     add(OUTCOMES, [name, watcher, outcome], float(value))
+            for watcher, queued in status.lagging.items():
+                add(WATCHER_LAG, [name, watcher], float(queued))
+            for watcher, times in lag_episodes(counters):
+                add(LAG_PAUSES, [name, watcher], float(times))
             producer = status.producer
             health = producer.health()
             add(BROKER_READY, [name], float(health.ready))

@@ -60,6 +60,7 @@ def status_document(triggerer: TriggererView) -> dict[str, Any]:
                 "why": WAITING},
             "cohort": sorted(status.cohort), "present": sorted(status.present),
             "polling": status.polling, "paused": status.paused,
+            "paused_because": status.paused_because, "lagging": dict(status.lagging),
             "in_flight": status.in_flight, "queued": status.queued,
             "received": status.counters.received, "redelivered": status.counters.redelivered,
             "unrouted": status.counters.unrouted, "matches": dict(status.matches),

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from manager_fakes import FakeTrigger, Harness, one_event, settle
 
+from sharedstream.core.flowcontrol import Pause
 from sharedstream.core.ledger import State
 from sharedstream.core.stream import HANDOUT_RUN
 from sharedstream.core.window import current_window
@@ -209,14 +210,23 @@ async def test_a_full_subscriber_queue_pauses_fetching() -> None:
     await settle()
     h.producer.feed(("p", 0), ("p", 1), ("p", 2))  # p:0 handed out, two queued
     await settle()
-    assert h.producer.paused
+    # Handed while its filter waited: the watcher takes the batch at its next step.
+    assert not h.producer.paused
+    h.producer.feed(("p", 3))  # its filter is busy and its queue full: it lags
+    await settle()
+    assert h.producer.paused and h.group.pause_reason is Pause.LAG
+    assert h.group.flow_control.lagging == {"a": 3}
     gate.set()
     await settle()
-    assert not h.producer.paused
+    assert not h.producer.paused and h.group.flow_control.lagging == {}
+    assert h.group.counters.lagged == {"a": 1}
     await h.stop()
 
 
-async def test_a_lagging_watchers_full_queue_fails_only_it_and_siblings_keep_going() -> None:
+async def test_a_lagging_watcher_pauses_its_siblings_and_is_never_failed() -> None:
+    """A slow watcher is lag (issue 42): its full queue pauses fetching for the group, its
+    sibling runs ahead by at most that queue, and none of its messages is failed, held or
+    handed out again for it."""
     gate = asyncio.Event()
 
     async def slow(message: str) -> list[Any]:
@@ -232,21 +242,18 @@ async def test_a_lagging_watchers_full_queue_fails_only_it_and_siblings_keep_goi
     await settle()
     h.producer.feed(("p", 3), ("p", 4))  # slow's queue is full, fast's is empty
     await settle()
-    assert not h.producer.paused, "one lagging watcher does not pause its siblings"
+    assert h.producer.paused and h.group.pause_reason is Pause.LAG
+    assert h.group.flow_control.lagging == {"slow": 4}
     assert h.triggers["fast"].seen == ["p:0", "p:1", "p:2", "p:3", "p:4"]
     gate.set()
     await settle()
-    held = h.outcome(("p", 3))
-    assert held.failed == {"slow"} and held.acked == {"fast"}
-    assert h.outcome(("p", 4)).failed == {"slow"}
-    assert h.publish() == {"p": 3}  # the held message is the floor
-    h.clock.advance(1.0)  # the first backoff: handed out again
-    await settle()
-    # Redelivered to the slow watcher only, and not counted as attempts (max_attempts=1).
-    assert h.outcome(("p", 3)).is_clean
-    assert h.outcome(("p", 4)).acked == {"slow", "fast"}
+    assert not h.producer.paused
+    assert all(h.outcome(("p", i)).is_clean for i in range(5))
     assert h.publish() == {"p": 5}
-    assert h.triggers["fast"].seen.count("p:3") == 1
+    counters = h.group.counters
+    assert (counters.redelivered, dict(counters.failed)) == (0, {})
+    assert counters.lagged == {"slow": 1}
+    assert h.triggers["slow"].seen == ["p:0", "p:1", "p:2", "p:3", "p:4"]
     await h.stop()
 
 

@@ -1,0 +1,109 @@
+"""A slow watcher is lag, never a failure (issue 42, "one flow control"), on the real
+broker and real PostgreSQL.
+
+A per-message watcher that takes a few milliseconds per message shares one consumer with
+a batch watcher that keeps up easily. The slow watcher's queue fills: that must pause
+fetching (the flow waits for it, within the queue bound) and show as its lag, never as a
+failure, a hold or a redelivery of its messages. A new user once saw 3,993 redeliveries
+and a "failed" count on such a watcher, and alerts that fired for nothing.
+
+So that the slow watcher is certainly busy when messages reach it (a watcher waiting for
+messages takes a large batch at its next step: not lag), it stops on its first message
+until more messages reached it: half the messages are produced first, the rest once the
+batch watcher has all of the first half, and the gate opens once it has some of the rest.
+
+Checked by identity: when the commits reach the end of every partition, both watchers
+already have exactly one event per message in the database (commits follow the
+persistence of every watcher); the group counted no failure and no redelivery, and the
+slow watcher, alone, is counted as lagging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from typing import Any
+
+from kafka_triggerer import QUICK_RETRIES, running_group
+from sqlalchemy import select
+from test_kafka_shared_stream import produce, until
+
+from sharedstream import MessageBatch
+from sharedstream.core.message import KafkaMessage
+from sharedstream.statestore import StateStore
+from sharedstream.statestore.models import asset_event
+from sharedstream.triggers.base import TriggerEvent
+from sharedstream.triggers.kafka import KafkaSharedStreamTrigger
+
+MESSAGES = 600
+PARTITIONS = 3
+QUEUE = 32  # small, so the slow watcher's queue fills many times over
+
+
+class SlowEach(KafkaSharedStreamTrigger):
+    """One event per message, a couple of milliseconds each: far slower than its sibling.
+    It waits for ``gate`` on its first message."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = asyncio.Event()
+
+    async def filter_shared_stream(self, stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        message: KafkaMessage
+        async for message in stream:
+            await self.gate.wait()
+            await asyncio.sleep(0.002)
+            yield TriggerEvent({"partition": message.partition, "offset": message.offset})
+
+
+class FastBatch(KafkaSharedStreamTrigger):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seen = 0
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        msg: KafkaMessage
+        self.seen += len(batch)
+        for msg in batch:
+            batch.emit(msg, TriggerEvent({"partition": msg.partition, "offset": msg.offset}))
+
+
+async def test_a_slow_watcher_beside_a_batch_sibling_lags_and_is_never_failed(
+    kafka_bootstrap: str, create_topic: Callable[..., str], postgres_store: StateStore
+) -> None:
+    topic = create_topic("lag", partitions=PARTITIONS)
+    produce(kafka_bootstrap, topic, MESSAGES // 2, partitions=PARTITIONS)
+    store = postgres_store
+    ends = [len(range(p, MESSAGES, PARTITIONS)) for p in range(PARTITIONS)]
+    slow = SlowEach(topics=[topic], kafka_config_id="k")
+    fast = FastBatch(topics=[topic], kafka_config_id="k")
+    triggers: dict[str, KafkaSharedStreamTrigger] = {"slow": slow, "batch": fast}
+    async with running_group(
+            kafka_bootstrap, store, f"lag-{uuid.uuid4().hex[:8]}", triggers,
+            settings=replace(QUICK_RETRIES, subscriber_queue_size=QUEUE)) as running:
+        await until(lambda: fast.seen >= MESSAGES // 2)  # slow: on its first, the rest queued
+        # The same messages again (ids MESSAGES // 2 on, same partitions), while slow is busy.
+        produce(kafka_bootstrap, topic, MESSAGES // 2, partitions=PARTITIONS)
+        # Some of them handed out: to the slow watcher too, busy on its first message.
+        await until(lambda: fast.seen > MESSAGES // 2)
+        slow.gate.set()
+        await running.until_committed(topic, ends, within=120)
+        # Committed to the end: every watcher's events of every message are persisted.
+        e = asset_event.c
+        with store.engine.connect() as conn:
+            events = [tuple(row) for row in conn.execute(select(e.watcher, e.partition,
+                                                                e.offset))]
+        [status] = running.manager.status()
+
+    every = sorted((p, o) for p in range(PARTITIONS) for o in range(ends[p]))
+    for watcher in ("slow", "batch"):
+        assert sorted((p, o) for w, p, o in events if w == watcher) == every, watcher
+    counters = status.counters
+    assert counters.redelivered == 0, "a lagging watcher's messages were redelivered"
+    assert dict(counters.failed) == {}, "a lagging watcher was counted as failed"
+    assert counters.outcomes("slow") == {"acked": MESSAGES, "failed": 0, "rejected": 0}
+    assert counters.lagged["slow"] > 0, "the slow watcher's lag paused nothing"
+    assert counters.lagged["batch"] == 0
