@@ -91,15 +91,17 @@ class TakeOwner(Protocol):
     def maybe_resume(self) -> None: ...
 
 
-class ChunkQueue:
-    """The chunks queued for one watcher and its hand-out counts (plain fields: the
-    per-message hand-out reads and moves them inline, a call per message costing more)."""
+class ChunkQueue(deque[Chunk]):
+    """The chunks queued for one watcher, and its hand-out counts.
 
-    __slots__ = ("chunks", "handed", "pos", "queued", "run", "stale")
+    A deque of the chunks itself, with plain fields: the per-message hand-out walks the
+    head and moves the counts inline, from one object (a call, or a second object to
+    load, per message costs more). The head chunk is handed out from ``pos``."""
+
+    __slots__ = ("handed", "pos", "queued", "run", "stale")
 
     def __init__(self) -> None:
-        self.chunks: deque[Chunk] = deque()
-        """Chunks queued; the head chunk is handed out from ``pos``."""
+        super().__init__()
         self.pos = 0
         self.queued = 0
         """Messages queued and not handed out yet."""
@@ -112,22 +114,23 @@ class ChunkQueue:
 
     def offer(self, entries: Chunk) -> None:
         """Queue one chunk (shared with the sibling watchers: never changed)."""
-        self.chunks.append(entries)
+        self.append(entries)
         self.queued += len(entries)
 
     def dropped(self) -> None:
         """The group dropped entries: check each taken one until the queue has emptied."""
-        if self.chunks:
+        if self:
             self.stale = True
 
     def owed(self, group: TakeOwner) -> list[Entry]:
         """The entries queued and not handed out yet (counted slices itemised)."""
-        return [entry for i, chunk in enumerate(self.chunks)
+        return [entry for i, chunk in enumerate(self)
                 for entries in [chunk if isinstance(chunk, list) else group.itemise(chunk)]
                 for entry in (entries[self.pos:] if i == 0 else entries)]
 
     def clear(self) -> None:
-        self.chunks.clear()
+        """Drop every chunk, and the counts of what was queued."""
+        super().clear()
         self.pos = self.queued = 0
         self.stale = False
 
@@ -135,14 +138,11 @@ class ChunkQueue:
         """Pop up to ``limit`` pending messages for a batch (maybe none: what was popped
         had been dropped). The usual hand-over, one share queued and taken whole, skips
         the general walk."""
-        chunks = self.chunks
-        head = chunks[0] if len(chunks) == 1 and not self.pos else None
+        head = self[0] if len(self) == 1 and not self.pos else None
         out: list[Entry] | Pieces
         if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
                 head.run.state is PENDING):
-            chunks.clear()
-            self.queued = 0
-            self.stale = False
+            self.clear()
             out = Pieces([Piece(head, 0, head.n)])
         else:
             out = self._cut_queued(limit)
@@ -155,7 +155,7 @@ class ChunkQueue:
     def _cut_queued(self, limit: int) -> list[Entry] | Pieces:
         """Pop up to ``limit`` pending entries, whole chunks where they fit, or the
         counted slices at the head."""
-        queue = self.chunks
+        queue = self
         out: list[Entry] = []
         pieces: list[Piece] = []
         room = limit
@@ -248,15 +248,14 @@ class BatchTaker:
         iteration does. Returns empty when :meth:`interrupt` woke it.
         """
         queue = self._queue
-        chunks = queue.chunks
-        if queue.run >= HANDOUT_RUN and chunks:
+        if queue.run >= HANDOUT_RUN and queue:
             queue.run = 0
             await asyncio.sleep(0)
         while True:
             out = self.take_now(limit)
             if out:
                 return out
-            if not chunks:  # else only dropped entries were at its head: look again
+            if not queue:  # else only dropped entries were at its head: look again
                 self._ran_dry()
                 await self._wait()
                 if self._interrupted:  # woken for the runner's own work: nothing taken

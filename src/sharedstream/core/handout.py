@@ -119,21 +119,20 @@ class MessageHandout:
                 self._window = None
                 self._close_window(window)
         queue = self._queue
-        chunks = queue.chunks
-        if queue.run >= HANDOUT_RUN and chunks:
+        if queue.run >= HANDOUT_RUN and queue:
             queue.run = 0
             self.flush_acks()
             await asyncio.sleep(0)
         while True:
-            while chunks:
-                chunk = chunks[0]  # the next entry of the head chunk, inline: per message
+            while queue:
+                chunk = queue[0]  # the next entry of the head chunk, inline: per message
                 if not isinstance(chunk, list):  # counted: a batch stream's (not met here)
-                    chunk = chunks[0] = self._group.itemise(chunk)
+                    chunk = queue[0] = self._group.itemise(chunk)
                 pos = queue.pos
                 entry = chunk[pos]
                 pos += 1
                 if pos == len(chunk):
-                    chunks.popleft()
+                    queue.popleft()
                     pos = 0
                 queue.pos = pos
                 queue.queued -= 1
@@ -152,7 +151,7 @@ class MessageHandout:
                     group = self._group
                     # Only where this queue crosses the resume mark (or empties):
                     # checking every stream on every message costs O(watchers).
-                    if group.paused and (queue.queued == group.low_queue or not chunks):
+                    if group.paused and (queue.queued == group.low_queue or not queue):
                         self.flush_acks()  # what resumes counts what is in flight
                         group.maybe_resume()
                     return entry.raw

@@ -69,9 +69,9 @@ class SharedStream:
     :meth:`group_failed` end it. The runner's side: :attr:`handed` (progress),
     :attr:`on_stuck` (told of an ack timeout) and :attr:`closed`.
 
-    Over 25 methods: a facade. Its 26 public names are the contract (see the module
-    docstring); 13 are one-line delegations to its parts, the rest its own lifecycle,
-    wait and wake.
+    Over 25 methods (32): a facade. Its 26 public names are a contract (see the module
+    docstring), 18 of them one-line delegations to its parts; the rest is its own
+    lifecycle, its wait for more messages and its wake.
     """
 
     __slots__ = ("_failure", "_group", "_handout", "_queue", "_state", "_taker", "_waiter",

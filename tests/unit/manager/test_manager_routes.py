@@ -286,7 +286,7 @@ async def test_queues_hold_shares_not_the_whole_slice() -> None:
     await settle()
     feed(h, "0", "1", "1", "1", start=3)
     await settle()
-    queued = {name: list(stream._queue.chunks) for name, stream in h.group.streams.items()}
+    queued = {name: list(stream._queue) for name, stream in h.group.streams.items()}
     assert all(isinstance(chunk, Share) for chunks in queued.values() for chunk in chunks)
     assert [len(c) for c in queued["w1"]] == [3] and [len(c) for c in queued["w0"]] == [1]
     gate.set()
