@@ -25,7 +25,7 @@ partition is sought back to them on resume.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sharedstream.core.ledger import Key, PartitionLedger
@@ -47,6 +47,26 @@ def bound_reason(ledger: PartitionLedger, bytes_bound: int) -> PauseReason:
         else PauseReason.PARTITION_BOUND
 
 
+@dataclass(frozen=True, slots=True)
+class Pauses:
+    """What does not fetch, and why: the one representation ``/status``, ``/metrics``
+    and health read (published whole by the adapter, never edited in place)."""
+
+    # Every owned partition that does not fetch, with its reason (its own bound first:
+    # it outlasts the assignment's pause).
+    partitions: Mapping[Key, PauseReason]
+    # Why the whole assignment fetches nothing new, paused at the broker or held back
+    # without pausing (None: it fetches).
+    held: PauseReason | None = None
+
+    @property
+    def holding(self) -> bool:
+        return self.held is not None
+
+
+FETCHING = Pauses({})
+
+
 @dataclass(slots=True)
 class Backpressure:
     """The consumer thread's pause state and its decision (see module docstring)."""
@@ -55,8 +75,9 @@ class Backpressure:
     pause_after: float
     # Why the whole assignment is paused at the broker (None: it is not).
     assignment: PauseReason | None = None
-    # Since when the thread holds back without pausing (None: it does not).
+    # Since when the thread holds back without pausing (None: it does not), and why.
     blocked_since: float | None = None
+    blocked_for: PauseReason | None = None
     bounded: dict[Key, PauseReason] = field(default_factory=dict)
 
     def pressure(self, group_paused: bool, queued: int) -> PauseReason | None:
@@ -70,7 +91,7 @@ class Backpressure:
         """``(hold, assignment)``: whether this turn must skip ``consume()`` and wait for
         room, and why the assignment should be paused (None: resumed). The caller applies
         a change of the paused state and then calls :meth:`applied`."""
-        reason = self.pressure(group_paused, queued)
+        reason = self.blocked_for = self.pressure(group_paused, queued)
         if reason is None:
             self.blocked_since = None
             return False, None
@@ -84,9 +105,9 @@ class Backpressure:
         self.assignment = assignment
 
     @property
-    def holding(self) -> bool:
-        """Paused at the broker, or holding back: fetching nothing new for the group."""
-        return self.assignment is not None or self.blocked_since is not None
+    def held(self) -> PauseReason | None:
+        """Why the assignment fetches nothing new: paused at the broker, or held back."""
+        return self.assignment if self.assignment is not None else self.blocked_for
 
     def bound(self, key: Key, reason: PauseReason) -> None:
         self.bounded[key] = reason
@@ -98,12 +119,12 @@ class Backpressure:
         """Of ``keys``, those a resumed assignment fetches again (not at their bound)."""
         return [key for key in keys if key not in self.bounded]
 
-    def paused(self, owned: Iterable[Key]) -> dict[Key, PauseReason]:
-        """Every owned partition that does not fetch, with its reason (its own bound
-        first: it outlasts the assignment's pause)."""
+    def pauses(self, owned: Iterable[Key]) -> Pauses:
+        """What does not fetch among the ``owned`` partitions, and why."""
         out: dict[Key, PauseReason] = {}
         for key in owned:
             reason = self.bounded.get(key, self.assignment)
             if reason is not None:
                 out[key] = reason
-        return out
+        held = self.held
+        return Pauses(out, held) if out or held is not None else FETCHING

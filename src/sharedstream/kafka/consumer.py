@@ -5,7 +5,7 @@
 
 * this class, on the event loop: the contract (core/contract.py), health and counters;
 * :class:`~sharedstream.kafka.handoff.HandOff`: the only object both threads touch
-  (inbox, outbox, lock, consumer state);
+  (the consumer state, holding the inbox, the outbox and the status);
 * the consumer thread (kafka/consumer_thread.py) and its rebalance callbacks
   (kafka/rebalance.py), over what they share (kafka/consumer_core.py);
 * the commit driver, no I/O (kafka/commits.py);
@@ -161,7 +161,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             raise RuntimeError("open_stream() may be called once per consumer")
         loop = asyncio.get_running_loop()
         self._ledger = ledger
-        self._hand.attach(loop)
+        self._hand.inbox.attach(loop)
         s = self._settings
         if self.replay_topic is not None and self.dlq_topic is not None:
             await asyncio.to_thread(ensure_replay_topic, self._config, self.dlq_topic)
@@ -175,7 +175,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             s.dlq_producer_factory(producer_config(self._config)), self.dlq_topic,
             self.consumer_group)
         self._outbox = DeadLetterOutbox(sender=sender, recorder=self._recorder,
-                                        hand=self._hand, ledger=ledger, loop=loop,
+                                        status=self._hand.status, ledger=ledger, loop=loop,
                                         consumer_group=self.consumer_group, log=self._log)
         self._worker = worker = ConsumerThread(s, self._hand, self._backpressure, self._watch,
                                 self._outbox.sender, self._settle, self._publish_now,
@@ -186,7 +186,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._log.info("shared stream %s: consumer group %s", self.connection_id,
                        self.consumer_group)
         while True:
-            event = await self._hand.next_event()
+            event = await self._hand.inbox.next_event()
             if event is None:
                 raise StreamFailedError(
                     f"consumer group {self.consumer_group} failed") from self._hand.failure
@@ -197,10 +197,10 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         ledger = self._ledger
         if seek_to is None and ledger is not None and key in ledger.partitions:
             reason = bound_reason(ledger.partitions[key], ledger.bytes_bound)
-        self._hand.request_fetch(key, (generation, seek_to, reason))
+        self._hand.outbox.request_fetch(key, (generation, seek_to, reason))
 
     def publish(self, targets: Mapping[Key, Target]) -> None:
-        self._hand.publish(targets)
+        self._hand.outbox.publish(targets)
 
     def record_skipped(self, ledger: PartitionLedger, offset: int) -> None:
         """A record below the committed position: say so, and look for a recreated topic
@@ -211,7 +211,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             self._log.warning("%s: %s[%d]: skipping offset %d below the committed position %d "
                               "(checking whether the topic was recreated)", self.consumer_group,
                               ledger.topic, ledger.partition, offset, ledger.base)
-        self._hand.check_ids_now()
+        self._hand.outbox.check_ids_now()
 
     def dead_letter(self, payload: KafkaPayload, rejections: dict[str, str],
                     done: Callable[[], None]) -> None:
@@ -226,10 +226,10 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         return len(raw.value or b"") + len(raw.key or b"")
 
     def pause(self) -> None:
-        self._hand.pause_group(True)
+        self._hand.outbox.pause_group(True)
 
     def resume(self) -> None:
-        self._hand.pause_group(False)
+        self._hand.outbox.pause_group(False)
 
     async def aclose(self) -> None:
         """Drain rejections (bounded), deliver dead letters, commit, close the consumer."""
@@ -249,7 +249,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         if self._ledger is not None:
             targets = self._ledger.publish()
             if targets:
-                self._hand.publish(targets)
+                self._hand.outbox.publish(targets)
 
     def _publish_now(self, done: threading.Event) -> None:
         self._take_targets()
@@ -274,10 +274,10 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
     def health(self) -> AdapterHealth:
         """Reads the hand-off and the snapshot the loop refreshes as partitions change."""
         loads = {} if self._ledger is None else dict(self._ledger.loads)
-        ready, last_error, failure = self._hand.readiness()
+        ready, last_error = self._hand.status.readiness()
+        failure = self._hand.failure
         alive = self._thread is not None and self._thread.is_alive()
-        _, holding = self._hand.paused_partitions()
-        since = self._hand.waiting_since
+        since = self._hand.status.waiting_since
         return AdapterHealth(
             waiting_for_partitions=None if since is None or not alive
             else time.monotonic() - since,
@@ -285,7 +285,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             ready=alive and ready and failure is None,
             assigned_partitions=len(loads),
             held_messages=sum(held for _, held in loads.values()),
-            paused=holding,
+            paused=self._hand.status.pauses.holding,
             last_error=last_error,
             failed=None if failure is None else str(failure))
 
@@ -293,7 +293,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         return self._hand.counters()
 
     def partition_stats(self) -> Mapping[Key, PartitionStats]:
-        return self._hand.stats()
+        return self._hand.status.stats()
 
     def floor_distances(self) -> dict[Key, PartitionLoad]:
         """Per partition: messages read above the floor, bytes of the unresolved ones, and
@@ -318,8 +318,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             return None
 
     def paused_partitions(self) -> Mapping[Key, PauseReason]:
-        paused, _ = self._hand.paused_partitions()
-        return paused
+        return self._hand.status.pauses.partitions
 
     async def commit(self) -> None:
         """Commit every partition's resolved prefix now and wait for the broker's answer.
@@ -328,5 +327,5 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         if thread is None or worker is None or not thread.is_alive() or not self._hand.live:
             raise StreamNotOpenError(f"no open consumer for group {self.consumer_group}")
         self._take_targets()
-        await asyncio.wrap_future(self._hand.command(
+        await asyncio.wrap_future(self._hand.outbox.command(
             lambda consumer: worker.commit(consumer, synchronous=True)))

@@ -121,7 +121,6 @@ class ConsumerCore:
         self.commits = CommitDriver(self.owned)
         # Each partition's class of first reads, of the generation it was last read in.
         self.read_as: dict[Key, type[FirstRead]] = {}
-        self._holding = False
         self._wait_noted = False
 
     # -- pausing the assignment --------------------------------------------------------
@@ -137,12 +136,11 @@ class ConsumerCore:
         if assignment:
             (consumer.pause if paused else consumer.resume)(assignment)
         self.bp.applied(reason)
-        self.hand.paused(paused)
         self.publish_paused()
 
     def publish_paused(self) -> None:
-        self._holding = self.bp.holding
-        self.hand.set_paused(self.bp.paused(self.owned), self._holding)
+        """Show what does not fetch now: the status's one record of it."""
+        self.hand.status.set_pauses(self.bp.pauses(self.owned))
 
     # -- commits: the driver decides, this sends ---------------------------------------
 
@@ -150,7 +148,7 @@ class ConsumerCore:
                only: frozenset[Key] | None = None) -> None:
         """One commit request for what the driver says (see kafka/commits.py); a
         synchronous one raises ``KafkaException`` when the broker refuses it."""
-        self.commits.take(self.hand.take_published())
+        self.commits.take(self.hand.outbox.take_published())
         requests = self.commits.requests(synchronous=synchronous, only=only)
         if not requests:
             return
@@ -178,12 +176,12 @@ class ConsumerCore:
             assert first is not None
             self._commit_failed(failed or partitions, first)
         else:
-            self.hand.count(_committed)
-            self.hand.mark_ready()
+            self.hand.status.count(_committed)
+            self.hand.status.set_ready()
 
     def _commit_failed(self, partitions: Sequence[TopicPartition], error: KafkaError) -> None:
         """Send them again; shrink the metadata if the broker found it too long."""
-        self.hand.count(_commit_failed)
+        self.hand.status.count(_commit_failed)
         too_large = error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE
         keys = [(tp.topic, tp.partition) for tp in partitions]
         self.commits.refused(keys, metadata_too_large=too_large)
@@ -200,7 +198,7 @@ class ConsumerCore:
                          "deferred" if owned else "of partitions already gone refused",
                          error.str())
         else:
-            self.hand.note_error(f"commit failed: {error.str()}")
+            self.hand.status.note_error(f"commit failed: {error.str()}")
             self.log.warning("%s: commit failed: %s", group, error.str())
 
     # -- broker health -----------------------------------------------------------------
@@ -209,7 +207,7 @@ class ConsumerCore:
         if is_fatal(error):
             self.hand.fail(self.fatal(error))
             return
-        self.hand.note_error(error.str())
+        self.hand.status.note_error(error.str())
         # A broker that is down fails every connection attempt (tens a second): readiness
         # says so at once, the log once a minute (with how many it held back).
         _BROKER_LOG.warning("%s: broker error: %s", self.s.consumer_group, error.str(),
@@ -221,9 +219,9 @@ class ConsumerCore:
         """Each turn while the consumer owns no partition: ``/status`` shows the wait from
         its start, the log once it outlasts ``WAIT_NOTE_S`` (a join takes well under
         that; a previous member that did not leave holds them for its session)."""
-        since = self.hand.waiting_since
+        since = self.hand.status.waiting_since
         if since is None:
-            self.hand.set_waiting(now)
+            self.hand.status.set_waiting(now)
         elif not self._wait_noted and now - since >= WAIT_NOTE_S:
             self._wait_noted = True
             self.log.warning(
@@ -234,11 +232,11 @@ class ConsumerCore:
 
     def assigned(self, now: float) -> None:
         """Partitions came: the wait, if one was logged, ends with a line saying how long."""
-        since = self.hand.waiting_since
+        since = self.hand.status.waiting_since
         if since is not None and self._wait_noted:
             self.log.info("%s: partitions assigned after waiting %.1fs",
                           self.s.consumer_group, now - since)
-        self.hand.set_waiting(None)
+        self.hand.status.set_waiting(None)
         self._wait_noted = False
 
     def fatal(self, error: KafkaError) -> Exception:
@@ -254,7 +252,7 @@ class ConsumerCore:
             consumer.list_topics(self.s.topics[0], timeout=1.0)
         except KafkaException:
             return
-        self.hand.mark_ready()
+        self.hand.status.set_ready()
 
     def close_quietly(self, consumer: Any) -> None:
         try:

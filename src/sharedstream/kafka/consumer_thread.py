@@ -1,7 +1,7 @@
 """The consumer thread: owns the ``Consumer``, reads batches, applies pauses, commits.
 
 It keeps no per-message state. Each turn it runs what the loop asked (fetch requests,
-the group's pause, through the :class:`HandOff`), reads one batch unless backpressure
+the group's pause: the hand-off's outbox), reads one batch unless backpressure
 holds it back (:class:`~sharedstream.core.backpressure.Backpressure` decides), wraps the
 batch and posts it to the loop in one hop, polls the dead-letter sender (its reports
 run here), sends the commit tick every ``commit_interval`` (the :class:`CommitDriver`
@@ -67,7 +67,7 @@ class ConsumerThread(Rebalancing):
             last_commit = last_probe = time.monotonic()
             self.watch.start(last_commit)
             while hand.live:
-                hand.run_commands(consumer)
+                hand.outbox.run_commands(consumer)
                 self._apply_fetches(consumer)
                 records = None if self._hold_back(consumer) else consume_batch(
                     consumer, s.batch_size, s.consume_timeout)
@@ -81,10 +81,10 @@ class ConsumerThread(Rebalancing):
                 if now - last_commit >= s.commit_interval:
                     last_commit = now
                     self.commit(consumer, synchronous=False)
-                if not hand.ready and now - last_probe >= PROBE_INTERVAL_S:
+                if not hand.status.ready and now - last_probe >= PROBE_INTERVAL_S:
                     last_probe = now
                     self._probe(consumer)
-                if hand.take_id_check():
+                if hand.outbox.take_id_check():
                     self.watch.check_now()
                 changed, dlq_change = self.watch.poll(now, self.sender)
                 if changed or dlq_change is not None:
@@ -107,7 +107,7 @@ class ConsumerThread(Rebalancing):
         finally:
             if self.sender is not None:
                 self.sender.close(s.revoke_timeout)
-            hand.fail_commands(StreamNotOpenError("the consumer is closed"))
+            hand.outbox.fail_commands(StreamNotOpenError("the consumer is closed"))
 
     def _consumer_config(self) -> dict[str, Any]:
         cfg = dict(self.s.config)
@@ -121,7 +121,7 @@ class ConsumerThread(Rebalancing):
         cfg.setdefault("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS)
         cfg.setdefault("statistics.interval.ms", STATS_INTERVAL_MS)
         if cfg["statistics.interval.ms"]:
-            cfg["stats_cb"] = lambda text: self.hand.set_stats(partition_stats(text))
+            cfg["stats_cb"] = lambda text: self.hand.status.set_stats(partition_stats(text))
         if str(cfg.get("group.protocol", "classic")).lower() != "consumer":
             cfg.setdefault("partition.assignment.strategy", "cooperative-sticky")
         return cfg
@@ -155,7 +155,7 @@ class ConsumerThread(Rebalancing):
             if error is not None:
                 if is_fatal(error):
                     raise self.fatal(error)
-                self.hand.note_error(f"consume error: {error.str()}")
+                self.hand.status.note_error(f"consume error: {error.str()}")
                 continue
             topic, partition = record.topic(), record.partition()
             if key is None or key[1] != partition or key[0] != topic:
@@ -211,28 +211,31 @@ class ConsumerThread(Rebalancing):
             run.last, run.size = last, size
             n += len(run_reads)
         if n:
-            self.hand.post_batch(Records(ReadBatch(parts, n)))
+            self.hand.inbox.post_batch(Records(ReadBatch(parts, n)))
+            if not self.hand.status.ready:  # a batch read: the broker answers
+                self.hand.status.set_ready()
 
     # -- backpressure: the policy decides, this applies --------------------------------
 
     def _hold_back(self, consumer: Any) -> bool:
         """True when this turn must not call ``consume()`` (core/backpressure.py): it waits
         for room instead, bounded by the consume timeout so commits keep running."""
-        group_paused, queued = self.hand.pressure()
-        hold, want = self.bp.decide(group_paused, queued, time.monotonic())
+        hand = self.hand
+        hold, want = self.bp.decide(hand.outbox.group_paused, hand.inbox.backlog,
+                                    time.monotonic())
         if (want is None) != (self.bp.assignment is None):
             self.set_paused(consumer, want)
         elif want is not self.bp.assignment:
             self.bp.applied(want)
             self.publish_paused()
-        elif self.bp.holding != self._holding:
+        elif self.bp.held is not hand.status.pauses.held:
             self.publish_paused()
         if not hold:
             return False
-        room = self.hand.room
+        room = hand.room
         room.clear()
         # Asked again after clear(): room made in between is never missed.
-        if self.bp.pressure(*self.hand.pressure()) is not None:
+        if self.bp.pressure(hand.outbox.group_paused, hand.inbox.backlog) is not None:
             room.wait(self.s.consume_timeout)
         return True
 
@@ -245,7 +248,7 @@ class ConsumerThread(Rebalancing):
         ``resume_at`` first (a plain resume would skip them). A seek refused now is tried
         again next turn: resuming without it would lose those records.
         """
-        requests = self.hand.take_fetches()
+        requests = self.hand.outbox.take_fetches()
         if not requests:
             return
         for key, request in requests.items():
@@ -262,12 +265,12 @@ class ConsumerThread(Rebalancing):
             except KafkaException as exc:
                 self.log.warning("%s: %s[%d]: seek to %d before resuming failed (retrying): %s",
                                  self.s.consumer_group, key[0], key[1], seek_to, exc)
-                self.hand.retry_fetch(key, request)
+                self.hand.outbox.retry_fetch(key, request)
                 continue
             self.bp.unbound(key)
             if self.bp.assignment is None:
                 consumer.resume([tp])
-            self.hand.post(PartitionRewound(key, generation))
+            self.hand.inbox.post(PartitionRewound(key, generation))
         self.publish_paused()
 
     # -- topic identity ----------------------------------------------------------------
@@ -279,7 +282,7 @@ class ConsumerThread(Rebalancing):
         as a new generation (the loop forgets the old ones' messages, never committed)."""
         group = self.s.consumer_group
         if dlq_change is not None and self.sender is not None:
-            self.hand.count(_topic_recreated)
+            self.hand.status.count(_topic_recreated)
             again = self.sender.reincarnate(
                 self.s.dlq_producer_factory(producer_config(self.s.config)),
                 self.s.revoke_timeout)
@@ -294,14 +297,14 @@ class ConsumerThread(Rebalancing):
             self.owned[key] = self.generation
             self.commits.forget(key)
         for topic, (old, new) in sorted(changed.items()):
-            self.hand.count(_topic_recreated)
+            self.hand.status.count(_topic_recreated)
             self.log.warning("%s: topic %s was deleted and recreated (topic id %s -> %s): "
                              "continuing from its first offset as a new stream", group,
                              topic, old, new)
         if not restart:
             return
-        self.hand.post(PartitionsEnded(frozenset(restart)))
-        self.hand.post(PartitionsStarted(self.generation,
+        self.hand.inbox.post(PartitionsEnded(frozenset(restart)))
+        self.hand.inbox.post(PartitionsStarted(self.generation,
                                     tuple((t, p, None, frozenset()) for t, p in restart)))
         for topic, partition in restart:
             consumer.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))

@@ -28,7 +28,7 @@ from sharedstream.core.backoff import Backoff, exponential, jittered
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.core.ledger import Ledger
 from sharedstream.kafka.dead_letters import DeadLetterSender, is_permanent
-from sharedstream.kafka.handoff import HandOff
+from sharedstream.kafka.handoff_status import ConsumerStatus
 from sharedstream.kafka.payload import KafkaPayload
 from sharedstream.kafka.rejections import RejectedMessage, RejectionRecorder
 
@@ -39,12 +39,12 @@ class DeadLetterOutbox:
     """Dead letters and rejection rows of one group (see module docstring)."""
 
     def __init__(self, *, sender: DeadLetterSender | None, recorder: RejectionRecorder | None,
-                 hand: HandOff[KafkaPayload], ledger: Ledger,
+                 status: ConsumerStatus, ledger: Ledger,
                  loop: asyncio.AbstractEventLoop, consumer_group: str,
                  log: logging.LoggerAdapter[logging.Logger]) -> None:
         self.sender = sender
         self._recorder = recorder
-        self._hand = hand
+        self._status = status
         self._ledger = ledger
         self._loop = loop
         self._group = consumer_group
@@ -62,21 +62,21 @@ class DeadLetterOutbox:
         if self.sender is None:
             self._enqueue(payload, rejections, "no dead-letter topic configured", done)
             return
-        loop, hand = self._loop, self._hand
+        loop, status = self._loop, self._status
         attempt = [0]
 
         def reported(error: KafkaError | None) -> None:
             # Runs on the consumer thread (poll/flush) or inline on the loop (refused).
             if error is None:
-                hand.count(_dead_letter)
+                status.count(_dead_letter)
                 loop.call_soon_threadsafe(done)
             elif is_permanent(error):
                 loop.call_soon_threadsafe(self._enqueue, payload, rejections,
                                           f"dead-letter refused: {error.str()}", done)
             else:
                 attempt[0] += 1
-                hand.count(_dead_letter_failure)
-                hand.note_error(f"dead-letter delivery failed: {error.str()}")
+                status.count(_dead_letter_failure)
+                status.note_error(f"dead-letter delivery failed: {error.str()}")
                 delay = jittered(exponential(attempt[0], 0.2, MAX_DLQ_BACKOFF_S))
                 loop.call_soon_threadsafe(self._schedule, delay, resend)
 
@@ -120,12 +120,12 @@ class DeadLetterOutbox:
                         raise RuntimeError("no rejection recorder configured")
                     await self._recorder.record([row for _, row in batch])
                 except Exception as exc:
-                    self._hand.note_error(f"rejection recorder failed: {type(exc).__name__}")
+                    self._status.note_error(f"rejection recorder failed: {type(exc).__name__}")
                     self._log.exception("%s: rejection recorder failed", self._group)
                     await asyncio.sleep(backoff.next())
                     continue
                 backoff.reset()
-                self._hand.count(_rows, len(batch))
+                self._status.count(_rows, len(batch))
                 del self._to_record[: len(batch)]
                 for done, _ in batch:
                     done()

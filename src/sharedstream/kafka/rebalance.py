@@ -73,7 +73,7 @@ class Rebalancing(ConsumerCore):
             reset = OFFSET_BEGINNING if tp.topic == replay_topic else never
             start.append(TopicPartition(tp.topic, tp.partition, reset if base is None else base))
         held = self._remembered_holds(starts)
-        self.hand.post(PartitionsStarted(self.generation, tuple(starts), held))
+        self.hand.inbox.post(PartitionsStarted(self.generation, tuple(starts), held))
         if self.s.incremental:
             consumer.incremental_assign(start)
         else:
@@ -133,7 +133,7 @@ class Rebalancing(ConsumerCore):
             revoked = frozenset((tp.topic, tp.partition) for tp in partitions)
             timeout = self.s.revoke_timeout
             until = time.monotonic() + timeout / 2
-            if revoked and not self.hand.call_on_loop(
+            if revoked and not self.hand.inbox.call_on_loop(
                     lambda done: self._settle(revoked, until, done), timeout):
                 self.log.warning("%s: the event loop did not settle within %.1fs",
                                  self.s.consumer_group, timeout)
@@ -152,7 +152,7 @@ class Rebalancing(ConsumerCore):
         delivered just before (``flush``) reach the loop first (one FIFO of callbacks),
         so what they made terminal is in the published targets."""
         timeout = self.s.revoke_timeout
-        if not self.hand.call_on_loop(self._publish_now, timeout):
+        if not self.hand.inbox.call_on_loop(self._publish_now, timeout):
             self.log.warning("%s: the event loop did not publish within %.1fs; committing "
                              "what it published before", self.s.consumer_group, timeout)
 
@@ -179,7 +179,7 @@ class Rebalancing(ConsumerCore):
             time.sleep(delay)
         unconfirmed = self.commits.unconfirmed(revoked)
         if unconfirmed:
-            self.hand.count(_revoke_failed, len(unconfirmed))
+            self.hand.status.count(_revoke_failed, len(unconfirmed))
             self.log.warning(
                 "%s: commit at revoke failed for %s (%s): their next owner hands out again "
                 "what they resolved since their last confirmed commit", self.s.consumer_group,
@@ -200,7 +200,7 @@ class Rebalancing(ConsumerCore):
             self.commits.forget(key)
             self.bp.unbound(key)
         if dropped:
-            self.hand.post(PartitionsEnded(dropped))
+            self.hand.inbox.post(PartitionsEnded(dropped))
             self.publish_paused()
 
     def shutdown(self, consumer: Any) -> None:

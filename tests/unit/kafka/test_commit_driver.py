@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedstream.core.backpressure import Backpressure, PauseReason
+from sharedstream.core.backpressure import FETCHING, Backpressure, PauseReason, Pauses
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.handoff import ConsumerState, HandOff, InvalidState
 from sharedstream.kafka.progress import decode_progress
@@ -69,8 +69,9 @@ def test_forget_drops_everything_of_a_partition() -> None:
 
 def test_backpressure_holds_back_then_pauses_after_pause_after() -> None:
     bp = Backpressure(max_queued=2, pause_after=1.0)
-    assert bp.decide(False, 1, 0.0) == (False, None) and not bp.holding
-    assert bp.decide(False, 2, 10.0) == (True, None) and bp.holding  # hold, not paused
+    assert bp.decide(False, 1, 0.0) == (False, None) and bp.held is None
+    assert bp.decide(False, 2, 10.0) == (True, None)  # hold, not paused
+    assert bp.held is PauseReason.LOOP_BACKLOG and bp.assignment is None
     assert bp.decide(False, 2, 11.0) == (False, PauseReason.LOOP_BACKLOG)
     bp.applied(PauseReason.LOOP_BACKLOG)
     assert bp.decide(True, 0, 12.0) == (False, PauseReason.GROUP)  # still held, other why
@@ -81,20 +82,21 @@ def test_a_partition_bound_outlasts_the_assignment_pause() -> None:
     bp = Backpressure(max_queued=8, pause_after=0.0)
     bp.bound(A, PauseReason.BYTE_BOUND)
     bp.applied(PauseReason.GROUP)
-    assert bp.paused([A, B]) == {A: PauseReason.BYTE_BOUND, B: PauseReason.GROUP}
+    assert bp.pauses([A, B]) == Pauses({A: PauseReason.BYTE_BOUND, B: PauseReason.GROUP},
+                                       PauseReason.GROUP)
     bp.applied(None)
-    assert bp.resumable([A, B]) == [B] and bp.paused([A, B]) == {A: PauseReason.BYTE_BOUND}
+    assert bp.resumable([A, B]) == [B]
+    assert bp.pauses([A, B]) == Pauses({A: PauseReason.BYTE_BOUND})
     bp.unbound(A)
-    assert bp.paused([A, B]) == {}
+    assert bp.pauses([A, B]) is FETCHING and not FETCHING.holding
 
 
 def test_consumer_states_refuse_transitions_not_in_the_table() -> None:
     hand: HandOff[object] = HandOff()
     hand.started()
     hand.revoking()
-    hand.paused(True)  # paused during the revocation: back to PAUSED after it
     hand.revoked()
-    assert hand.state is ConsumerState.PAUSED
+    assert hand.state is ConsumerState.RUNNING and hand.status.ready
     assert hand.close() and not hand.close()  # asked once
     with pytest.raises(InvalidState):
         hand.to(ConsumerState.RUNNING)

@@ -8,11 +8,13 @@ Client records are stand-ins: ``_hand_over`` reads only their accessors.
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from sharedstream.core.contract import Records
 from sharedstream.core.message import Coordinates
 from sharedstream.core.reads import PartitionRun, ReadBatch
 from sharedstream.kafka.consumer import KafkaSharedConsumer
@@ -81,7 +83,9 @@ def test_runs_end_at_another_partition_a_falling_offset_and_a_replay() -> None:
         ClientRecord("t", 1, 4, b"yy"),  # not rising: a new run
         replayed(0), ClientRecord("t.replay", 0, 1, b"zzzz"), ClientRecord("t", 9, 0, b"x"),
     ])
-    batch = consumer.hand._outbox[0].items
+    event = asyncio.run(consumer.hand.inbox.next_event())
+    assert isinstance(event, Records)
+    batch = event.items
     assert isinstance(batch, ReadBatch) and len(batch) == 6  # t[9] is not owned
     shapes = [("pair", type(p[1]).__name__) if isinstance(p, tuple) else
               (p.key, p.generation, [r.offset for r in p.reads], p.last, p.size)

@@ -1,4 +1,4 @@
-"""The hand-off wakes the loop only when it waits on an empty outbox (issue 27).
+"""The hand-off's inbox wakes the loop only when it waits on an empty inbox (issue 27).
 
 A wake is a ``call_soon_threadsafe``: a self-pipe write after which the consumer thread
 waits for the GIL while the woken loop runs. Batches posted while the loop is busy are
@@ -45,7 +45,7 @@ def run(main: Callable[[CountingLoop, HandOff[int]], Coroutine[Any, Any, None]])
     """``main(loop, hand)`` on a counting loop the hand-off posts to."""
     loop = CountingLoop()
     hand: HandOff[int] = HandOff()
-    hand.attach(loop)
+    hand.inbox.attach(loop)
     try:
         loop.run_until_complete(main(loop, hand))
     finally:
@@ -56,16 +56,16 @@ def test_batches_posted_while_the_loop_is_busy_wake_nothing_and_keep_their_order
     async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
 
         def post() -> None:
-            hand.post_batch(batch(1, 2))
-            hand.post(PartitionsEnded(frozenset({("t", 0)})))
-            hand.post_batch(batch(3))
+            hand.inbox.post_batch(batch(1, 2))
+            hand.inbox.post(PartitionsEnded(frozenset({("t", 0)})))
+            hand.inbox.post_batch(batch(3))
 
         from_thread(post)
-        assert hand.pressure() == (False, 2)
-        taken = [await hand.next_event() for _ in range(3)]
+        assert hand.inbox.backlog == 2
+        taken = [await hand.inbox.next_event() for _ in range(3)]
         assert taken == [batch(1, 2), PartitionsEnded(frozenset({("t", 0)})), batch(3)]
         assert loop.wakes == 0
-        assert hand.pressure() == (False, 0)
+        assert hand.inbox.backlog == 0
         assert hand.counters().messages_consumed == 3
 
     run(main)
@@ -73,17 +73,17 @@ def test_batches_posted_while_the_loop_is_busy_wake_nothing_and_keep_their_order
 
 def test_a_waiting_loop_is_woken_once_by_the_next_post() -> None:
     async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
-        waiting = asyncio.create_task(hand.next_event())
+        waiting = asyncio.create_task(hand.inbox.next_event())
         await asyncio.sleep(0)  # the task runs until it waits on the empty outbox
         assert not waiting.done()
 
         def post() -> None:
-            hand.post_batch(batch(1))
-            hand.post_batch(batch(2))
+            hand.inbox.post_batch(batch(1))
+            hand.inbox.post_batch(batch(2))
 
         from_thread(post)
         assert await waiting == batch(1)
-        assert await hand.next_event() == batch(2)
+        assert await hand.inbox.next_event() == batch(2)
         assert loop.wakes == 1
 
     run(main)
@@ -91,7 +91,7 @@ def test_a_waiting_loop_is_woken_once_by_the_next_post() -> None:
 
 def test_a_failure_ends_a_waiting_loop() -> None:
     async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
-        waiting = asyncio.create_task(hand.next_event())
+        waiting = asyncio.create_task(hand.inbox.next_event())
         await asyncio.sleep(0)
         from_thread(lambda: hand.fail(RuntimeError("broker gone")))
         assert await waiting is None
@@ -102,11 +102,11 @@ def test_a_failure_ends_a_waiting_loop() -> None:
 
 def test_a_cancelled_wait_leaves_the_next_one_working() -> None:
     async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
-        waiting = asyncio.create_task(hand.next_event())
+        waiting = asyncio.create_task(hand.inbox.next_event())
         await asyncio.sleep(0)
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
-        from_thread(lambda: hand.post_batch(batch(7)))
-        assert await hand.next_event() == batch(7)
+        from_thread(lambda: hand.inbox.post_batch(batch(7)))
+        assert await hand.inbox.next_event() == batch(7)
 
     run(main)

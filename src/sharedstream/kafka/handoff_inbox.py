@@ -1,0 +1,133 @@
+"""The hand-off's inbox: what the consumer thread read and saw, for the event loop.
+
+Named from the loop's side (it is the loop's inbox): records in batches, and what
+happened to the partitions (started, ended, rewound), in the order the thread saw them,
+then ``None`` once the consumer failed.
+
+Thread-safety:
+
+* Writers: the consumer thread (:meth:`Inbox.post`, :meth:`Inbox.post_batch`); any
+  thread for :meth:`Inbox.end` (a failure). Reader: the event loop alone
+  (:meth:`Inbox.next_event`), and the thread's backpressure (:attr:`Inbox.backlog`).
+* ``_lock`` guards the queue, the waiter, the backlog and the consumed count; each
+  post or take holds it once per batch, never per message, and never while waking the
+  loop or waiting.
+* The thread wakes the loop (``call_soon_threadsafe``: a self-pipe write, after which
+  the thread waits for the GIL while the woken loop runs) only when the loop waits on
+  an empty inbox; a loop still busy with earlier batches takes the next ones itself
+  when it asks for its next event. So on a backlog the thread appends and reads on.
+* A thread dying between two posts leaves what it posted in order; the failure it
+  dies with (HandOff.fail) appends ``None`` after them, so the loop takes every batch
+  read before it learns of the failure. A loop that stops taking leaves the backlog at
+  its bound: the thread holds back (core/backpressure.py) and serves callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from sharedstream.core.contract import Records, StreamEvent
+
+PayloadT = TypeVar("PayloadT")
+
+
+class Inbox(Generic[PayloadT]):
+    """Consumer thread -> event loop (see module docstring)."""
+
+    def __init__(self, room: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._room = room  # set when the loop takes a batch: a holding thread reads on
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: deque[StreamEvent[PayloadT] | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._backlog = 0
+        self._consumed = 0
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Loop, before the thread starts: whom a post wakes."""
+        self._loop = loop
+
+    def post(self, event: StreamEvent[PayloadT]) -> None:
+        """Thread: one event for the loop, in order."""
+        self._append(event)
+
+    def end(self) -> None:
+        """Any thread, once the consumer failed: after what was posted, the loop's
+        stream ends (:meth:`next_event` returns None)."""
+        self._append(None)
+
+    def post_batch(self, batch: Records[PayloadT]) -> None:
+        """Thread: a batch read; it counts in the backlog until the loop takes it."""
+        with self._lock:
+            self._backlog += 1
+            self._events.append(batch)
+            waiter, self._waiter = self._waiter, None
+        self._wake(waiter)
+
+    def _append(self, event: StreamEvent[PayloadT] | None) -> None:
+        with self._lock:
+            self._events.append(event)
+            waiter, self._waiter = self._waiter, None
+        self._wake(waiter)
+
+    def _wake(self, waiter: asyncio.Future[None] | None) -> None:
+        """Wake the loop if it waits on an empty inbox (else it finds the event itself
+        when it next asks)."""
+        loop = self._loop
+        if waiter is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(_set, waiter)
+
+    async def next_event(self) -> StreamEvent[PayloadT] | None:
+        """Loop: the next event; None once the consumer failed.
+
+        Events are taken one at a time (a batch counts in the backlog until the loop
+        takes it: the backpressure bound stays in batches). Only an empty inbox makes
+        the loop wait, and only then does the thread's next post wake it.
+        """
+        while True:
+            with self._lock:
+                if self._events:
+                    event = self._events.popleft()
+                    batch = event if isinstance(event, Records) else None
+                    if batch is not None:
+                        self._backlog -= 1
+                        self._consumed += len(batch.items)
+                    break
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        if batch is not None:
+            self._room.set()
+        return event
+
+    @property
+    def backlog(self) -> int:
+        """Batches posted and not taken by the loop yet."""
+        with self._lock:
+            return self._backlog
+
+    @property
+    def consumed(self) -> int:
+        """Messages the loop has taken (the ``messages_consumed`` counter)."""
+        with self._lock:
+            return self._consumed
+
+    def call_on_loop(self, fn: Callable[[threading.Event], None], timeout: float) -> bool:
+        """Thread: run ``fn(done)`` on the loop and wait until it sets ``done`` (at most
+        ``timeout``). False when the loop did not answer in time; True at once when no
+        loop runs (nothing there to wait for)."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return True
+        done = threading.Event()
+        loop.call_soon_threadsafe(fn, done)
+        return done.wait(timeout)
+
+
+def _set(waiter: asyncio.Future[None]) -> None:
+    """Loop: the thread posted to an empty inbox (a cancelled wait needs nothing)."""
+    if not waiter.done():
+        waiter.set_result(None)
