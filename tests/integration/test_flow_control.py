@@ -9,13 +9,19 @@ and a "failed" count on such a watcher, and alerts that fired for nothing.
 
 So that the slow watcher is certainly busy when messages reach it (a watcher waiting for
 messages takes a large batch at its next step: not lag), it stops on its first message
-until more messages reached it: half the messages are produced first, the rest once the
-batch watcher has all of the first half, and the gate opens once it has some of the rest.
+until the group has paused for its lag: half the messages are produced first, the rest
+once it holds its first message, and the gate opens once the group counted its lag.
+Nothing waits for messages to flow while the gate is shut: the group rightly stops
+handing out messages while the slow watcher lags (an earlier version waited for the
+batch watcher to see the whole first half, and hung whenever that half arrived in more
+than one fetch, since the second fetch already found the slow watcher lagging).
 
 Checked by identity: when the commits reach the end of every partition, both watchers
 already have exactly one event per message in the database (commits follow the
 persistence of every watcher); the group counted no failure and no redelivery, and the
-slow watcher, alone, is counted as lagging.
+slow watcher is counted as lagging. (The batch watcher may be too, on a loaded machine: a
+fetch that reaches it while it is busy with the previous one finds it lagging, and that
+is right.)
 """
 
 from __future__ import annotations
@@ -49,11 +55,13 @@ class SlowEach(KafkaSharedStreamTrigger):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.gate = asyncio.Event()
+        self.holding = asyncio.Event()
 
     async def filter_shared_stream(self, stream: AsyncIterator[Any]
                                    ) -> AsyncIterator[TriggerEvent]:
         message: KafkaMessage
         async for message in stream:
+            self.holding.set()
             await self.gate.wait()
             await asyncio.sleep(0.002)
             yield TriggerEvent({"partition": message.partition, "offset": message.offset})
@@ -84,11 +92,11 @@ async def test_a_slow_watcher_beside_a_batch_sibling_lags_and_is_never_failed(
     async with running_group(
             kafka_bootstrap, store, f"lag-{uuid.uuid4().hex[:8]}", triggers,
             settings=replace(QUICK_RETRIES, subscriber_queue_size=QUEUE)) as running:
-        await until(lambda: fast.seen >= MESSAGES // 2)  # slow: on its first, the rest queued
-        # The same messages again (ids MESSAGES // 2 on, same partitions), while slow is busy.
+        await until(slow.holding.is_set)  # slow: busy on its first message
+        # The same messages again (ids MESSAGES // 2 on, same partitions), while slow is busy:
+        # a fetch handed to it now finds it busy with its queue full, and pauses the group.
         produce(kafka_bootstrap, topic, MESSAGES // 2, partitions=PARTITIONS)
-        # Some of them handed out: to the slow watcher too, busy on its first message.
-        await until(lambda: fast.seen > MESSAGES // 2)
+        await until(lambda: running.manager.status()[0].counters.lagged["slow"] > 0)
         slow.gate.set()
         await running.until_committed(topic, ends, within=120)
         # Committed to the end: every watcher's events of every message are persisted.
@@ -104,6 +112,6 @@ async def test_a_slow_watcher_beside_a_batch_sibling_lags_and_is_never_failed(
     counters = status.counters
     assert counters.redelivered == 0, "a lagging watcher's messages were redelivered"
     assert dict(counters.failed) == {}, "a lagging watcher was counted as failed"
-    assert counters.outcomes("slow") == {"acked": MESSAGES, "failed": 0, "rejected": 0}
+    for watcher in ("slow", "batch"):
+        assert counters.outcomes(watcher) == {"acked": MESSAGES, "failed": 0, "rejected": 0}
     assert counters.lagged["slow"] > 0, "the slow watcher's lag paused nothing"
-    assert counters.lagged["batch"] == 0
