@@ -29,11 +29,13 @@ a base class of another, and none reads another's private fields):
 * :class:`~sharedstream.core.flowcontrol.FlowControl` (``flow_control``): what is in
   flight and the one pause/resume decision, applied through the group's ``_apply_flow``;
 * :class:`~sharedstream.core.targets.CommitTargets` (``targets``): the publish timer;
+* :class:`~sharedstream.core.outbox.WindowOutbox`: closed windows to the unit-of-work
+  sink, once per loop step (the streams' ``submit``);
 * :class:`~sharedstream.core.groupstate.Lifecycle` (``life``): the group's state, read
   by the parts that must stop acting when it ends.
 
 The group itself keeps membership (``add``/``remove``), the intake (the pump and the
-partitions' starts and ends), the unit-of-work hand-off (``submit``) and its ending.
+partitions' starts and ends), ``/status``'s snapshot and its ending.
 To its streams it is their :class:`~sharedstream.core.stream.StreamOwner`: the outcome
 methods a stream calls are the resolution's, bound once as the group's attributes, so
 a stream's ``ack_many`` goes straight to the resolution in one call, and ``paused``
@@ -52,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sharedstream.core.contract import (
     PartitionRewound,
@@ -76,6 +78,7 @@ from sharedstream.core.groupstate import (
 from sharedstream.core.holds import HoldJournal
 from sharedstream.core.ledger import Key, Ledger, State
 from sharedstream.core.names import framework_task_name, summarise
+from sharedstream.core.outbox import WindowOutbox
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
@@ -87,10 +90,7 @@ from sharedstream.core.streamconfig import (
     TimerHandle,
 )
 from sharedstream.core.targets import CommitTargets
-from sharedstream.core.window import Window, WorkSink
-
-if TYPE_CHECKING:
-    from sharedstream.core.subscriber import Subscriber
+from sharedstream.core.window import WorkSink
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Group:
     """
 
     def __init__(self, key: Hashable, cohort: frozenset[str],
-                 producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
+                 producer: SharedStreamProducer[Any],
                  settings: ManagerSettings, clock: Clock, sink: WorkSink,
                  evict: Callable[[Group], None], matches: Mapping[str, Any] | None = None,
                  holds: HoldJournal | None = None) -> None:
@@ -115,11 +115,8 @@ class Group:
         self.holds = holds
         self.cohort = cohort
         self.producer = producer
-        # The first subscriber: later ones must agree with its shared_stream_arguments().
-        self.founder = founder
         self.settings = settings
         self.clock = clock
-        self.sink = sink
         self._evict = evict
         self.streams: dict[str, SharedStream] = {}
         self.ledger = Ledger(f"group {key!r}", producer.request_fetch, producer.record_skipped)
@@ -150,7 +147,7 @@ class Group:
         self.itemise = resolution.itemise
         self.maybe_resume = self.flow_control.maybe_resume
         self.low_queue = self.flow_control.low_queue
-        self._to_submit: list[Window] = []
+        self.submit = WindowOutbox(key, sink).submit
         self._tasks: set[asyncio.Task[None]] = set()
         self._pump: asyncio.Task[None] | None = None
         self._grace: TimerHandle | None = self.clock.call_at(
@@ -286,24 +283,6 @@ class Group:
                                          entry.rounds,
                                          None if due is None else max(0.0, due - now)))
         return GroupSnapshot(partitions, held)
-
-    # -- unit of work -----------------------------------------------------------------------
-
-    def submit(self, window: Window) -> None:
-        if not self._to_submit:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._to_submit.append(window)
-
-    def _flush(self) -> None:
-        windows, self._to_submit = self._to_submit, []
-        if not windows:
-            return
-        try:
-            self.sink.submit(windows)
-        except Exception as exc:
-            log.exception("group %r: the work sink refused %d windows", self.key, len(windows))
-            for window in windows:
-                window.fail(exc)
 
     # -- ending ---------------------------------------------------------------------------------
 

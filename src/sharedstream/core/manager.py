@@ -80,6 +80,9 @@ class SharedStreamManager:
         self._cohorts: dict[Hashable, frozenset[str]] = {}
         self._matches: dict[Hashable, Mapping[str, Any]] = {}
         self._groups: dict[Hashable, Group] = {}
+        # Each running group's first subscriber: later ones must agree with its
+        # shared_stream_arguments() (checked here, before the group is touched).
+        self._founders: dict[Group, tuple[str, Subscriber]] = {}
         self._membership: dict[str, Group] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 
@@ -124,9 +127,10 @@ class SharedStreamManager:
         return self._join(watcher, trigger)[1]
 
     def _join(self, watcher: str, trigger: Subscriber) -> tuple[Group, SharedStream]:
-        """``subscribe``, one way: every check first (here, ``routes.check_match`` and
-        ``subscriber.check_shared_stream_group``), then the group builds the stream;
-        nothing after calls back into the group to finish the registration."""
+        """``subscribe``, one way: every check here first (``routes.check_match``, and
+        ``subscriber.check_shared_stream_group`` against the founder the manager keeps),
+        then one call into the group (``add``), which builds the stream and returns it;
+        nothing after reads or calls the group to finish the registration."""
         key = trigger.shared_stream_key()
         if key is None:
             raise ValueError(f"watcher {watcher!r}: {type(trigger).__qualname__} does not "
@@ -150,11 +154,12 @@ class SharedStreamManager:
                 raise ProducerFactoryError(
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
-            group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
-                                              self.settings, self.clock, self.sink, self._evict,
-                                              self._matches.get(key), self.holds)
+            group = self._groups[key] = Group(key, cohort, producer, self.settings, self.clock,
+                                              self.sink, self._evict, self._matches.get(key),
+                                              self.holds)
+            self._founders[group] = (watcher, trigger)
         else:
-            check_shared_stream_group([group.founder, (watcher, trigger)])
+            check_shared_stream_group([self._founders[group], (watcher, trigger)])
         stream = group.add(watcher, match)
         self._membership[watcher] = group
         return group, stream
@@ -185,6 +190,7 @@ class SharedStreamManager:
     def _evict(self, group: Group) -> None:
         if self._groups.get(group.key) is group:
             del self._groups[group.key]
+        self._founders.pop(group, None)
         for name in group.streams:
             if self._membership.get(name) is group:
                 del self._membership[name]

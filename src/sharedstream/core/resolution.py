@@ -8,15 +8,13 @@ operator's ``retry_now``. Entries every watcher acked cleanly in their first rou
 settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a counted
 slice in one step when the last watcher reaches its end.
 
-:class:`Resolution` is one of the group's parts (:mod:`sharedstream.core.group`), with
-its own state (the held entries' timers). It also starts every delivery round that is
-not a batch's hand-out (:meth:`Resolution.deliver`: a targeted message, a remembered
-hold, a redelivery), since a round is what its outcomes settle. It reads the group's
-lifecycle (:class:`~sharedstream.core.groupstate.Lifecycle`), counts in and out of the
-flow control's ``in_flight``, asks the commit targets to publish, and calls the group
-back through one callback only (``fail_group``: the adapter refused a dead letter), so
-this module does not import the group's. The group binds its outcome methods as its
-own streams' callbacks: a stream's ``ack_many`` is one call, as before the split.
+:class:`Resolution` is a part of the group (:mod:`sharedstream.core.group`) with its own
+state (the held entries' timers). It also starts every delivery round that is not a
+batch's hand-out (:meth:`Resolution.deliver`: a targeted message, a remembered hold, a
+redelivery): a round is what outcomes settle. It reads the group's ``Lifecycle``,
+counts out of the flow control's ``in_flight`` and calls the group back only through
+``fail_group`` (the adapter refused a dead letter): no import of the group's. The group
+binds its outcome methods for its streams, so a stream's ``ack_many`` is one call.
 
 Invariants: an entry's outcome counts only while it is PENDING (a late outcome, after
 its partition ended or the round settled, is ignored); nothing settles once the group
@@ -89,10 +87,9 @@ class Resolution:
         self._targets = targets
         self._fail_group = fail_group
         self._resume_at = settings.max_in_flight // 2
-        self._redeliveries: set[TimerHandle] = set()
-        # When each held entry is handed out again (clock time), for /status.
-        self._held_due: dict[Entry, float] = {}
-        self._held_timer: dict[Entry, TimerHandle] = {}  # for an operator's retry now
+        # Each held entry's retry: when (clock time, for /status) and its timer (to
+        # cancel, for an operator's retry now).
+        self._held: dict[Entry, tuple[float, TimerHandle]] = {}
 
     def ack(self, entry: Entry, watcher: str) -> None:
         if entry.state is not PENDING:
@@ -343,19 +340,13 @@ class Resolution:
         if self._life.state is not POLLING:
             return
         delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
-        handle: TimerHandle
 
         def due() -> None:
-            self._redeliveries.discard(handle)
-            self._held_due.pop(entry, None)
-            self._held_timer.pop(entry, None)
+            self._held.pop(entry, None)
             self._redeliver(entry)
 
         when = self.clock.now() + delay
-        handle = self.clock.call_at(when, due)
-        self._redeliveries.add(handle)
-        self._held_due[entry] = when
-        self._held_timer[entry] = handle
+        self._held[entry] = when, self.clock.call_at(when, due)
 
     def retry_now(self, topic: str, partition: int, offset: int) -> bool:
         """Hand a held message out again at once, as if its backoff had ended (an
@@ -363,12 +354,10 @@ class Resolution:
         attempts: resolved, in an attempt, or on a partition it no longer owns."""
         ledger = self.ledger.partitions.get((topic, partition))
         entry = None if ledger is None else ledger.get(offset, itemise=False)  # held: itemised
-        handle = None if entry is None else self._held_timer.pop(entry, None)
-        if entry is None or handle is None:
+        held = None if entry is None else self._held.pop(entry, None)
+        if entry is None or held is None:
             return False
-        handle.cancel()
-        self._redeliveries.discard(handle)
-        self._held_due.pop(entry, None)
+        held[1].cancel()
         self._redeliver(entry)
         return True
 
@@ -448,15 +437,14 @@ class Resolution:
 
     def due(self, entry: Entry) -> float | None:
         """When a held entry is handed out again (clock time; None: not waiting)."""
-        return self._held_due.get(entry)
+        held = self._held.get(entry)
+        return None if held is None else held[0]
 
     def cancel_timers(self) -> None:
         """The group stops or fails: no held entry is handed out again."""
-        for handle in self._redeliveries:
+        for _, handle in self._held.values():
             handle.cancel()
-        self._redeliveries.clear()
-        self._held_due.clear()
-        self._held_timer.clear()
+        self._held.clear()
 
 
 def _hold_key(entry: Entry, watcher: str) -> HoldKey:

@@ -65,7 +65,7 @@ def make_group(clock: Clock, cohort: Sequence[str] = ("a", "b"), **settings: Any
                ) -> tuple[Group, MemoryStream, list[Group]]:
     producer = MemoryStream()
     evicted: list[Group] = []
-    group = Group("k", frozenset(cohort), producer, ("a", None),  # type: ignore[arg-type]
+    group = Group("k", frozenset(cohort), producer,
                   ManagerSettings(cohort_grace_period=10.0, **settings), clock, Sink(),
                   evicted.append)
     return group, producer, evicted

@@ -28,7 +28,7 @@ async def turns(n: int = 5) -> None:
 
 async def test_settlements_share_one_publish_and_a_stopped_group_publishes_nothing() -> None:
     producer = MemoryStream(commit_interval=3600.0)  # fires only when the test says
-    group = Group("k", frozenset({"a"}), producer, ("a", None),  # type: ignore[arg-type]
+    group = Group("k", frozenset({"a"}), producer,
                   ManagerSettings(), ManualClock(), Sink(), lambda group: None)
     stream = group.add("a")
     producer.feed(("t", 0), ("t", 1), ("t", 2))
