@@ -38,9 +38,11 @@ found by its own failure, and a batch refused by the database as a whole (one ev
 payload that is not JSON, one state key the database rejects) is retried one message
 at a time rather than dead-lettering the good ones with the bad.
 
-The ack timeout counts per call: a call that runs longer than ``ack_timeout`` (not
-counting its waits on the database) fails every message of it not yet settled, each
-counting an attempt, and the filter task is restarted like a stuck per-message filter.
+The ack timeout counts per call (the watcher's
+:class:`~sharedstream.core.deadline.AckDeadline`, the one a per-message filter has): a
+call that runs longer than ``ack_timeout`` (not counting its waits on the database)
+fails every message of it not yet settled, each counting an attempt, and the filter
+task is restarted like a stuck per-message filter.
 
 Failure windows: the process dying before the commit leaves the batch unacked, so it is
 redelivered whole; dying between the commit and the acknowledgement redelivers it too,
@@ -61,12 +63,13 @@ from contextlib import suppress
 from typing import Any
 
 from sharedstream.core.batchtake import Pieces
+from sharedstream.core.deadline import AckDeadline
 from sharedstream.core.inline import InlineCalls, Resumed
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
 from sharedstream.core.messagebatch import MessageBatch
 from sharedstream.core.stream import SharedStream, StreamOwner
-from sharedstream.core.streamconfig import ABSENT, InfrastructureError, TimerHandle
+from sharedstream.core.streamconfig import ABSENT, InfrastructureError
 from sharedstream.core.window import Window, current_stream
 
 log = logging.getLogger(__name__)
@@ -125,12 +128,8 @@ class BatchRunner(InlineCalls):
         self._calling = False
         self._window: BatchWindow | None = None  # the running call's staging
         self._in_sink: set[BatchWindow] = set()
-        self._deadline = 0.0
-        self._timer: TimerHandle | None = None
-        self._waits = 0
-        self._wait_since = 0.0
         self._clock = group.clock
-        self._settings = group.settings
+        self._deadline = AckDeadline(self, group.clock, group.settings.ack_timeout)
         self._context: contextvars.Context | None = None  # the task's, once it runs
         self._pending: Callable[[], Awaitable[None]] | None = None
         self._suspended: Coroutine[Any, Any, None] | None = None  # an inline call's rest
@@ -219,10 +218,9 @@ class BatchRunner(InlineCalls):
         if failure is None:
             self._window = None
             self._calling = True
-            self._waits = 0
-            self._deadline = self._group.clock.now() + self._group.settings.ack_timeout
-            if self._timer is None:
-                self._arm()
+            deadline = self._deadline
+            deadline.start = self._clock.now()
+            deadline.arm()
             try:
                 await self._call(batch)
             except Exception as exc:
@@ -362,37 +360,24 @@ class BatchRunner(InlineCalls):
             group.fail(entry, name, f"its batch was refused ({reason}); retried alone",
                        counts=False)
 
-    # -- ack timeout -----------------------------------------------------------------------------
+    # -- the ack deadline ----------------------------------------------------------------------
 
     def infrastructure_wait(self, window: Window, began: bool) -> None:
         """The running call waits on infrastructure: its deadline does not run meanwhile."""
-        if window is not self._window:
-            return
-        now = self._group.clock.now()
         if began:
-            self._waits += 1
-            if self._waits == 1:
-                self._wait_since = now
-            return
-        if not self._waits:
-            return
-        self._waits -= 1
-        if not self._waits:
-            self._deadline += now - self._wait_since
-            if self._timer is None and self._calling:
-                self._arm()
+            self._deadline.wait_began(window)
+        else:
+            self._deadline.wait_ended(window)
 
-    def _arm(self) -> None:
-        self._timer = self._group.clock.call_at(self._deadline, self._on_timer)
+    def timed(self) -> object | None:
+        """The running call (its staging window, once it has one); None between calls or
+        once the stream ended (DeadlineOwner)."""
+        if not self._calling or self._stream.closed:
+            return None
+        window = self._window
+        return self if window is None else window
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        if not self._calling or self._stream.closed or self._waits:
-            return  # between calls, ended, or waiting on infrastructure (re-armed after)
-        if self._group.clock.now() < self._deadline:
-            self._arm()
-            return
-        timeout = self._group.settings.ack_timeout
+    def timed_out(self, timeout: float) -> None:
         owed = self._give_up()
         log.warning("watcher %r: ack timeout (%ss) on a batch call; failing %d messages",
                     self.name, timeout, len(owed), extra={"watcher": self.name})
@@ -417,9 +402,7 @@ class BatchRunner(InlineCalls):
 
     def _release(self, fail_pending: bool) -> None:
         """The stream stopped (watcher left, group stopped or failed)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline.cancel()
         owed = self._give_up()
         for window in self._in_sink:
             owed.extend(window.entries)

@@ -9,13 +9,15 @@ hands out parts of counted slices as :class:`Pieces`, which the batch runner
 acknowledges with one call per slice (``ack_range``). It never mixes the two kinds, and
 a message handed out again (a later delivery round, queued as a chunk of its own) comes
 alone, so a batch never mixes a retry in. Cost: O(chunks taken), not O(messages),
-unless the group dropped entries while some of the queue waited (``_stale``: each
+unless the group dropped entries while some of the queue waited (``stale``: each
 entry taken is checked once, until the queue empties).
 
-:class:`BatchTaking` is a base of :class:`~sharedstream.core.stream.SharedStream`,
-which holds the queue fields it declares; the per-message path (``__anext__``) stays
-in the stream. It knows the group only as a :class:`TakeOwner`, so this module imports
-neither the group's nor the stream's.
+Two parts a :class:`~sharedstream.core.stream.SharedStream` holds (composed, not
+inherited): :class:`ChunkQueue`, the queue itself, whose fields are public because the
+per-message hand-out (:mod:`sharedstream.core.handout`) walks its head inline, one
+message at a time; and :class:`BatchTaker`, a batch filter's ``take_part``. The taker
+knows the group only as a :class:`TakeOwner` and the stream only by the calls it was
+given, so this module imports neither the group's nor the stream's.
 """
 
 from __future__ import annotations
@@ -89,28 +91,144 @@ class TakeOwner(Protocol):
     def maybe_resume(self) -> None: ...
 
 
-class BatchTaking:
-    """``take`` and ``take_part`` of a stream (a base of ``SharedStream``)."""
+class ChunkQueue(deque[Chunk]):
+    """The chunks queued for one watcher, and its hand-out counts.
 
-    __slots__ = ("_interrupted", "_pos", "_queue", "_queued", "_run", "_seq", "_stale",
-                 "on_offer")
+    A deque of the chunks itself, with plain fields: the per-message hand-out walks the
+    head and moves the counts inline, from one object (a call, or a second object to
+    load, per message costs more). The head chunk is handed out from ``pos``."""
 
-    _group: TakeOwner
-    # Chunks queued; the head chunk is handed out from ``_pos``; ``_queued`` counts the
-    # messages not handed out yet; ``_stale``: some queued entry may have been dropped.
-    _queue: deque[Chunk]
-    _pos: int
-    _queued: int
-    _stale: bool
-    _seq: int  # messages handed out so far
-    _run: int  # messages handed out since the stream last let the loop run
-    _interrupted: bool  # the waiting task was woken to do something else (interrupt)
-    on_offer: Callable[[], None] | None  # a batch runner's inline hand-over, or None
-    # The stream's own fields and methods taking calls back into.
-    _waiter: asyncio.Future[None] | None
-    _resume_check: Callable[[], None]
-    _wait_for_more: Callable[[], Awaitable[None]]
-    wake: Callable[[], None]
+    __slots__ = ("handed", "pos", "queued", "run", "stale")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = 0
+        self.queued = 0
+        """Messages queued and not handed out yet."""
+        self.stale = False
+        """Some queued entry may have been dropped (see :meth:`dropped`)."""
+        self.handed = 0
+        """Messages handed out so far (the runner's progress mark)."""
+        self.run = 0
+        """Messages handed out since the stream last let the loop run."""
+
+    def offer(self, entries: Chunk) -> None:
+        """Queue one chunk (shared with the sibling watchers: never changed)."""
+        self.append(entries)
+        self.queued += len(entries)
+
+    def dropped(self) -> None:
+        """The group dropped entries: check each taken one until the queue has emptied."""
+        if self:
+            self.stale = True
+
+    def owed(self, group: TakeOwner) -> list[Entry]:
+        """The entries queued and not handed out yet (counted slices itemised)."""
+        return [entry for i, chunk in enumerate(self)
+                for entries in [chunk if isinstance(chunk, list) else group.itemise(chunk)]
+                for entry in (entries[self.pos:] if i == 0 else entries)]
+
+    def clear(self) -> None:
+        """Drop every chunk, and the counts of what was queued."""
+        super().clear()
+        self.pos = self.queued = 0
+        self.stale = False
+
+    def cut(self, limit: int) -> list[Entry] | Pieces:
+        """Pop up to ``limit`` pending messages for a batch (maybe none: what was popped
+        had been dropped). The usual hand-over, one share queued and taken whole, skips
+        the general walk."""
+        head = self[0] if len(self) == 1 and not self.pos else None
+        out: list[Entry] | Pieces
+        if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
+                head.run.state is PENDING):
+            self.clear()
+            out = Pieces([Piece(head, 0, head.n)])
+        else:
+            out = self._cut_queued(limit)
+        if out:
+            n = len(out)
+            self.handed += n
+            self.run += n
+        return out
+
+    def _cut_queued(self, limit: int) -> list[Entry] | Pieces:
+        """Pop up to ``limit`` pending entries, whole chunks where they fit, or the
+        counted slices at the head."""
+        queue = self
+        out: list[Entry] = []
+        pieces: list[Piece] = []
+        room = limit
+        while queue:
+            chunk = queue[0]
+            pos = self.pos
+            if not isinstance(chunk, list):
+                run = chunk
+                if run.chunk is not None:  # itemised since it was queued
+                    if pieces:
+                        break
+                    chunk = queue[0] = run.chunk
+                elif out:
+                    break  # counted slices go in batches of their own
+                else:
+                    n = run.n
+                    stop = min(n, pos + room)
+                    if stop == n:
+                        queue.popleft()
+                        self.pos = 0
+                    else:
+                        self.pos = stop
+                    self.queued -= stop - pos
+                    if run.state is PENDING:  # else dropped (its partition ended)
+                        pieces.append(Piece(run, pos, stop))
+                        room -= stop - pos
+                        if not room:
+                            break
+                    continue
+            elif pieces:
+                break
+            entries = chunk
+            if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
+                if out:
+                    break
+                queue.popleft()
+                self.pos = 0
+                self.queued -= 1
+                return [entries[0]] if entries[0].state is PENDING else []
+            room = limit - len(out)
+            if pos + room >= len(entries):
+                part = entries[pos:] if pos else entries
+                queue.popleft()
+                self.pos = 0
+            else:
+                part = entries[pos:pos + room]
+                self.pos = pos + room
+            self.queued -= len(part)
+            if self.stale:  # the group dropped entries since some were queued
+                part = [entry for entry in part if entry.state is PENDING]
+            out = out + part if out else part  # never extend: ``part`` may be shared
+            if len(out) >= limit:
+                break
+        if not queue:
+            self.stale = False
+        return Pieces(pieces) if pieces else out
+
+
+class BatchTaker:
+    """``take_part`` and its kin: a batch filter's side of a stream. ``wait`` suspends
+    until the queue may hold something (or ends the take as iteration ends); ``ran_dry``
+    is told the queue ran empty (a paused group may resume); ``wake`` wakes the task."""
+
+    __slots__ = ("_group", "_interrupted", "_queue", "_ran_dry", "_wait", "_wake")
+
+    def __init__(self, queue: ChunkQueue, group: TakeOwner, wait: Callable[[], Awaitable[None]],
+                 ran_dry: Callable[[], None], wake: Callable[[], None]) -> None:
+        self._queue = queue
+        self._group = group
+        self._wait = wait
+        self._ran_dry = ran_dry
+        self._wake = wake
+        self._interrupted = False  # the waiting task was woken to do something else
 
     async def take(self, limit: int) -> list[Entry]:
         """Up to ``limit`` queued messages at once, as entries (see :meth:`take_part`)."""
@@ -126,125 +244,40 @@ class BatchTaking:
         like iteration (StopAsyncIteration when detached, GroupFailedError when the group
         failed). A message handed out again (a later delivery round, queued as a chunk
         of its own) comes alone, so a batch never mixes a retry in. Yields the loop
-        first after ``HANDOUT_RUN`` messages without suspending, as ``__anext__`` does.
-        Returns empty when :meth:`interrupt` woke it.
+        first after ``HANDOUT_RUN`` messages without suspending, as per-message
+        iteration does. Returns empty when :meth:`interrupt` woke it.
         """
         queue = self._queue
-        if self._run >= HANDOUT_RUN and queue:
-            self._run = 0
+        if queue.run >= HANDOUT_RUN and queue:
+            queue.run = 0
             await asyncio.sleep(0)
         while True:
             out = self.take_now(limit)
             if out:
                 return out
             if not queue:  # else only dropped entries were at its head: look again
-                self._resume_check()
-                await self._wait_for_more()
+                self._ran_dry()
+                await self._wait()
                 if self._interrupted:  # woken for the runner's own work: nothing taken
                     self._interrupted = False
                     return []
 
     def take_now(self, limit: int) -> list[Entry] | Pieces:
         """What :meth:`take_part` takes, without waiting: maybe nothing (an inline batch
-        call takes its messages so, in the step that queued them: core/inline.py). The
-        usual hand-over, one share queued and taken whole, skips the general walk."""
+        call takes its messages so, in the step that queued them: core/inline.py)."""
         queue = self._queue
-        head = queue[0] if len(queue) == 1 and not self._pos else None
-        out: list[Entry] | Pieces
-        if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
-                head.run.state is PENDING):
-            queue.clear()
-            self._queued = 0
-            self._stale = False
-            out = Pieces([Piece(head, 0, head.n)])
-        else:
-            out = self._take_queued(limit)
+        out = queue.cut(limit)
         if out:
-            n = len(out)
-            self._seq += n
-            self._run += n
             group = self._group
-            if group.paused and self._queued <= group.low_queue:
+            if group.paused and queue.queued <= group.low_queue:
                 group.maybe_resume()
         return out
-
-    @property
-    def parked(self) -> bool:
-        """The stream's task waits for messages (in :meth:`take_part` or iteration)."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done()
-
-    def offered(self) -> None:
-        """The group queued messages for this stream: its batch runner handles them now
-        when it can (``on_offer``, core/inline.py), else the waiting filter is woken."""
-        on_offer = self.on_offer
-        if on_offer is None:
-            self.wake()
-        else:
-            on_offer()
 
     def interrupt(self) -> None:
         """Wake the waiting task with nothing taken: its ``take_part`` returns empty."""
         self._interrupted = True
-        self.wake()
+        self._wake()
 
-    def _take_queued(self, limit: int) -> list[Entry] | Pieces:
-        """Pop up to ``limit`` pending entries, whole chunks where they fit (maybe none:
-        what was popped had been dropped), or the counted slices at the head."""
-        queue = self._queue
-        out: list[Entry] = []
-        pieces: list[Piece] = []
-        room = limit
-        while queue:
-            chunk = queue[0]
-            pos = self._pos
-            if not isinstance(chunk, list):
-                run = chunk
-                if run.chunk is not None:  # itemised since it was queued
-                    if pieces:
-                        break
-                    chunk = queue[0] = run.chunk
-                elif out:
-                    break  # counted slices go in batches of their own
-                else:
-                    n = run.n
-                    stop = min(n, pos + room)
-                    if stop == n:
-                        queue.popleft()
-                        self._pos = 0
-                    else:
-                        self._pos = stop
-                    self._queued -= stop - pos
-                    if run.state is PENDING:  # else dropped (its partition ended)
-                        pieces.append(Piece(run, pos, stop))
-                        room -= stop - pos
-                        if not room:
-                            break
-                    continue
-            elif pieces:
-                break
-            entries = chunk
-            if entries[pos].rounds > 1:  # a redelivery: a chunk of one, handed out alone
-                if out:
-                    break
-                queue.popleft()
-                self._pos = 0
-                self._queued -= 1
-                return [entries[0]] if entries[0].state is PENDING else []
-            room = limit - len(out)
-            if pos + room >= len(entries):
-                part = entries[pos:] if pos else entries
-                queue.popleft()
-                self._pos = 0
-            else:
-                part = entries[pos:pos + room]
-                self._pos = pos + room
-            self._queued -= len(part)
-            if self._stale:  # the group dropped entries since some were queued
-                part = [entry for entry in part if entry.state is PENDING]
-            out = out + part if out else part  # never extend: ``part`` may be shared
-            if len(out) >= limit:
-                break
-        if not queue:
-            self._stale = False
-        return Pieces(pieces) if pieces else out
+
+__all__ = ["HANDOUT_RUN", "BatchTaker", "Chunk", "ChunkQueue", "Counted", "Piece", "Pieces",
+           "TakeOwner"]

@@ -35,9 +35,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
+from sharedstream.core.deadline import AckDeadline
 from sharedstream.core.ledger import Entry
 from sharedstream.core.stream import SharedStream
-from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
+from sharedstream.core.streamconfig import Clock
 
 if TYPE_CHECKING:
     from sharedstream.core.messagebatch import MessageBatch
@@ -92,15 +93,11 @@ class InlineCalls:
     _token: int
     _calling: bool
     _window: Any
-    _waits: int
-    _deadline: float
-    _timer: TimerHandle | None
+    _deadline: AckDeadline
     _clock: Clock
-    _settings: ManagerSettings
     # The runner's own methods inline calls use.
     _batch_of: Callable[[list[Entry] | Pieces], MessageBatch]
     _settle: Callable[[MessageBatch, list[Entry] | Pieces], None]
-    _arm: Callable[[], None]
     _abandon_call: Callable[[], None]
     _finish: Callable[[list[Entry] | Pieces, MessageBatch, int,
                        Coroutine[Any, Any, None], Any], Awaitable[None]]
@@ -141,7 +138,6 @@ class InlineCalls:
         batch = self._batch_of(part)
         self._window = None
         self._calling = True
-        self._waits = 0
         coro = cast(Coroutine[Any, Any, None], self._call(batch))  # an async def's
         global running
         running = self.name
@@ -162,9 +158,9 @@ class InlineCalls:
             running = None
         # Only a call that waits can overrun its ack timeout: its deadline starts here
         # (the step before it held the loop, and was no one else's wait).
-        self._deadline = self._clock.now() + self._settings.ack_timeout
-        if self._timer is None:
-            self._arm()
+        deadline = self._deadline
+        deadline.start = self._clock.now()
+        deadline.arm()
         self._suspended = coro
         self._later(functools.partial(self._finish, part, batch, token, coro, yielded))
         return False

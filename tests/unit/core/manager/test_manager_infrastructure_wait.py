@@ -172,3 +172,44 @@ async def test_a_sync_state_read_failing_in_a_window_counts_no_attempt(
     await settle()
     assert h.outcome(("p", 0)).acked == {"a"}
     await h.stop()
+
+
+async def test_a_wait_still_open_for_an_earlier_message_does_not_hide_the_open_ones() -> None:
+    """A task the filter started for one message may read state for it after the filter
+    moved on. Its wait holds nothing (Window.waiting_on_infrastructure), and it must not
+    push the open message's own wait out of the count either: that message would then be
+    timed out while it waits on the database, and dead-lettered (max_attempts=1)."""
+    stale_go, stale_back, back = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    started: list[asyncio.Task[None]] = []
+
+    async def late_read(window: Any) -> None:
+        await stale_go.wait()
+        with window.waiting_on_infrastructure():
+            await stale_back.wait()
+
+    async def reads(message: str) -> list[Any]:
+        window = current_window()
+        assert window is not None
+        if message == "p:0":  # reads for p:0 later, in a task of its own
+            started.append(asyncio.create_task(late_read(window)))
+            return []
+        with window.waiting_on_infrastructure():
+            await back.wait()
+        return [message]
+
+    h = Harness(["a"], ack_timeout=5.0, max_attempts=1)
+    h.sink.auto = True
+    h.start("a", reads)
+    await settle()
+    h.producer.feed(("p", 0), ("p", 1))
+    await settle()
+    stale_go.set()  # p:1 waits on the database; now p:0's late read waits too
+    await settle()
+    await outlast_ack_timeouts(h)
+    assert h.resolved() == [("p", 0)] and h.triggers["a"].starts == 1
+    back.set()
+    await settle()
+    assert h.outcome(("p", 1)).acked == {"a"}
+    stale_back.set()
+    await asyncio.gather(*started)
+    await h.stop()
