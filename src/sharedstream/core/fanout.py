@@ -13,89 +13,115 @@ its admission and (routed) its lookup: nothing per message scans every watcher. 
 present watcher gets every message it is due, however full its queue: a watcher that
 lags pauses the flow (:mod:`sharedstream.core.flowcontrol`), it is never failed for it.
 
-:class:`Fanout` is a base of :class:`~sharedstream.core.group.Group`, which sets the
-fields it declares; the group methods it calls back into are declared here as
-attributes, so this module does not import the group's (as
-:class:`~sharedstream.core.resolution.Resolution` does).
+:class:`Fanout` is one of the group's parts (:mod:`sharedstream.core.group`), with its
+own state: the view of the present watchers it hands out to (rebuilt once per change
+of membership, when next used, not per subscribe). It counts what it hands out into
+the flow control's ``in_flight`` and reports each batch to it; what needs settling at
+once (nobody wants it, nobody is present) and every targeted round go to the
+:class:`~sharedstream.core.resolution.Resolution`. It never calls the group, so this
+module does not import the group's.
 
 Failure window: none of its own; what it hands out lives in the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any
 
 from sharedstream import tracing
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
-from sharedstream.core.holds import HoldJournal, HoldKey
+from sharedstream.core.flowcontrol import FlowControl
 from sharedstream.core.ledger import Entry, Ledger, Slice
+from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.routing import RoutingIndex
 from sharedstream.core.stream import SharedStream
-from sharedstream.core.streamconfig import ABSENT, HELD_BEFORE, ManagerSettings
-
-NOT_IN_COHORT = "not in the cohort"
+from sharedstream.core.streamconfig import ABSENT
+from sharedstream.core.targets import CommitTargets
 
 
 class Fanout:
-    """Admission and hand-out of consumed batches (a base of ``Group``)."""
+    """Admission and hand-out of consumed batches (a part of ``Group``)."""
 
-    cohort: frozenset[str]
-    producer: SharedStreamProducer[Any]
-    settings: ManagerSettings
-    ledger: Ledger
-    counters: GroupCounters
-    streams: dict[str, SharedStream]
-    routes: Routes
-    in_flight: int
-    _present: list[SharedStream]
-    _absent: dict[str, str] | None
-    _everyone: list[SharedStream]
-    _all_batch: bool  # every present watcher takes batches
-    holds: HoldJournal | None
-    # The group's own methods the fan-out calls back into.
-    _members: Callable[[], list[SharedStream]]
-    _schedule_publish: Callable[[], None]
-    _check_pause: Callable[[Iterable[SharedStream]], None]
-    _resolved: Callable[[Entry], None]
-    _settle_slice: Callable[[Slice], None]
-    owe: Callable[[Entry, Iterable[str]], None]
+    def __init__(self, cohort: frozenset[str], producer: SharedStreamProducer[Any],
+                 ledger: Ledger, counters: GroupCounters, streams: Mapping[str, SharedStream],
+                 routes: Routes, flow: FlowControl, resolution: Resolution,
+                 targets: CommitTargets) -> None:
+        self.cohort = cohort
+        self.ledger = ledger
+        self.counters = counters
+        self.routes = routes
+        self._size = producer.size
+        self._streams = streams  # the group's: who is present, by name
+        self._flow = flow
+        self._resolution = resolution
+        self._targets = targets
+        # The present streams, those missing (name -> why), those taking everything
+        # (the flow control watches them), whether every present one takes batches:
+        # rebuilt by ``members`` after ``changed``.
+        self._present: list[SharedStream] = []
+        self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
+        self._everyone: list[SharedStream] = []
+        self._all_batch = False
+        self._stale = True
 
-    def _broadcast(self, items: Sequence[tuple[Any, Any]]) -> None:
-        self._members()
+    def changed(self) -> None:
+        """A watcher came or went: the view of who is present is rebuilt when next used."""
+        self._stale = True
+
+    def members(self) -> list[SharedStream]:
+        """The present streams, brought up to date after watchers came or went: once per
+        change, when next asked, not per subscribe (10,000 watchers subscribing one by
+        one would otherwise cost O(watchers) each)."""
+        if self._stale:
+            self._stale = False
+            self._present = list(self._streams.values())
+            absent = self.cohort - self._streams.keys()
+            self._absent = dict.fromkeys(absent, ABSENT) if absent else None
+            routed = self.routes.routed
+            self._everyone = ([s for s in self._present if s.name not in routed] if routed
+                              else self._present)
+            # A batch runner marks its stream as it subscribes, before anything awaits.
+            self._all_batch = all(s.batch for s in self._present)
+        return self._present
+
+    def hand_out(self, items: Sequence[tuple[Any, Any]]) -> None:
+        """Admit a consumed batch and hand it out (see the module docstring)."""
+        present = self.members()
         index = self.routes.index()
         if index is not None:
             self._route(items, index)
             return
-        present, absent = self._present, self._absent
+        absent = self._absent
         # A slice stays counted (no entry per message) when every watcher it goes to
         # takes batches and none is missing: anything else needs per-message records.
         counted = bool(present) and absent is None and tracing.tracer is None and all(
             stream.batch for stream in present)
-        slices = self.ledger.admit(items, self.producer.size, counted)
-        self._schedule_publish()
+        slices = self.ledger.admit(items, self._size, counted)
+        self._targets.schedule()
         if not slices:
             return
         n_present = len(present)
         cohort = self.cohort
+        flow = self._flow
         for run in slices:
             run.targets = cohort
             run.pending = n_present
             if counted and run.entries is None and [
                     r.targets for r in run.records].count(None) == run.n:
                 self.counters.received += run.n
-                self.in_flight += run.n
+                flow.in_flight += run.n
                 for stream in present:
                     stream.offer(run)
             else:
                 entries = run.ledger.itemise(run)
                 self.counters.received += len(entries)
-                self.in_flight += len(entries)
+                flow.in_flight += len(entries)
                 self._broadcast_entries(entries, present, absent)
-        self._check_pause(present)  # before waking: it tells the busy from the waiting
+        flow.handed(present)  # before waking: it tells the busy from the waiting
         for stream in present:
             stream.wake()
 
@@ -104,6 +130,7 @@ class Fanout:
         """Hand out an itemised slice: targeted messages (replayed dead letters, remembered
         holds) alone, and a failure record per message for the watchers that are missing."""
         cohort = self.cohort
+        resolution = self._resolution
         n_present = len(present)
         held = entries[0].ledger.held if entries else None
         run = 0  # where the run of entries addressed to everyone, not yet offered, starts
@@ -117,18 +144,18 @@ class Fanout:
                 entry.pending = n_present
                 if absent is not None:
                     entry.failed = dict(absent)
-                    self.owe(entry, absent)
+                    resolution.owe(entry, absent)
                 if not n_present:
-                    self._resolved(entry)
+                    resolution.resolved(entry)
             else:  # a replayed dead letter or a remembered hold: what precedes goes first
                 if run < i:
                     self._offer(present, entries[run:i])
                 run = i + 1
                 entry.targets = cohort if targets is None else targets
                 if owed:
-                    self._remembered_hold(entry, owed)
+                    resolution.remembered_hold(entry, owed)
                 else:
-                    self._deliver(entry, entry.targets)
+                    resolution.deliver(entry, entry.targets)
         self._done_with_held(held, entries)
         if n_present and run < len(entries):
             self._offer(present, entries if not run else entries[run:])
@@ -144,11 +171,12 @@ class Fanout:
         """
         everyone, absent = self._everyone, self._absent
         counted = absent is None and tracing.tracer is None and self._all_batch
-        slices = self.ledger.admit(items, self.producer.size, counted)
-        self._schedule_publish()
+        slices = self.ledger.admit(items, self._size, counted)
+        self._targets.schedule()
         if not slices:
             return
         woken: list[SharedStream] = []
+        flow = self._flow
         for run in slices:
             if counted and run.entries is None and [
                     r.targets for r in run.records].count(None) == run.n:
@@ -156,9 +184,9 @@ class Fanout:
             else:
                 entries = run.ledger.itemise(run)
                 self.counters.received += len(entries)
-                self.in_flight += len(entries)
+                flow.in_flight += len(entries)
                 self._route_entries(entries, index, everyone, absent, woken)
-        self._check_pause(chain(everyone, woken))  # before waking, as in _broadcast
+        flow.handed(chain(everyone, woken))  # before waking, as in hand_out
         for stream in everyone:
             stream.wake()
         for stream in woken:
@@ -168,7 +196,7 @@ class Fanout:
                        woken: list[SharedStream]) -> None:
         n = run.n
         self.counters.received += n
-        self.in_flight += n
+        self._flow.in_flight += n
         run.targets = self.routes.everyone
         shares, unrouted = self.routes.share(run, index)
         run.shares = shares
@@ -176,11 +204,11 @@ class Fanout:
         if not everyone:
             self.counters.unrouted += unrouted
         if not run.pending:
-            self._settle_slice(run)
+            self._resolution.settle_slice(run)
             return
         for stream in everyone:
             stream.offer(run)
-        streams = self.streams
+        streams = self._streams
         for share in shares:
             stream = streams[share.watcher]
             stream.offer(share)
@@ -196,6 +224,7 @@ class Fanout:
         failed_everyone = None if absent is None else self.routes.absent_everyone(absent)
         targets_everyone = self.routes.everyone
         n_everyone = len(everyone)
+        resolution = self._resolution
         common: list[Entry] = []
         chunks: dict[str, list[Entry]] = {}
         held = entries[0].ledger.held if entries else None
@@ -211,12 +240,12 @@ class Fanout:
                 if owed:
                     entry.targets = (named if named is not None else
                                      self.routes.targets(index.route(entry.raw)))
-                    self._remembered_hold(entry, owed)
+                    resolution.remembered_hold(entry, owed)
                 else:
                     assert named is not None
                     entry.targets = named
-                    self._deliver(entry, named)
-                woken.extend(s for s in map(self.streams.get, entry.targets) if s is not None)
+                    resolution.deliver(entry, named)
+                woken.extend(s for s in map(self._streams.get, entry.targets) if s is not None)
                 continue
             names = index.route(entry.raw)
             pending = n_everyone
@@ -239,26 +268,14 @@ class Fanout:
                     self.counters.unrouted += 1
             if failed is not None:
                 entry.failed = dict(failed)
-                self.owe(entry, failed)
+                resolution.owe(entry, failed)
             entry.pending = pending
             if n_everyone:
                 common.append(entry)
             if not pending:
-                self._resolved(entry)
+                resolution.resolved(entry)
         self._done_with_held(held, entries)
         self._offer_routed(everyone, common, chunks, woken)
-
-    def _remembered_hold(self, entry: Entry, owed: frozenset[str]) -> None:
-        """A message some watchers still owed when the partition was last owned (the
-        process died, or the partition moved: core/holds.py): it goes to the others of its
-        targets as any message read again, and to those watchers as a retry after its
-        backoff, marked ``catching_up``, as if they had just failed it (no attempt)."""
-        holds = self.holds
-        if holds is not None:
-            topic, partition = entry.ledger.key
-            for watcher in owed:
-                holds.loaded(HoldKey(watcher, topic, partition, entry.offset))
-        self._deliver(entry, entry.targets - owed, dict.fromkeys(owed, HELD_BEFORE))
 
     @staticmethod
     def _done_with_held(held: dict[int, frozenset[str]] | None, entries: list[Entry]) -> None:
@@ -269,7 +286,7 @@ class Fanout:
                       chunks: dict[str, list[Entry]], woken: list[SharedStream]) -> None:
         if common:
             self._offer(everyone, common)
-        streams = self.streams
+        streams = self._streams
         for name, chunk in chunks.items():
             stream = streams[name]
             stream.offer(chunk)
@@ -279,30 +296,3 @@ class Fanout:
     def _offer(present: list[SharedStream], chunk: list[Entry]) -> None:
         for stream in present:
             stream.offer(chunk)
-
-    def _deliver(self, entry: Entry, targets: frozenset[str],
-                 failed: dict[str, str] | None = None) -> None:
-        """Slow path: a targeted message or a redelivery round (``failed``: the watchers
-        failed for it already, outside ``targets``)."""
-        entry.round_targets = targets
-        entry.failed = failed
-        pending = 0
-        for name in targets:
-            stream = self.streams.get(name)
-            if stream is not None:
-                stream.offer([entry])
-                pending += 1
-            elif name in self.cohort:
-                if entry.failed is None:
-                    entry.failed = {}
-                entry.failed[name] = ABSENT
-                self.owe(entry, (name,))
-            else:
-                # A replayed dead letter naming a watcher that no longer exists goes
-                # back to the dead-letter topic rather than vanishing.
-                if entry.rejected is None:
-                    entry.rejected = {}
-                entry.rejected[name] = NOT_IN_COHORT
-        entry.pending = pending
-        if not pending:
-            self._resolved(entry)

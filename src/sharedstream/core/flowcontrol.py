@@ -12,8 +12,10 @@ with the adapter's own bounds, which only apply this decision):
 
 Invariants:
 
-1. Only :class:`FlowControl` says whether the group fetches; the group applies what it
-   says (the adapter's ``pause()`` / ``resume()``) and nothing else pauses a group.
+1. Only :class:`FlowControl` says whether the group fetches, and keeps the group's flow
+   (:class:`~sharedstream.core.groupstate.Flow`, the reason of a pause, what is in
+   flight); the group applies what it says through the one callback it is built with
+   (the adapter's ``pause()`` / ``resume()``), and nothing else pauses a group.
 2. A lagging watcher is lag, never a failure: its queue reaching the bound pauses
    fetching for the whole group, is counted (``lagged``, per watcher) and named while it
    lasts (:attr:`FlowControl.lagging`); it is never failed, held or handed a message
@@ -30,6 +32,12 @@ Invariants:
    watchers)), a resume check at the lagging ones; nothing per message. The check runs
    before those watchers are woken, so it sees which of them were waiting.
 
+It is one of the group's parts (:mod:`sharedstream.core.group`): the fan-out counts what
+it hands out into :attr:`FlowControl.in_flight` and reports each batch
+(:meth:`FlowControl.handed`), the resolution counts what settles out of it and asks
+:meth:`FlowControl.maybe_resume` where in flight crosses the resume mark, a stream asks
+it where its queue crosses the low mark.
+
 Failure window: none of its own. What a pause holds back stays on the broker; the
 decision's state lives in the process and starts empty with a new group.
 """
@@ -38,8 +46,11 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
+
+from sharedstream.core.groupstate import FLOW_MOVES, FLOWING, PAUSED, QUIESCED, Flow
+from sharedstream.core.lifecycle import check_move
 
 
 class Pause(enum.Enum):
@@ -64,12 +75,15 @@ class Queue(Protocol):
 
 
 class FlowControl:
-    """The decision (see the module docstring); it does no I/O, the group applies it."""
+    """The decision and the group's flow (see the module docstring); ``apply(fetch)`` is
+    the group's: it pauses (False) or resumes (True) the adapter."""
 
-    __slots__ = ("_lagging", "lagged", "low_queue", "max_in_flight", "queue_bound",
+    __slots__ = ("_apply", "_ended", "_label", "_lagging", "flow", "in_flight", "lagged",
+                 "low_queue", "max_in_flight", "pause_reason", "queue_bound",
                  "resume_in_flight")
 
-    def __init__(self, max_in_flight: int, queue_bound: int, lagged: Counter[str]) -> None:
+    def __init__(self, max_in_flight: int, queue_bound: int, lagged: Counter[str],
+                 apply: Callable[[bool], None], label: str = "flow") -> None:
         self.max_in_flight = max_in_flight
         self.resume_in_flight = max_in_flight // 2
         self.queue_bound = queue_bound
@@ -77,11 +91,21 @@ class FlowControl:
         self.low_queue = queue_bound // 2
         self.lagged = lagged  # the group's counter: times each watcher's queue filled
         self._lagging: dict[str, Queue] = {}
+        self._apply = apply
+        self._label = label
+        self._ended = False
+        self.flow = FLOWING
+        self.pause_reason: Pause | None = None  # why the group is PAUSED
+        # Entries handed out and not resolved, or held: the fan-out adds, the
+        # resolution and the group's partition ends subtract.
+        self.in_flight = 0
 
-    def handed(self, in_flight: int, queues: Iterable[Queue]) -> Pause | None:
-        """A batch was handed to ``queues`` (not woken yet): why the group must stop
-        fetching now (None: it may go on). Notes each busy watcher whose queue reached its
-        bound as lagging."""
+    def _move(self, flow: Flow) -> None:
+        self.flow = check_move(self._label, FLOW_MOVES, self.flow, flow)
+
+    def handed(self, queues: Iterable[Queue]) -> None:
+        """A batch was handed to ``queues`` (not woken yet): stop fetching if a bound is
+        reached. Notes each busy watcher whose queue reached its bound as lagging."""
         bound, lagging = self.queue_bound, self._lagging
         for queue in queues:
             if queue.queued >= bound and not queue.parked:
@@ -89,21 +113,47 @@ class FlowControl:
                 if name not in lagging:
                     lagging[name] = queue
                     self.lagged[name] += 1
-        if in_flight >= self.max_in_flight:
-            return Pause.IN_FLIGHT
-        return Pause.LAG if lagging else None
+        if self.flow is not FLOWING:
+            return
+        if self.in_flight >= self.max_in_flight:
+            self.pause_reason = Pause.IN_FLIGHT
+        elif lagging:
+            self.pause_reason = Pause.LAG
+        else:
+            return
+        self._move(PAUSED)
+        self._apply(False)
 
-    def may_resume(self, in_flight: int) -> bool:
-        """Whether a paused group may fetch again; forgets the lagging watchers whose
-        queues drained to the low mark."""
-        if in_flight > self.resume_in_flight:
-            return False
+    def maybe_resume(self) -> None:
+        """Resume a paused group when in flight is down to half its bound and every
+        lagging watcher's queue to half its own (forgetting those that drained)."""
+        if self.flow is not PAUSED or self._ended or self.in_flight > self.resume_in_flight:
+            return
         lagging = self._lagging
         if lagging:
             low = self.low_queue
             for name in [name for name, queue in lagging.items() if queue.queued <= low]:
                 del lagging[name]
-        return not lagging
+            if lagging:
+                return
+        self.pause_reason = None
+        self._move(FLOWING)
+        self._apply(True)
+
+    def quiesce(self) -> None:
+        """Fetch nothing new from now on (shutdown); what is in flight still resolves.
+        Idempotent."""
+        flow = self.flow
+        if flow is QUIESCED:
+            return
+        self._move(QUIESCED)
+        self.pause_reason = None
+        if flow is FLOWING:
+            self._apply(False)
+
+    def ended(self) -> None:
+        """The group stopped or failed: it never fetches again, whatever settles."""
+        self._ended = True
 
     def left(self, name: str) -> None:
         """The watcher left the group: its queue no longer holds the flow back."""

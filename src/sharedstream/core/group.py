@@ -19,10 +19,27 @@ watcher lets its siblings run ahead by at most that many messages. When fetching
 and resumes is :mod:`sharedstream.core.flowcontrol`'s one decision; a slow watcher's
 full queue pauses it (lag), it never fails the watcher.
 
-Its lifecycle and flow control are :mod:`sharedstream.core.groupstate`'s enums; what
-a watcher's outcome does to an entry (ack, reject, fail, hold, redeliver, dead letter)
-is :mod:`sharedstream.core.resolution`'s :class:`Resolution`, and how a batch is handed
-out :mod:`sharedstream.core.fanout`'s :class:`Fanout`, both bases of :class:`Group`.
+The group is made of parts, one job each, each with its own state, composed (none is
+a base class of another, and none reads another's private fields):
+
+* :class:`~sharedstream.core.fanout.Fanout` (``fanout``): admission and routing of a
+  batch and its hand-out to the present watchers' streams;
+* :class:`~sharedstream.core.resolution.Resolution` (``resolution``): each watcher's
+  outcome, settlement, holds, redelivery and every targeted delivery round;
+* :class:`~sharedstream.core.flowcontrol.FlowControl` (``flow_control``): what is in
+  flight and the one pause/resume decision, applied through the group's ``_apply_flow``;
+* :class:`~sharedstream.core.targets.CommitTargets` (``targets``): the publish timer;
+* :class:`~sharedstream.core.outbox.WindowOutbox`: closed windows to the unit-of-work
+  sink, once per loop step (the streams' ``submit``);
+* :class:`~sharedstream.core.groupstate.Lifecycle` (``life``): the group's state, read
+  by the parts that must stop acting when it ends.
+
+The group itself keeps membership (``add``/``remove``), the intake (the pump and the
+partitions' starts and ends), ``/status``'s snapshot and its ending.
+To its streams it is their :class:`~sharedstream.core.stream.StreamOwner`: the outcome
+methods a stream calls are the resolution's, bound once as the group's attributes, so
+a stream's ``ack_many`` goes straight to the resolution in one call, and ``paused``
+is a plain attribute read per hand-out, kept by ``_apply_flow``.
 
 The group knows its manager only through the ``evict`` callback it is built with, so
 this module does not import the manager's.
@@ -36,8 +53,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Hashable, Mapping
+from typing import Any
 
 from sharedstream.core.contract import (
     PartitionRewound,
@@ -48,48 +65,41 @@ from sharedstream.core.contract import (
 )
 from sharedstream.core.counters import GroupCounters
 from sharedstream.core.fanout import Fanout
-from sharedstream.core.flowcontrol import FlowControl, Pause
+from sharedstream.core.flowcontrol import FlowControl
 from sharedstream.core.groupstate import (
     CLOSING,
     FAILED,
-    FLOW_MOVES,
-    FLOWING,
     GATHERING,
-    MOVES,
-    PAUSED,
     POLLING,
-    QUIESCED,
     STOPPING,
-    Flow,
     GroupState,
+    Lifecycle,
 )
 from sharedstream.core.holds import HoldJournal
-from sharedstream.core.ledger import Entry, Key, Ledger, State
-from sharedstream.core.lifecycle import check_move
+from sharedstream.core.ledger import Key, Ledger, State
 from sharedstream.core.names import framework_task_name, summarise
+from sharedstream.core.outbox import WindowOutbox
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.snapshot import GroupSnapshot, HeldView, PartitionView
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import (
-    ABSENT,
     Clock,
     LoopClock,
     ManagerSettings,
     TimerHandle,
 )
-from sharedstream.core.window import Window, WorkSink
-
-if TYPE_CHECKING:
-    from sharedstream.core.subscriber import Subscriber
+from sharedstream.core.targets import CommitTargets
+from sharedstream.core.window import WorkSink
 
 log = logging.getLogger(__name__)
+
 
 class ProducerStreamEnded(RuntimeError):
     """``open_stream()`` returned: a producer must stream for the group's whole life."""
 
 
-class Group(Fanout, Resolution):
+class Group:
     """Runtime state of one ``shared_stream_key``. Internal to the manager.
 
     ``evict`` is the manager's: called once when the group fails, so a later
@@ -97,7 +107,7 @@ class Group(Fanout, Resolution):
     """
 
     def __init__(self, key: Hashable, cohort: frozenset[str],
-                 producer: SharedStreamProducer[Any], founder: tuple[str, Subscriber],
+                 producer: SharedStreamProducer[Any],
                  settings: ManagerSettings, clock: Clock, sink: WorkSink,
                  evict: Callable[[Group], None], matches: Mapping[str, Any] | None = None,
                  holds: HoldJournal | None = None) -> None:
@@ -105,54 +115,61 @@ class Group(Fanout, Resolution):
         self.holds = holds
         self.cohort = cohort
         self.producer = producer
-        # The first subscriber: later ones must agree with its shared_stream_arguments().
-        self.founder = founder
         self.settings = settings
         self.clock = clock
-        self.sink = sink
         self._evict = evict
         self.streams: dict[str, SharedStream] = {}
         self.ledger = Ledger(f"group {key!r}", producer.request_fetch, producer.record_skipped)
         self.ledger.set_bounds(self.settings.max_in_flight, self.settings.max_in_flight_bytes)
-        # Entries pending or held: what the group-wide in-flight bound counts.
-        self.in_flight = 0
-        self.state = GATHERING
-        self.flow = FLOWING
-        # ``flow is not FLOWING``, kept by _set_flow: each stream reads it per hand-out.
+        self.life = Lifecycle(f"group {key!r}")
+        # ``flow_control.flow is not FLOWING``, kept by _apply_flow: streams read it per
+        # hand-out, so it is a plain attribute here.
         self.paused = False
         self.failure: BaseException | None = None  # why it failed (state FAILED)
         self.counters = GroupCounters()
-        # The one flow decision (core.flowcontrol); streams read ``low_queue`` on hand-out.
-        self.flow_control = FlowControl(settings.max_in_flight,
-                                        settings.subscriber_queue_size, self.counters.lagged)
-        self.low_queue = self.flow_control.low_queue
-        self.pause_reason: Pause | None = None  # why the group is PAUSED
-        self._present: list[SharedStream] = []
-        self._absent: dict[str, str] | None = dict.fromkeys(cohort, ABSENT)
         # Routing (core.routes): the watchers' matches, the index, who takes everything.
         self.routes = Routes(cohort, matches or {})
-        # The present streams the flow control watches: those taking everything.
-        self._everyone: list[SharedStream] = []
-        self._all_batch = False
-        self._membership_stale = True
-        self._to_submit: list[Window] = []
+        self.flow_control = FlowControl(settings.max_in_flight, settings.subscriber_queue_size,
+                                        self.counters.lagged, self._apply_flow,
+                                        f"flow of group {key!r}")
+        self.targets = CommitTargets(self.ledger, producer, self.life)
+        self.resolution = Resolution(key, cohort, producer, settings, clock, self.ledger,
+                                     self.counters, self.streams, holds, self.life,
+                                     self.flow_control, self.targets, self._fail_group)
+        self.fanout = Fanout(cohort, producer, self.ledger, self.counters, self.streams,
+                             self.routes, self.flow_control, self.resolution, self.targets)
+        # What a stream calls back (its StreamOwner), bound once: one call each, straight
+        # to the part that does it.
+        resolution = self.resolution
+        self.ack, self.ack_many, self.ack_range = (
+            resolution.ack, resolution.ack_many, resolution.ack_range)
+        self.reject, self.fail = resolution.reject, resolution.fail
+        self.itemise = resolution.itemise
+        self.maybe_resume = self.flow_control.maybe_resume
+        self.low_queue = self.flow_control.low_queue
+        self.submit = WindowOutbox(key, sink).submit
         self._tasks: set[asyncio.Task[None]] = set()
-        self._redeliveries: set[TimerHandle] = set()
-        # When each held entry is handed out again (clock time), for /status.
-        self._held_due: dict[Entry, float] = {}
-        self._held_timer: dict[Entry, TimerHandle] = {}  # for an operator's retry now
-        self._publish_handle: asyncio.TimerHandle | None = None
         self._pump: asyncio.Task[None] | None = None
         self._grace: TimerHandle | None = self.clock.call_at(
             self.clock.now() + self.settings.cohort_grace_period, self._grace_expired)
         self._closed_producer: asyncio.Task[None] | None = None
 
-    def _set_state(self, state: GroupState) -> None:
-        self.state = check_move(f"group {self.key!r}", MOVES, self.state, state)
+    @property
+    def state(self) -> GroupState:
+        return self.life.state
 
-    def _set_flow(self, flow: Flow) -> None:
-        self.flow = check_move(f"flow of group {self.key!r}", FLOW_MOVES, self.flow, flow)
-        self.paused = flow is not FLOWING
+    @property
+    def in_flight(self) -> int:
+        """Entries pending or held: what the group-wide in-flight bound counts."""
+        return self.flow_control.in_flight
+
+    def _apply_flow(self, fetch: bool) -> None:
+        """The flow control's decision applied: the adapter fetches or not."""
+        self.paused = not fetch
+        if fetch:
+            self.producer.resume()
+        else:
+            self.producer.pause()
 
     # -- membership ----------------------------------------------------------------
 
@@ -164,43 +181,27 @@ class Group(Fanout, Resolution):
                else self.clock.now)
         stream = SharedStream(self, name, now)
         self.streams[name] = stream
-        self._membership_stale = True
-        if self.state is GATHERING and len(self.streams) == len(self.cohort):
+        self.fanout.changed()
+        if self.life.state is GATHERING and len(self.streams) == len(self.cohort):
             self._start_polling()
         return stream
 
     def remove(self, name: str, fail_pending: bool) -> None:
         stream = self.streams.pop(name)
-        self._membership_stale = True
+        self.fanout.changed()
         stream.detach(fail_pending)
         self.flow_control.left(name)
-        self.maybe_resume()
-
-    def _members(self) -> list[SharedStream]:
-        """The present streams, brought up to date after watchers came or went: once per
-        change, when next asked, not per subscribe (10,000 watchers subscribing one by
-        one would otherwise cost O(watchers) each)."""
-        if self._membership_stale:
-            self._membership_stale = False
-            self._present = list(self.streams.values())
-            absent = self.cohort - self.streams.keys()
-            self._absent = dict.fromkeys(absent, ABSENT) if absent else None
-            routed = self.routes.routed
-            self._everyone = ([s for s in self._present if s.name not in routed] if routed
-                              else self._present)
-            # A batch runner marks its stream as it subscribes, before anything awaits.
-            self._all_batch = all(s.batch for s in self._present)
-        return self._present
+        self.flow_control.maybe_resume()
 
     def _grace_expired(self) -> None:
         self._grace = None
-        if self.state is GATHERING:
+        if self.life.state is GATHERING:
             log.warning("group %r: starting without %s after the grace period (held for them)",
                         self.key, sorted(self.cohort - self.streams.keys()))
             self._start_polling()
 
     def _start_polling(self) -> None:
-        self._set_state(POLLING)
+        self.life.move(POLLING)
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
@@ -217,11 +218,11 @@ class Group(Fanout, Resolution):
     # -- intake ----------------------------------------------------------------------
 
     async def _run_pump(self) -> None:
-        ledger = self.ledger
+        ledger, hand_out = self.ledger, self.fanout.hand_out
         try:
             async for item in self.producer.open_stream(ledger):
                 if isinstance(item, Records):
-                    self._broadcast(item.items)
+                    hand_out(item.items)
                 elif isinstance(item, PartitionsStarted):
                     ledger.start(item.generation, item.starts, self._held(item))
                 elif isinstance(item, PartitionsEnded):
@@ -249,46 +250,15 @@ class Group(Fanout, Resolution):
 
     def _forget(self, keys: frozenset[Any]) -> None:
         """The adapter lost these partitions: drop their in-flight and held messages."""
-        self.in_flight -= self.ledger.end(keys)
+        self.flow_control.in_flight -= self.ledger.end(keys)
         if self.holds is not None:
             for topic, partition in keys:
                 self.holds.forget(topic, partition)
-        for stream in self._members():
+        for stream in self.fanout.members():
             stream.dropped()
-        self.maybe_resume()
+        self.flow_control.maybe_resume()
 
-    # -- flow control ------------------------------------------------------------------
-
-    def _check_pause(self, handed: Iterable[SharedStream]) -> None:
-        """A batch went to ``handed`` (the watchers given something): pause if the flow
-        control says so (:mod:`sharedstream.core.flowcontrol`: the in-flight bound, or a
-        watcher's full queue, which is its lag, never its failure)."""
-        reason = self.flow_control.handed(self.in_flight, handed)
-        if reason is not None and not self.paused:
-            self.pause_reason = reason
-            self._set_flow(PAUSED)
-            self.producer.pause()
-
-    def quiesce(self) -> None:
-        """Fetch nothing new from now on (shutdown); what is in flight still resolves.
-        Idempotent."""
-        flow = self.flow
-        if flow is QUIESCED:
-            return
-        self._set_flow(QUIESCED)
-        self.pause_reason = None
-        if flow is FLOWING:
-            self.producer.pause()
-
-    def maybe_resume(self) -> None:
-        """Resume when the flow control allows it (in flight down to half its bound, and
-        every lagging watcher's queue to half of its own)."""
-        if self.flow is not PAUSED or self.state is not POLLING:
-            return
-        if self.flow_control.may_resume(self.in_flight):
-            self.pause_reason = None
-            self._set_flow(FLOWING)
-            self.producer.resume()
+    # -- status ----------------------------------------------------------------------
 
     def snapshot(self) -> GroupSnapshot:
         """Partitions and held messages now (on the loop; for ``/status``)."""
@@ -307,52 +277,20 @@ class Group(Fanout, Resolution):
                 for entry in run.entries or ():
                     if entry.state is not State.HELD:
                         continue
-                    due = self._held_due.get(entry)
+                    due = self.resolution.due(entry)
                     held.append(HeldView(ledger.topic, ledger.partition, entry.offset,
                                          dict(entry.failed or {}), dict(entry.attempts or {}),
                                          entry.rounds,
                                          None if due is None else max(0.0, due - now)))
         return GroupSnapshot(partitions, held)
 
-    # -- commit targets -------------------------------------------------------------------
-
-    def _schedule_publish(self) -> None:
-        if self._publish_handle is None and self.state is not CLOSING and (
-                self.state is not FAILED):
-            self._publish_handle = asyncio.get_running_loop().call_later(
-                self.producer.commit_interval, self._publish)
-
-    def _publish(self) -> None:
-        """Hand the adapter the commit targets of the partitions that changed."""
-        self._publish_handle = None
-        targets = self.ledger.publish()
-        if targets:
-            self.producer.publish(targets)
-
-    # -- unit of work -----------------------------------------------------------------------
-
-    def submit(self, window: Window) -> None:
-        if not self._to_submit:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._to_submit.append(window)
-
-    def _flush(self) -> None:
-        windows, self._to_submit = self._to_submit, []
-        if not windows:
-            return
-        try:
-            self.sink.submit(windows)
-        except Exception as exc:
-            log.exception("group %r: the work sink refused %d windows", self.key, len(windows))
-            for window in windows:
-                window.fail(exc)
-
     # -- ending ---------------------------------------------------------------------------------
 
     def _fail_group(self, exc: BaseException) -> None:
-        if self.state is not POLLING and self.state is not GATHERING:
+        if self.life.state is not POLLING and self.life.state is not GATHERING:
             return
-        self._set_state(FAILED)
+        self.life.move(FAILED)
+        self.flow_control.ended()
         self.failure = exc
         log.error("group %r failed: %r; failing its %s", self.key, exc, summarise(self.streams))
         self._evict(self)
@@ -361,9 +299,9 @@ class Group(Fanout, Resolution):
         for task in list(self._tasks):
             if task is not current:
                 task.cancel()
-        for stream in self._members():
+        for stream in self.fanout.members():
             stream.group_failed(exc)
-        self.in_flight -= self.ledger.end_all()
+        self.flow_control.in_flight -= self.ledger.end_all()
         self._close_producer()
 
     async def stop(self) -> None:
@@ -373,37 +311,32 @@ class Group(Fanout, Resolution):
         Unresolved messages are not committed: the broker redelivers them to the next
         consumer. Idempotent.
         """
-        if self.state is not POLLING and self.state is not GATHERING:
+        if self.life.state is not POLLING and self.life.state is not GATHERING:
             if self._closed_producer is not None:
                 await asyncio.shield(self._closed_producer)
             return
-        self._set_state(STOPPING)
+        self.life.move(STOPPING)
+        self.flow_control.ended()
         self._cancel_timers()
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
-        for stream in list(self._members()):
+        for stream in list(self.fanout.members()):
             stream.detach(fail_pending=False)
         await self._close_producer()
-        self.in_flight -= self.ledger.end_all()
+        self.flow_control.in_flight -= self.ledger.end_all()
 
     def _cancel_timers(self) -> None:
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
-        for handle in self._redeliveries:
-            handle.cancel()
-        self._redeliveries.clear()
-        self._held_due.clear()
-        self._held_timer.clear()
-        if self._publish_handle is not None:
-            self._publish_handle.cancel()
-            self._publish_handle = None
+        self.resolution.cancel_timers()
+        self.targets.cancel()
 
     def _close_producer(self) -> asyncio.Task[None]:
         if self._closed_producer is None:
-            if self.state is STOPPING:
-                self._set_state(CLOSING)
+            if self.life.state is STOPPING:
+                self.life.move(CLOSING)
             self._closed_producer = asyncio.get_running_loop().create_task(self._aclose())
         return self._closed_producer
 

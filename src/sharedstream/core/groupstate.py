@@ -20,14 +20,19 @@ Flow control, while polling (:class:`Flow`)::
     FLOWING -> QUIESCED   quiesce() (shutdown): nothing new is fetched again
     PAUSED  -> QUIESCED
 
-QUIESCED is final. They live apart from :mod:`sharedstream.core.group` because both the
-group and its resolution side (:mod:`sharedstream.core.resolution`) read them.
+QUIESCED is final. They live apart from :mod:`sharedstream.core.group` because the
+group's parts read them: :class:`Lifecycle` holds the group's state, shared with the
+parts that must not act once it ends (the resolution settles nothing once CLOSING or
+FAILED, the commit targets are published no more), and the flow is
+:mod:`sharedstream.core.flowcontrol`'s.
 """
 
 from __future__ import annotations
 
 import enum
 from typing import Any
+
+from sharedstream.core.lifecycle import check_move
 
 
 class GroupState(enum.Enum):
@@ -58,3 +63,24 @@ MOVES: dict[GroupState, frozenset[GroupState]] = {
 FLOW_MOVES: dict[Flow, frozenset[Flow]] = {
     FLOWING: frozenset({PAUSED, QUIESCED}), PAUSED: frozenset({FLOWING, QUIESCED}),
     QUIESCED: _NONE}
+
+
+class Lifecycle:
+    """One group's state, held apart from the group so that its parts read it without
+    holding the group (one attribute read where they check it, per message)."""
+
+    __slots__ = ("label", "state")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.state = GATHERING
+
+    def move(self, state: GroupState) -> None:
+        self.state = check_move(self.label, MOVES, self.state, state)
+
+    @property
+    def settling(self) -> bool:
+        """Whether an outcome may still settle (not once the adapter is closing or the
+        group failed: what resolves then stays uncommitted, read again by the next
+        consumer)."""
+        return self.state is not CLOSING and self.state is not FAILED

@@ -80,6 +80,9 @@ class SharedStreamManager:
         self._cohorts: dict[Hashable, frozenset[str]] = {}
         self._matches: dict[Hashable, Mapping[str, Any]] = {}
         self._groups: dict[Hashable, Group] = {}
+        # Each running group's first subscriber: later ones must agree with its
+        # shared_stream_arguments() (checked here, before the group is touched).
+        self._founders: dict[Group, tuple[str, Subscriber]] = {}
         self._membership: dict[str, Group] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 
@@ -121,6 +124,13 @@ class SharedStreamManager:
         and :class:`~sharedstream.core.routing.MatchError` (a ValueError) for a trigger
         whose ``match`` is not valid.
         """
+        return self._join(watcher, trigger)[1]
+
+    def _join(self, watcher: str, trigger: Subscriber) -> tuple[Group, SharedStream]:
+        """``subscribe``, one way: every check here first (``routes.check_match``, and
+        ``subscriber.check_shared_stream_group`` against the founder the manager keeps),
+        then one call into the group (``add``), which builds the stream and returns it;
+        nothing after reads or calls the group to finish the registration."""
         key = trigger.shared_stream_key()
         if key is None:
             raise ValueError(f"watcher {watcher!r}: {type(trigger).__qualname__} does not "
@@ -144,14 +154,15 @@ class SharedStreamManager:
                 raise ProducerFactoryError(
                     f"watcher {watcher!r}: building the producer of {key!r} failed: {exc!r}"
                 ) from exc
-            group = self._groups[key] = Group(key, cohort, producer, (watcher, trigger),
-                                              self.settings, self.clock, self.sink, self._evict,
-                                              self._matches.get(key), self.holds)
+            group = self._groups[key] = Group(key, cohort, producer, self.settings, self.clock,
+                                              self.sink, self._evict, self._matches.get(key),
+                                              self.holds)
+            self._founders[group] = (watcher, trigger)
         else:
-            check_shared_stream_group([group.founder, (watcher, trigger)])
+            check_shared_stream_group([self._founders[group], (watcher, trigger)])
         stream = group.add(watcher, match)
         self._membership[watcher] = group
-        return stream
+        return group, stream
 
     async def unsubscribe(self, watcher: str) -> None:
         """Leave the group. What the watcher still owed is held for it (counted failed,
@@ -179,6 +190,7 @@ class SharedStreamManager:
     def _evict(self, group: Group) -> None:
         if self._groups.get(group.key) is group:
             del self._groups[group.key]
+        self._founders.pop(group, None)
         for name in group.streams:
             if self._membership.get(name) is group:
                 del self._membership[name]
@@ -205,8 +217,7 @@ class SharedStreamManager:
                             paused=g.paused, in_flight=g.in_flight,
                             queued=sum(s.queued for s in g.streams.values()),
                             counters=g.counters, matches=dict(g.routes.matches),
-                            paused_because=None if g.pause_reason is None
-                            else g.pause_reason.value, lagging=g.flow_control.lagging)
+                            paused_because=_reason(g), lagging=g.flow_control.lagging)
                 for g in self._groups.values()]
 
     def snapshots(self) -> list[tuple[GroupStatus, GroupSnapshot]]:
@@ -216,12 +227,12 @@ class SharedStreamManager:
     def retry_now(self, key: Hashable, topic: str, partition: int, offset: int) -> bool:
         """Group ``key``'s held message handed out again at once (False: not held there)."""
         group = self._groups.get(key)
-        return group is not None and group.retry_now(topic, partition, offset)
+        return group is not None and group.resolution.retry_now(topic, partition, offset)
 
     def pause_all(self) -> None:
         """Stop fetching in every group for good (shutdown): in-flight work still resolves."""
         for group in self._groups.values():
-            group.quiesce()
+            group.flow_control.quiesce()
 
     def in_flight(self, key: Hashable) -> int:
         """Messages of group ``key`` in flight or held (0 if no such group)."""
@@ -240,9 +251,8 @@ class SharedStreamManager:
         group is stopped or the filter ends; raises :class:`GroupFailedError` when the
         group fails; leaves the group on the way out (also when cancelled).
         """
-        stream = self.subscribe(watcher, trigger)
-        group = self._membership[watcher]
         call = batch_filter(trigger)
+        group, stream = self._join(watcher, trigger)
         runner = (None if call is None
                   else BatchRunner(stream, group, call, value_preparer(trigger)))
         try:
@@ -304,6 +314,11 @@ class SharedStreamManager:
             await self.clock.sleep(delay)
             if stream.closed:
                 return
+
+
+def _reason(group: Group) -> str | None:
+    reason = group.flow_control.pause_reason
+    return None if reason is None else reason.value
 
 
 WATCHER_TASK = "watcher "

@@ -8,10 +8,13 @@ operator's ``retry_now``. Entries every watcher acked cleanly in their first rou
 settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a counted
 slice in one step when the last watcher reaches its end.
 
-:class:`Resolution` is a base of :class:`~sharedstream.core.group.Group`, which sets
-the fields it declares; the few group methods it calls back into are declared here as
-attributes, so this module does not import the group's. A base, not an object of its
-own, keeps the per-message calls (a stream's ``ack``) one call, as before the split.
+:class:`Resolution` is a part of the group (:mod:`sharedstream.core.group`) with its own
+state (the held entries' timers). It also starts every delivery round that is not a
+batch's hand-out (:meth:`Resolution.deliver`: a targeted message, a remembered hold, a
+redelivery): a round is what outcomes settle. It reads the group's ``Lifecycle``,
+counts out of the flow control's ``in_flight`` and calls the group back only through
+``fail_group`` (the adapter refused a dead letter): no import of the group's. The group
+binds its outcome methods for its streams, so a stream's ``ack_many`` is one call.
 
 Invariants: an entry's outcome counts only while it is PENDING (a late outcome, after
 its partition ended or the round settled, is ignored); nothing settles once the group
@@ -24,9 +27,8 @@ past is), as crash redeliveries to the others.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from sharedstream import tracing
@@ -34,13 +36,21 @@ from sharedstream.core.backoff import jittered
 from sharedstream.core.batchtake import Counted
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
-from sharedstream.core.groupstate import CLOSING, FAILED, POLLING, GroupState
+from sharedstream.core.flowcontrol import FlowControl
+from sharedstream.core.groupstate import CLOSING, FAILED, PAUSED, POLLING, Lifecycle
 from sharedstream.core.holds import HoldJournal, HoldKey
 from sharedstream.core.ledger import Entry, Ledger, Slice, State
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.shares import Share, Shares
 from sharedstream.core.stream import SharedStream
-from sharedstream.core.streamconfig import Clock, ManagerSettings, TimerHandle
+from sharedstream.core.streamconfig import (
+    ABSENT,
+    HELD_BEFORE,
+    Clock,
+    ManagerSettings,
+    TimerHandle,
+)
+from sharedstream.core.targets import CommitTargets
 
 _T = TypeVar("_T")
 # The group's logger: its lines are the group's (docs/architecture.md names them).
@@ -49,34 +59,37 @@ log = logging.getLogger("sharedstream.core.group")
 # A held message is never handed out again sooner than this, whatever the backoff says.
 MIN_RETRY_S = 0.05
 PENDING = State.PENDING
+NOT_IN_COHORT = "not in the cohort"
 
 
 class Resolution:
-    """Outcomes and settlement of one group's entries (a base of ``Group``)."""
+    """Outcomes, settlement and delivery rounds of one group's entries (a part of
+    ``Group``)."""
 
-    key: Hashable
-    cohort: frozenset[str]
-    producer: SharedStreamProducer[Any]
-    settings: ManagerSettings
-    clock: Clock
-    ledger: Ledger
-    counters: GroupCounters
-    streams: dict[str, SharedStream]
-    # Entries pending or held: what the group-wide in-flight bound counts.
-    in_flight: int
-    state: GroupState
-    paused: bool
-    _publish_handle: asyncio.TimerHandle | None
-    _redeliveries: set[TimerHandle]
-    _held_due: dict[Entry, float]
-    _held_timer: dict[Entry, TimerHandle]
-    # The process's journal of holds that must survive a crash (None: not kept).
-    holds: HoldJournal | None
-    # The group's own methods this side calls back into.
-    _deliver: Callable[[Entry, frozenset[str]], None]
-    _schedule_publish: Callable[[], None]
-    _fail_group: Callable[[BaseException], None]
-    maybe_resume: Callable[[], None]
+    def __init__(self, key: Hashable, cohort: frozenset[str],
+                 producer: SharedStreamProducer[Any], settings: ManagerSettings,
+                 clock: Clock, ledger: Ledger, counters: GroupCounters,
+                 streams: Mapping[str, SharedStream],
+                 holds: HoldJournal | None, life: Lifecycle, flow: FlowControl,
+                 targets: CommitTargets, fail_group: Callable[[BaseException], None]) -> None:
+        self.key = key
+        self.cohort = cohort
+        self.producer = producer
+        self.settings = settings
+        self.clock = clock
+        self.ledger = ledger
+        self.counters = counters
+        self.streams = streams  # the group's present streams, read only here
+        # The process's journal of holds that must survive a crash (None: not kept).
+        self.holds = holds
+        self._life = life
+        self._flow = flow
+        self._targets = targets
+        self._fail_group = fail_group
+        self._resume_at = settings.max_in_flight // 2
+        # Each held entry's retry: when (clock time, for /status) and its timer (to
+        # cancel, for an operator's retry now).
+        self._held: dict[Entry, tuple[float, TimerHandle]] = {}
 
     def ack(self, entry: Entry, watcher: str) -> None:
         if entry.state is not PENDING:
@@ -87,7 +100,7 @@ class Resolution:
             tracing.acked(entry.payload, watcher)
         entry.pending -= 1
         if not entry.pending:
-            self._resolved(entry)
+            self.resolved(entry)
 
     def ack_many(self, entries: list[Entry], watcher: str) -> None:
         """``ack`` for every entry of a batch (one call per watcher per batch).
@@ -115,7 +128,7 @@ class Resolution:
                         entry.acked_before is None and entry.round_targets is cohort):
                     clean.append(entry)
                 else:
-                    self._resolved(entry)
+                    self.resolved(entry)
         if clean:
             self._settled_clean(clean)
 
@@ -138,7 +151,7 @@ class Resolution:
                     if stop == share.n:
                         whole.pending -= 1
                         if not whole.pending:
-                            self._settle_slice(whole)
+                            self.settle_slice(whole)
                     return
         elif run.entries is None:
             if run.state is not PENDING:
@@ -155,7 +168,7 @@ class Resolution:
                     progress.pop(watcher, None)
                 run.pending -= 1
                 if not run.pending:
-                    self._settle_slice(run)
+                    self.settle_slice(run)
                 return
         self.ack_many(self.itemise(run)[start:stop], watcher)
 
@@ -179,7 +192,7 @@ class Resolution:
         chunk = run.ledger.itemise(run)
         if counted and run.shares is not None:  # routed: anywhere, each target counted
             owed_by_none = [entry for entry in chunk if not entry.pending]
-            if owed_by_none and self.state is not CLOSING and self.state is not FAILED:
+            if owed_by_none and self._life.settling:
                 acked = self.counters.acked
                 for entry in owed_by_none:
                     acked.update(entry.targets)
@@ -193,15 +206,15 @@ class Resolution:
                 self._settled_clean(chunk[:resolved])
         return chunk
 
-    def _settle_slice(self, run: Slice) -> None:
+    def settle_slice(self, run: Slice) -> None:
         """Every watcher acked a counted slice cleanly: settle it in one step. In a routed
         group each watcher's acknowledgements are counted, once per slice: ``clean``
         counts the messages the whole cohort acked."""
         if run.shares is None:
             self._settle_clean(run.n, self.ledger.settle, run)
             return
-        if self.state is CLOSING or self.state is FAILED:
-            return  # as in _resolved
+        if not self._life.settling:
+            return  # as in resolved
         acked = self.counters.acked
         for name in run.targets:
             acked[name] += run.n
@@ -219,20 +232,20 @@ class Resolution:
         """Count ``n`` clean settlements (``clean``: each acked by the whole cohort), let
         the ledger ``settle`` them, then publish and resume where in flight crosses the
         resume mark (once per batch, not per entry)."""
-        state = self.state
-        if state is CLOSING or state is FAILED:
-            return  # as in _resolved: left uncommitted, read again by the next consumer
+        if not self._life.settling:
+            return  # as in resolved: left uncommitted, read again by the next consumer
         counters = self.counters
         if clean:
             counters.clean += n
         counters.settled += n
-        self.in_flight -= n
+        flow = self._flow
+        flow.in_flight -= n
         settle(what)
-        if self._publish_handle is None:
-            self._schedule_publish()
-        half = self.settings.max_in_flight // 2
-        if self.paused and self.in_flight <= half < self.in_flight + n:
-            self.maybe_resume()  # only where in flight crosses the resume mark
+        if self._targets.handle is None:
+            self._targets.schedule()
+        half = self._resume_at
+        if flow.in_flight <= half < flow.in_flight + n and flow.flow is PAUSED:
+            flow.maybe_resume()  # only where in flight crosses the resume mark
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None:
         if entry.state is not PENDING:
@@ -245,7 +258,7 @@ class Resolution:
         self.owe(entry, (watcher,))
         entry.pending -= 1
         if not entry.pending:
-            self._resolved(entry)
+            self.resolved(entry)
 
     def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
         """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
@@ -266,24 +279,25 @@ class Resolution:
         self.owe(entry, (watcher,))
         entry.pending -= 1
         if not entry.pending:
-            self._resolved(entry)
+            self.resolved(entry)
 
-    def _resolved(self, entry: Entry) -> None:
+    def resolved(self, entry: Entry) -> None:
         """The last watcher of a delivery round resolved it: settle it in the ledger now.
 
         Not once the adapter is closing: what resolves then stays uncommitted and is
         read again by the next consumer.
         """
-        state = self.state
-        if state is CLOSING or state is FAILED:
+        life = self._life.state
+        if life is CLOSING or life is FAILED:
             return
         failed, rejected, before = entry.failed, entry.rejected, entry.acked_before
         counters = self.counters
+        flow = self._flow
         if failed is None and rejected is None and before is None and (
                 entry.round_targets is self.cohort):
             counters.clean += 1
             counters.settled += 1
-            self.in_flight -= 1
+            flow.in_flight -= 1
             self.ledger.finish(entry)
         else:
             acked = entry.round_targets
@@ -301,7 +315,7 @@ class Resolution:
                 return
             counters.acked.update(acked)
             counters.settled += 1
-            self.in_flight -= 1
+            flow.in_flight -= 1
             if rejected:
                 counters.rejected.update(rejected.keys())
                 entry.state = State.DELIVERING
@@ -315,30 +329,24 @@ class Resolution:
                     return
             else:
                 self.ledger.finish(entry)
-        if self._publish_handle is None:
-            self._schedule_publish()
+        if self._targets.handle is None:
+            self._targets.schedule()
         # In flight falls one at a time: check the resume mark only where it is crossed.
-        if self.paused and self.in_flight == self.settings.max_in_flight // 2:
-            self.maybe_resume()
+        if flow.in_flight == self._resume_at and flow.flow is PAUSED:
+            flow.maybe_resume()
 
     def _hold(self, entry: Entry) -> None:
         """Hand a held entry out again after the backoff of its delivery round."""
-        if self.state is not POLLING:
+        if self._life.state is not POLLING:
             return
         delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
-        handle: TimerHandle
 
         def due() -> None:
-            self._redeliveries.discard(handle)
-            self._held_due.pop(entry, None)
-            self._held_timer.pop(entry, None)
+            self._held.pop(entry, None)
             self._redeliver(entry)
 
         when = self.clock.now() + delay
-        handle = self.clock.call_at(when, due)
-        self._redeliveries.add(handle)
-        self._held_due[entry] = when
-        self._held_timer[entry] = handle
+        self._held[entry] = when, self.clock.call_at(when, due)
 
     def retry_now(self, topic: str, partition: int, offset: int) -> bool:
         """Hand a held message out again at once, as if its backoff had ended (an
@@ -346,12 +354,10 @@ class Resolution:
         attempts: resolved, in an attempt, or on a partition it no longer owns."""
         ledger = self.ledger.partitions.get((topic, partition))
         entry = None if ledger is None else ledger.get(offset, itemise=False)  # held: itemised
-        handle = None if entry is None else self._held_timer.pop(entry, None)
-        if entry is None or handle is None:
+        held = None if entry is None else self._held.pop(entry, None)
+        if entry is None or held is None:
             return False
-        handle.cancel()
-        self._redeliveries.discard(handle)
-        self._held_due.pop(entry, None)
+        held[1].cancel()
         self._redeliver(entry)
         return True
 
@@ -369,11 +375,11 @@ class Resolution:
         if entry.rejected and self.holds is not None:  # durable now: the holds end
             self.holds.finished(entry.rejected, *entry.ledger.key, entry.offset)
         if self.ledger.delivered(entry):
-            self._schedule_publish()
+            self._targets.schedule()
 
     def _redeliver(self, entry: Entry) -> None:
         """A held entry's retry time came: hand it to the watchers that still owe it."""
-        if self.state is not POLLING or not self.ledger.release(entry):
+        if self._life.state is not POLLING or not self.ledger.release(entry):
             return
         entry.rounds += 1
         self.counters.redelivered += 1
@@ -382,11 +388,63 @@ class Resolution:
         owed = entry.targets - (entry.acked_before or frozenset())
         if entry.rejected:
             owed = owed - entry.rejected.keys()
-        self._deliver(entry, owed)
+        self.deliver(entry, owed)
         for name in owed:
             stream = self.streams.get(name)
             if stream is not None:
                 stream.wake()
+
+
+    def deliver(self, entry: Entry, targets: frozenset[str],
+                failed: dict[str, str] | None = None) -> None:
+        """Start a delivery round of one entry (slow path: a targeted message or a
+        redelivery round; ``failed``: the watchers failed for it already, outside
+        ``targets``)."""
+        entry.round_targets = targets
+        entry.failed = failed
+        pending = 0
+        for name in targets:
+            stream = self.streams.get(name)
+            if stream is not None:
+                stream.offer([entry])
+                pending += 1
+            elif name in self.cohort:
+                if entry.failed is None:
+                    entry.failed = {}
+                entry.failed[name] = ABSENT
+                self.owe(entry, (name,))
+            else:
+                # A replayed dead letter naming a watcher that no longer exists goes
+                # back to the dead-letter topic rather than vanishing.
+                if entry.rejected is None:
+                    entry.rejected = {}
+                entry.rejected[name] = NOT_IN_COHORT
+        entry.pending = pending
+        if not pending:
+            self.resolved(entry)
+
+    def remembered_hold(self, entry: Entry, owed: frozenset[str]) -> None:
+        """A message some watchers still owed when the partition was last owned (the
+        process died, or the partition moved: core/holds.py): it goes to the others of its
+        targets as any message read again, and to those watchers as a retry after its
+        backoff, marked ``catching_up``, as if they had just failed it (no attempt)."""
+        holds = self.holds
+        if holds is not None:
+            topic, partition = entry.ledger.key
+            for watcher in owed:
+                holds.loaded(HoldKey(watcher, topic, partition, entry.offset))
+        self.deliver(entry, entry.targets - owed, dict.fromkeys(owed, HELD_BEFORE))
+
+    def due(self, entry: Entry) -> float | None:
+        """When a held entry is handed out again (clock time; None: not waiting)."""
+        held = self._held.get(entry)
+        return None if held is None else held[0]
+
+    def cancel_timers(self) -> None:
+        """The group stops or fails: no held entry is handed out again."""
+        for _, handle in self._held.values():
+            handle.cancel()
+        self._held.clear()
 
 
 def _hold_key(entry: Entry, watcher: str) -> HoldKey:

@@ -106,7 +106,7 @@ async def test_bulk_settlement_next_to_a_failure_and_a_rejection() -> None:
     assert group.counters.clean == 2 and group.counters.settled == 3  # e[2] dead-lettering
     assert group.in_flight == 1  # the held one
     await turns()  # the dead letter is durable: e[2] terminal
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)] == (e[0].ledger.generation, 1, (2, 3))
     await group.stop()
 

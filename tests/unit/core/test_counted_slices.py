@@ -63,7 +63,7 @@ async def test_a_clean_ack_of_a_whole_slice_is_one_count_and_settles_it() -> Non
     partition = group.ledger.partitions[("t", 0)]
     assert run.raws == [] and not partition.slices  # trimmed at once, not at the next tick
     assert partition.base == 4 and partition.count == 0
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (4, ())
     await group.stop()
 
@@ -102,7 +102,7 @@ async def test_a_failure_itemises_the_slice_with_what_each_watcher_still_owes() 
     group.ack_many(rest, "a")
     assert [e.state for e in entries] == [State.TERMINAL] * 3 + [State.HELD]
     assert entries[3].failed == {"b": "boom"} and entries[3].acked_before == {"a"}
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (3, ())
     await group.stop()
 

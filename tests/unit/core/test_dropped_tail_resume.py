@@ -45,7 +45,7 @@ async def test_a_per_message_watcher_skipping_dropped_entries_resumes_the_group(
     waiting = asyncio.ensure_future(anext(a))
     await turns()
     assert group.in_flight == 0
-    assert group.flow is Flow.FLOWING and not producer.paused
+    assert group.flow_control.flow is Flow.FLOWING and not producer.paused
     producer.feed(("q", 1))
     await turns()
     assert waiting.done() and waiting.result() == "q:1"
@@ -59,7 +59,7 @@ async def test_a_batch_watcher_skipping_dropped_entries_resumes_the_group() -> N
     group.ack_many(taken, "a")
     waiting = asyncio.ensure_future(a.take(10))
     await turns()
-    assert group.flow is Flow.FLOWING and not producer.paused
+    assert group.flow_control.flow is Flow.FLOWING and not producer.paused
     producer.feed(("q", 1))
     await turns()
     assert waiting.done() and [e.raw for e in waiting.result()] == ["q:1"]

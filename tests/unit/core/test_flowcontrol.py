@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from sharedstream.core.flowcontrol import FlowControl, Pause
+from sharedstream.core.groupstate import Flow
 
 pytestmark = pytest.mark.unit
 
@@ -19,30 +20,70 @@ class Q:
     parked: bool = False
 
 
+def flow_control(max_in_flight: int, queue_bound: int, lagged: Counter[str] | None = None,
+                 ) -> tuple[FlowControl, list[bool]]:
+    """A flow control and what it applied to the adapter (False: pause, True: resume)."""
+    applied: list[bool] = []
+    return (FlowControl(max_in_flight, queue_bound, Counter() if lagged is None else lagged,
+                        applied.append), applied)
+
+
 def test_a_busy_watchers_full_queue_is_lag_and_the_flow_waits_for_it_to_drain() -> None:
     lagged: Counter[str] = Counter()
-    flow = FlowControl(max_in_flight=100, queue_bound=4, lagged=lagged)
+    flow, applied = flow_control(100, 4, lagged)
+    flow.in_flight = 10
     slow, fast = Q("slow", 4), Q("fast", 4, parked=True)  # fast takes its batch next step
-    assert flow.handed(10, [slow, fast]) is Pause.LAG
+    flow.handed([slow, fast])
+    assert flow.flow is Flow.PAUSED and flow.pause_reason is Pause.LAG and applied == [False]
     assert flow.lagging == {"slow": 4} and lagged == {"slow": 1}
-    assert flow.handed(10, [slow]) is Pause.LAG and lagged == {"slow": 1}  # one episode
+    flow.handed([slow])
+    assert lagged == {"slow": 1} and applied == [False]  # one episode, one pause
     slow.queued = 3
-    assert not flow.may_resume(10)  # above half its queue
+    flow.maybe_resume()
+    assert flow.flow is Flow.PAUSED  # above half its queue
     slow.queued = 2
-    assert flow.may_resume(10) and flow.lagging == {}
+    flow.maybe_resume()
+    assert flow.flow is Flow.FLOWING and flow.lagging == {} and applied == [False, True]
+    assert flow.pause_reason is None
 
 
 def test_the_in_flight_bound_pauses_and_resumes_at_half() -> None:
-    flow = FlowControl(max_in_flight=10, queue_bound=4, lagged=Counter())
-    assert flow.handed(9, [Q("a", 1)]) is None
-    assert flow.handed(10, [Q("a", 1)]) is Pause.IN_FLIGHT
-    assert not flow.may_resume(6)
-    assert flow.may_resume(5)
+    flow, applied = flow_control(10, 4)
+    flow.in_flight = 9
+    flow.handed([Q("a", 1)])
+    assert flow.flow is Flow.FLOWING
+    flow.in_flight = 10
+    flow.handed([Q("a", 1)])
+    assert flow.pause_reason is Pause.IN_FLIGHT and applied == [False]
+    flow.in_flight = 6
+    flow.maybe_resume()
+    assert flow.flow is Flow.PAUSED
+    flow.in_flight = 5
+    flow.maybe_resume()
+    assert flow.flow is Flow.FLOWING and applied == [False, True]
 
 
 def test_a_watcher_that_leaves_no_longer_holds_the_flow_back() -> None:
-    flow = FlowControl(max_in_flight=10, queue_bound=4, lagged=Counter())
-    assert flow.handed(0, [Q("gone", 9)]) is Pause.LAG
-    assert not flow.may_resume(0)
+    flow, _ = flow_control(10, 4)
+    flow.handed([Q("gone", 9)])
+    assert flow.pause_reason is Pause.LAG
+    flow.maybe_resume()
+    assert flow.flow is Flow.PAUSED
     flow.left("gone")
-    assert flow.may_resume(0)
+    flow.maybe_resume()
+    assert flow.flow is Flow.FLOWING
+
+
+def test_an_ended_group_never_resumes_and_a_quiesced_one_never_pauses_again() -> None:
+    flow, applied = flow_control(10, 4)
+    flow.in_flight = 10
+    flow.handed([])
+    flow.ended()
+    flow.in_flight = 0
+    flow.maybe_resume()  # the group stopped: the adapter is closing, not resumed
+    assert flow.flow is Flow.PAUSED and applied == [False]
+    quiet, applied = flow_control(10, 4)
+    quiet.quiesce()
+    quiet.in_flight = 10
+    quiet.handed([Q("a", 9)])
+    assert quiet.flow is Flow.QUIESCED and quiet.pause_reason is None and applied == [False]

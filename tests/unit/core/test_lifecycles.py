@@ -65,7 +65,7 @@ def make_group(clock: Clock, cohort: Sequence[str] = ("a", "b"), **settings: Any
                ) -> tuple[Group, MemoryStream, list[Group]]:
     producer = MemoryStream()
     evicted: list[Group] = []
-    group = Group("k", frozenset(cohort), producer, ("a", None),  # type: ignore[arg-type]
+    group = Group("k", frozenset(cohort), producer,
                   ManagerSettings(cohort_grace_period=10.0, **settings), clock, Sink(),
                   evicted.append)
     return group, producer, evicted
@@ -73,7 +73,7 @@ def make_group(clock: Clock, cohort: Sequence[str] = ("a", "b"), **settings: Any
 
 def state(group: Group) -> tuple[GroupState, Flow]:
     """The group's state and flow, read afresh (mypy would narrow the attributes)."""
-    return group.state, group.flow
+    return group.state, group.flow_control.flow
 
 
 async def turns(n: int = 5) -> None:
@@ -130,8 +130,8 @@ async def test_flow_pauses_resumes_and_quiesces_for_good() -> None:
     await anext(stream)
     stream.moved_past()  # both acked: in flight 0, queue empty
     assert state(group)[1] is Flow.FLOWING and not group.paused and not producer.paused
-    group.quiesce()
-    group.quiesce()  # idempotent: no move
+    group.flow_control.quiesce()
+    group.flow_control.quiesce()  # idempotent: no move
     assert state(group)[1] is Flow.QUIESCED and group.paused and producer.paused
     group.maybe_resume()
     assert state(group)[1] is Flow.QUIESCED

@@ -34,7 +34,7 @@ async def test_a_failure_after_a_prefix_settles_the_prefix() -> None:
     assert group.in_flight == 2 and group.counters.clean == 2
     group.fail(entries[1], "a", "boom", counts=True)
     group.ack_many(entries[:1], "a")
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (3, ())
     await group.stop()
 
@@ -50,7 +50,7 @@ async def test_an_ack_out_of_order_after_a_prefix_settles_everything() -> None:
     ack(group, middle, "a")
     assert [e.state for e in run.chunk or ()] == [State.TERMINAL] * 6
     assert group.in_flight == 0 and group.counters.clean == 6
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (6, ())
     await group.stop()
 
@@ -65,7 +65,7 @@ async def test_a_watcher_leaving_after_a_prefix_fails_only_what_it_owed() -> Non
     group.remove("a", fail_pending=True)  # a leaves owing 2 and 3
     assert [e.state for e in run.chunk or ()] == [State.TERMINAL] * 2 + [State.HELD] * 2
     assert group.in_flight == 2
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (2, ())
     await group.stop()
 
@@ -76,11 +76,12 @@ async def test_a_held_retry_lookup_in_a_counted_slice_leaves_it_counted() -> Non
     await turns()
     run = the_slice(group)
     ack(group, await piece(streams["a"], limit=2), "a")
-    assert not group.retry_now("t", 0, 1)  # not held: an operator's mistake changes nothing
-    assert not group.retry_now("t", 0, 3)
+    # Not held: an operator's mistake changes nothing.
+    assert not group.resolution.retry_now("t", 0, 1)
+    assert not group.resolution.retry_now("t", 0, 3)
     ack(group, await piece(streams["a"], limit=2), "a")
     assert run.state is State.TERMINAL and group.in_flight == 0
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (4, ())
     await group.stop()
 
@@ -98,6 +99,6 @@ async def test_asking_whether_a_dead_letter_is_still_owed_leaves_the_slice_count
     assert not group.ledger.delivering(records[3])
     ack(group, await piece(streams["a"], limit=2), "a")
     assert run.state is State.TERMINAL and group.in_flight == 0
-    group._publish()
+    group.targets.publish()
     assert producer.published[("t", 0)][1:] == (4, ())
     await group.stop()

@@ -202,7 +202,7 @@ class Harness:
 
     def publish(self) -> dict[str, int]:
         """Publish commit targets now; the committed offset per lane."""
-        self.group._publish()
+        self.group.targets.publish()
         return {key[0]: target[1] for key, target in self.producer.published.items()}
 
     async def stop(self) -> None:

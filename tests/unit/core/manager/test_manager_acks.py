@@ -214,7 +214,7 @@ async def test_a_full_subscriber_queue_pauses_fetching() -> None:
     assert not h.producer.paused
     h.producer.feed(("p", 3))  # its filter is busy and its queue full: it lags
     await settle()
-    assert h.producer.paused and h.group.pause_reason is Pause.LAG
+    assert h.producer.paused and h.group.flow_control.pause_reason is Pause.LAG
     assert h.group.flow_control.lagging == {"a": 3}
     gate.set()
     await settle()
@@ -242,7 +242,7 @@ async def test_a_lagging_watcher_pauses_its_siblings_and_is_never_failed() -> No
     await settle()
     h.producer.feed(("p", 3), ("p", 4))  # slow's queue is full, fast's is empty
     await settle()
-    assert h.producer.paused and h.group.pause_reason is Pause.LAG
+    assert h.producer.paused and h.group.flow_control.pause_reason is Pause.LAG
     assert h.group.flow_control.lagging == {"slow": 4}
     assert h.triggers["fast"].seen == ["p:0", "p:1", "p:2", "p:3", "p:4"]
     gate.set()
