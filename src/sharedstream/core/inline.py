@@ -121,14 +121,16 @@ class InlineCalls:
             stream.wake()
             return
         handled = 0
+        take, limit = stream.take_now, self._limit
         while stream.queued:
             if handled >= HANDOUT_RUN:
                 stream.wake()
                 return
-            part = stream.take_now(self._limit)
-            if not part:
+            part = take(limit)
+            n = len(part)
+            if not n:
                 continue  # dropped entries only: look again
-            handled += len(part)
+            handled += n
             if not self._call_now(part):
                 return  # the rest is the task's now
 
