@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 running: str | None = None
 """The watcher whose batch call runs inline right now (read by the loop watch's thread)."""
 
+_RETURNED = object()  # what the first step of a call that returned gives
+
 
 class Resumed:
     """Awaitable: the rest of coroutine ``coro`` after its first step yielded ``first``.
@@ -148,13 +150,9 @@ class InlineCalls:
         global running
         running = self.name
         try:
-            yielded = context.run(coro.send, None)
-        except StopIteration:
-            self._calling = False
-            if token == self._token:
-                self._settle(batch, part)
-            self._taken = []
-            return True
+            # Its first step as ``next`` with a default: a call that returns ends it
+            # without a StopIteration raised and caught (a third of a bare call's cost).
+            yielded = context.run(next, coro.__await__(), _RETURNED)
         except BaseException as exc:
             self._calling = False
             self._abandon_call()
@@ -162,6 +160,12 @@ class InlineCalls:
             return False
         finally:
             running = None
+        if yielded is _RETURNED:
+            self._calling = False
+            if token == self._token:
+                self._settle(batch, part)
+            self._taken = []
+            return True
         # Only a call that waits can overrun its ack timeout: its deadline starts here
         # (the step before it held the loop, and was no one else's wait).
         self._deadline = self._clock.now() + self._settings.ack_timeout
