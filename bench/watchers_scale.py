@@ -170,12 +170,15 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+HERE = str(Path(sharedstream.__file__).resolve().parents[1])  # the code measured here
+
+
 def timed_run(side: str, bootstrap: str, topic: str, messages: int, n: int, workdir: Path,
-              schema: Path) -> dict[str, float]:
-    """One process of ``side`` with ``n`` watchers (or handlers) over ``topic``."""
+              schema: Path, src: str = HERE) -> dict[str, float]:
+    """One process of ``side`` with ``n`` watchers (or handlers) over ``topic``, running
+    the sharedstream found in ``src``."""
     group = f"scale-{side}-{uuid.uuid4().hex[:8]}"
     marks = workdir / f"marks-{group}.json"
-    src = str(Path(sharedstream.__file__).resolve().parents[1])  # the code measured here
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
            "BENCH_TOPIC": topic, "BENCH_N": str(n), "BENCH_SIDE": side,
            "BENCH_MARKS": str(marks)}
@@ -228,8 +231,11 @@ def timed_run(side: str, bootstrap: str, topic: str, messages: int, n: int, work
 
 
 def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs: int,
-            counts: tuple[int, ...] = COUNTS, sides: tuple[str, ...] = SIDES
-            ) -> dict[str, Any]:
+            counts: tuple[int, ...] = COUNTS, sides: tuple[str, ...] = SIDES,
+            baseline: str | None = None) -> dict[str, Any]:
+    """Every side per N, ``runs`` alternating rounds, medians. With ``baseline`` (the
+    ``src`` directory of another checkout) each sharedstream side also runs that code,
+    right after this one on the same topic, as the side ``<side>@baseline``."""
     from sharedstream.statestore import StateStore
 
     rows = []
@@ -244,22 +250,24 @@ def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs
             small_count = filter_messages.get(n, messages)
             small = (big if small_count == messages or not any(
                 s.startswith("filter") for s in sides) else fill(bootstrap, small_count, n))
-            plan = [(side, big if not side.startswith("filter") else small,
+            plan = [(label, side, src, big if not side.startswith("filter") else small,
                      messages if not side.startswith("filter") else small_count)
-                    for side in sides]
-            found: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+                    for side in sides
+                    for label, src in [(side, HERE)] + ([(f"{side}@baseline", baseline)]
+                                                        if baseline and side != "router" else [])]
+            found: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in plan}
             for _ in range(runs):  # alternating: each round runs every side once
-                for side, topic, count in plan:
-                    run = timed_run(side, bootstrap, topic, count, n, workdir, schema)
-                    found[side].append(run)
-                    log(f"x{n} {side}: {run['start_to_committed']:,.0f}/s start to committed, "
+                for label, side, src, topic, count in plan:
+                    run = timed_run(side, bootstrap, topic, count, n, workdir, schema, src)
+                    found[label].append(run)
+                    log(f"x{n} {label}: {run['start_to_committed']:,.0f}/s start to committed, "
                         f"{run['filter_side']:,.0f}/s filter-side, start-up "
                         f"{run['startup_s']:.2f} s, {run['cpu_us']:.1f} µs CPU/msg "
                         f"({run['filter_cpu_us']:.1f} filter-side), "
                         f"RSS {run['rss_mb']:.0f} MB")
-            for side, _topic, count in plan:
-                got = found[side]
-                rows.append({"watchers": n, "side": side, "messages": count, **{
+            for label, _side, _src, _topic, count in plan:
+                got = found[label]
+                rows.append({"watchers": n, "side": label, "messages": count, **{
                     k: round(statistics.median(r[k] for r in got), 2)
                     for k in ("start_to_committed", "filter_side", "startup_s", "cpu_us",
                               "filter_cpu_us", "rss_mb")}})
@@ -348,13 +356,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--counts", help="comma-separated watcher counts (default: all)")
     parser.add_argument("--sides", nargs="+", choices=SIDES, help="run only these sides")
+    parser.add_argument("--baseline", help="also run another checkout's code (its src "
+                        "directory), alternating, as the sides <side>@baseline")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     messages, filters, counts = sizes(args.quick)
     if args.counts:
         counts = tuple(int(n) for n in args.counts.split(","))
     found = measure(args.bootstrap, messages, filters, args.runs, counts,
-                    tuple(args.sides or SIDES))
+                    tuple(args.sides or SIDES), args.baseline)
     found["targets"] = targets(found)
     report.write_part(args.out, "watchers_scale", found, markdown(found))
 
