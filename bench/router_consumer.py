@@ -7,9 +7,9 @@ consumer's own. One consumer in group GROUP reads TOPIC (keyed ``0``..``HANDLERS
 its end; each message goes to its key's handler by one dict lookup, and the handler
 parses the value with ``json.loads`` and keeps nothing (what each watcher of
 ``bench/watchers_scale.py`` does with its own key). Each batch is committed
-asynchronously and the end synchronously. Prints the wall-clock times of the first and
-the last message handled and its peak RSS, as JSON; the bench reads its commits from
-outside.
+asynchronously and the end synchronously. Prints the wall-clock and process CPU times
+of the first and the last message handled and its peak RSS, as JSON; the bench reads
+its commits from outside.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def main(bootstrap: str, topic: str, messages: str, handlers: str, group: str,
                          **json.loads(config)})
     consumer.subscribe([topic])
     seen, total = 0, int(messages)
-    first = last = 0.0
+    first = last = cpu_first = cpu_last = 0.0
     while seen < total:
         batch = consumer.consume(num_messages=1000, timeout=1.0)
         if batch and not first:
-            first = time.time()
+            first, cpu_first = time.time(), time.process_time()
         for m in batch:
             if m.error() is None:
                 seen += 1
@@ -50,7 +50,7 @@ def main(bootstrap: str, topic: str, messages: str, handlers: str, group: str,
                 if found is not None:
                     found(m)
         if batch:
-            last = time.time()
+            last, cpu_last = time.time(), time.process_time()
             consumer.commit(asynchronous=True)
     try:
         consumer.commit(asynchronous=False)
@@ -58,7 +58,8 @@ def main(bootstrap: str, topic: str, messages: str, handlers: str, group: str,
         if exc.args[0].code() != KafkaError._NO_OFFSET:
             raise
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"first": first, "last": last, "rss_mb": rss_mb}), flush=True)
+    print(json.dumps({"first": first, "last": last, "cpu_first": cpu_first,
+                      "cpu_last": cpu_last, "rss_mb": rss_mb}), flush=True)
     consumer.close()
 
 

@@ -21,10 +21,12 @@ until its consumer group's committed offsets, read from outside, reach the log e
 (``start_to_committed``); ``filter_side`` is the messages over the time from the first
 message a filter handled to the last; start-up is ``Popen`` to the first message a
 filter handled; CPU (µs per message) and peak RSS are the process's own (``/proc``),
-read when its commits reached the end. The Python-filter sides hand every message to
-every watcher, so at 1,000 and 10,000 watchers they run on a smaller topic
-(``filter_messages``); their framework cost per watcher per message is
-``1e6 / filter_side / N`` µs.
+read when its commits reached the end; filter-side CPU is the process's CPU (every
+thread) from the first message a filter handled to the last, per message: the measure
+that holds on a loaded machine, where wall-clock rates are the machine's. The
+Python-filter sides hand every message to every watcher, so at 1,000 and 10,000
+watchers they run on a smaller topic (``filter_messages``); their framework cost per
+watcher per message is ``1e6 / filter_side / N`` µs.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ import atexit, json, os, time
 from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
 
 TOPIC, N, SIDE = os.environ["BENCH_TOPIC"], int(os.environ["BENCH_N"]), os.environ["BENCH_SIDE"]
-MARKS = {"first": 0.0, "last": 0.0, "handled": 0}
+MARKS = {"first": 0.0, "last": 0.0, "cpu_first": 0.0, "cpu_last": 0.0, "handled": 0}
 atexit.register(lambda: open(os.environ["BENCH_MARKS"], "w").write(json.dumps(MARKS)))
 
 
@@ -86,11 +88,11 @@ class Keyed(KafkaSharedStreamTrigger):
 class MatchBatch(Keyed):
     async def filter_shared_batch(self, batch):
         if not MARKS["first"]:
-            MARKS["first"] = time.time()
+            MARKS["first"], MARKS["cpu_first"] = time.time(), time.process_time()
         for msg in batch:
             json.loads(msg.value)
         MARKS["handled"] += len(batch)
-        MARKS["last"] = time.time()
+        MARKS["last"], MARKS["cpu_last"] = time.time(), time.process_time()
 
 
 class FilterBatch(Keyed):
@@ -99,22 +101,22 @@ class FilterBatch(Keyed):
         for msg in batch:
             if msg.key == key:
                 if not MARKS["first"]:
-                    MARKS["first"] = time.time()
+                    MARKS["first"], MARKS["cpu_first"] = time.time(), time.process_time()
                 json.loads(msg.value)
                 handled += 1
         if handled:
             MARKS["handled"] += handled
-            MARKS["last"] = time.time()
+            MARKS["last"], MARKS["cpu_last"] = time.time(), time.process_time()
 
 
 class MatchStream(Keyed):
     async def filter_shared_stream(self, stream):
         async for msg in stream:
             if not MARKS["first"]:
-                MARKS["first"] = time.time()
+                MARKS["first"], MARKS["cpu_first"] = time.time(), time.process_time()
             json.loads(msg.value)
             MARKS["handled"] += 1
-            MARKS["last"] = time.time()
+            MARKS["last"], MARKS["cpu_last"] = time.time(), time.process_time()
         return
         yield
 
@@ -125,10 +127,10 @@ class FilterStream(Keyed):
         async for msg in stream:
             if msg.key == key:
                 if not MARKS["first"]:
-                    MARKS["first"] = time.time()
+                    MARKS["first"], MARKS["cpu_first"] = time.time(), time.process_time()
                 json.loads(msg.value)
                 MARKS["handled"] += 1
-                MARKS["last"] = time.time()
+                MARKS["last"], MARKS["cpu_last"] = time.time(), time.process_time()
         return
         yield
 
@@ -168,12 +170,15 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+HERE = str(Path(sharedstream.__file__).resolve().parents[1])  # the code measured here
+
+
 def timed_run(side: str, bootstrap: str, topic: str, messages: int, n: int, workdir: Path,
-              schema: Path) -> dict[str, float]:
-    """One process of ``side`` with ``n`` watchers (or handlers) over ``topic``."""
+              schema: Path, src: str = HERE) -> dict[str, float]:
+    """One process of ``side`` with ``n`` watchers (or handlers) over ``topic``, running
+    the sharedstream found in ``src``."""
     group = f"scale-{side}-{uuid.uuid4().hex[:8]}"
     marks = workdir / f"marks-{group}.json"
-    src = str(Path(sharedstream.__file__).resolve().parents[1])  # the code measured here
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
            "BENCH_TOPIC": topic, "BENCH_N": str(n), "BENCH_SIDE": side,
            "BENCH_MARKS": str(marks)}
@@ -221,12 +226,16 @@ def timed_run(side: str, bootstrap: str, topic: str, messages: int, n: int, work
     return {"start_to_committed": messages / wall,
             "filter_side": messages / max(found["last"] - found["first"], 1e-9),
             "startup_s": found["first"] - started, "cpu_us": cpu / messages * 1e6,
+            "filter_cpu_us": (found["cpu_last"] - found["cpu_first"]) / messages * 1e6,
             "rss_mb": found.get("rss_mb", rss) if rss != rss else rss}  # NaN: exited
 
 
 def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs: int,
-            counts: tuple[int, ...] = COUNTS, sides: tuple[str, ...] = SIDES
-            ) -> dict[str, Any]:
+            counts: tuple[int, ...] = COUNTS, sides: tuple[str, ...] = SIDES,
+            baseline: str | None = None) -> dict[str, Any]:
+    """Every side per N, ``runs`` alternating rounds, medians. With ``baseline`` (the
+    ``src`` directory of another checkout) each sharedstream side also runs that code,
+    right after this one on the same topic, as the side ``<side>@baseline``."""
     from sharedstream.statestore import StateStore
 
     rows = []
@@ -241,24 +250,27 @@ def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs
             small_count = filter_messages.get(n, messages)
             small = (big if small_count == messages or not any(
                 s.startswith("filter") for s in sides) else fill(bootstrap, small_count, n))
-            plan = [(side, big if not side.startswith("filter") else small,
+            plan = [(label, side, src, big if not side.startswith("filter") else small,
                      messages if not side.startswith("filter") else small_count)
-                    for side in sides]
-            found: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+                    for side in sides
+                    for label, src in [(side, HERE)] + ([(f"{side}@baseline", baseline)]
+                                                        if baseline and side != "router" else [])]
+            found: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in plan}
             for _ in range(runs):  # alternating: each round runs every side once
-                for side, topic, count in plan:
-                    run = timed_run(side, bootstrap, topic, count, n, workdir, schema)
-                    found[side].append(run)
-                    log(f"x{n} {side}: {run['start_to_committed']:,.0f}/s start to committed, "
+                for label, side, src, topic, count in plan:
+                    run = timed_run(side, bootstrap, topic, count, n, workdir, schema, src)
+                    found[label].append(run)
+                    log(f"x{n} {label}: {run['start_to_committed']:,.0f}/s start to committed, "
                         f"{run['filter_side']:,.0f}/s filter-side, start-up "
-                        f"{run['startup_s']:.2f} s, {run['cpu_us']:.1f} µs CPU/msg, "
+                        f"{run['startup_s']:.2f} s, {run['cpu_us']:.1f} µs CPU/msg "
+                        f"({run['filter_cpu_us']:.1f} filter-side), "
                         f"RSS {run['rss_mb']:.0f} MB")
-            for side, _topic, count in plan:
-                got = found[side]
-                rows.append({"watchers": n, "side": side, "messages": count, **{
+            for label, _side, _src, _topic, count in plan:
+                got = found[label]
+                rows.append({"watchers": n, "side": label, "messages": count, **{
                     k: round(statistics.median(r[k] for r in got), 2)
                     for k in ("start_to_committed", "filter_side", "startup_s", "cpu_us",
-                              "rss_mb")}})
+                              "filter_cpu_us", "rss_mb")}})
     return {"runs": runs, "partitions": PARTITIONS, "fetch": TUNED, "rows": rows}
 
 
@@ -301,12 +313,13 @@ def markdown(found: dict[str, Any]) -> str:
              f"fetch {found['fetch']} on every side. Each process timed from Popen until its "
              "commits were seen at the log end.", "",
              "| watchers | side | messages | msg/s start→committed | filter-side msg/s "
-             "| CPU µs / message | start-up s | peak RSS MB |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| CPU µs / message | filter-side CPU µs / message | start-up s | peak RSS MB |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in found["rows"]:
         lines.append(f"| {r['watchers']:,} | {r['side']} | {r['messages']:,} | "
                      f"{r['start_to_committed']:,.0f} | {r['filter_side']:,.0f} | "
-                     f"{r['cpu_us']:,.1f} | {r['startup_s']:.2f} | {r['rss_mb']:.0f} |")
+                     f"{r['cpu_us']:,.1f} | {r['filter_cpu_us']:,.1f} | {r['startup_s']:.2f} | "
+                     f"{r['rss_mb']:.0f} |")
     lines += ["", "| issue 42 target | measured | reached |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['reached'] else 'NO'} |"
               for t in found["targets"]]
@@ -343,13 +356,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--counts", help="comma-separated watcher counts (default: all)")
     parser.add_argument("--sides", nargs="+", choices=SIDES, help="run only these sides")
+    parser.add_argument("--baseline", help="also run another checkout's code (its src "
+                        "directory), alternating, as the sides <side>@baseline")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     messages, filters, counts = sizes(args.quick)
     if args.counts:
         counts = tuple(int(n) for n in args.counts.split(","))
     found = measure(args.bootstrap, messages, filters, args.runs, counts,
-                    tuple(args.sides or SIDES))
+                    tuple(args.sides or SIDES), args.baseline)
     found["targets"] = targets(found)
     report.write_part(args.out, "watchers_scale", found, markdown(found))
 

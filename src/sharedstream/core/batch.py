@@ -275,8 +275,7 @@ class BatchRunner(InlineCalls):
         staged = window is not None and bool(window.staged)
         if emitted is None and rejected is None and not staged:
             if isinstance(taken, Pieces):  # the usual batch: nothing kept, a count per slice
-                for run, start, stop in taken.parts:
-                    group.ack_range(run, start, stop, name)
+                taken.settled(group.ack_range, name)
             else:
                 group.ack_many(taken, name)
             if window is not None:

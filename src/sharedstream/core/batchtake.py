@@ -25,50 +25,14 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Protocol
 
-from sharedstream.core.ledger import Entry, Slice, State
-from sharedstream.core.shares import Share
+from sharedstream.core.ledger import Entry, State
+from sharedstream.core.shares import Counted, Piece, Pieces, Share
 
 PENDING = State.PENDING
 # Messages handed out in a row before the stream lets the loop run other work.
 HANDOUT_RUN = 128
-
-
-Counted = Slice | Share  # a counted slice, or a routed watcher's share of one
-
-
-class Piece(NamedTuple):
-    """``[start, stop)`` of a counted slice (or of a watcher's share of one)."""
-
-    run: Counted
-    start: int
-    stop: int
-
-
-class Pieces:
-    """Parts of counted slices handed to a batch watcher as one batch, in queue order;
-    ``messages`` is what the filter receives (the slice's own list when the batch is all
-    of one slice: never changed)."""
-
-    __slots__ = ("messages", "parts")
-
-    def __init__(self, parts: list[Piece]) -> None:
-        self.parts = parts
-        run, start, stop = parts[0]
-        if len(parts) == 1 and start == 0 and stop == run.n:
-            self.messages: list[Any] = run.raws
-        else:
-            self.messages = run.raws[start:stop]  # a new list: never extend a slice's own
-            for run, start, stop in parts[1:]:
-                self.messages += run.raws[start:stop]
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    def entries(self, itemise: Callable[[Counted], list[Entry]]) -> list[Entry]:
-        """The entries of these messages (each slice itemised: something needs them)."""
-        return [entry for run, start, stop in self.parts for entry in itemise(run)[start:stop]]
 
 
 Chunk = list[Entry] | Counted
@@ -143,7 +107,7 @@ class ChunkQueue(deque[Chunk]):
         if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
                 head.run.state is PENDING):
             self.clear()
-            out = Pieces([Piece(head, 0, head.n)])
+            out = head  # a share taken whole is its own Pieces
         else:
             out = self._cut_queued(limit)
         if out:

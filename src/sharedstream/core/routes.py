@@ -38,7 +38,7 @@ def check_match(name: str, match: Any) -> None:
 class Routes:
     """The matches of one group's cohort and the index compiled from them."""
 
-    __slots__ = ("_index", "_stale", "_targets", "cohort", "everyone", "matches", "routed")
+    __slots__ = ("_everyone", "_index", "_routed", "_stale", "_targets", "cohort", "matches")
 
     def __init__(self, cohort: frozenset[str], matches: Mapping[str, Any]) -> None:
         self.cohort = cohort
@@ -50,7 +50,8 @@ class Routes:
         self._index: RoutingIndex | None = None
         self._stale = True
         self._targets: dict[tuple[str, ...], frozenset[str]] = {}
-        self._changed()
+        self._routed: frozenset[str] | None = None
+        self._everyone: frozenset[str] | None = None
 
     def set_match(self, name: str, match: Any) -> None:
         """What ``name`` wants now (None: everything); ValueError for an invalid match."""
@@ -64,10 +65,28 @@ class Routes:
         self._changed()
 
     def _changed(self) -> None:
-        self.routed = frozenset(self.matches)
-        self.everyone = self.cohort - self.routed
+        """O(1): the sets are built when next read, so 10,000 watchers subscribing one
+        by one with matches the cohort did not declare cost O(watchers), not O(watchers²)."""
+        self._routed = self._everyone = None
         self._stale = True
-        self._targets = {}
+        if self._targets:
+            self._targets = {}
+
+    @property
+    def routed(self) -> frozenset[str]:
+        """The watchers with a match."""
+        routed = self._routed
+        if routed is None:
+            routed = self._routed = frozenset(self.matches)
+        return routed
+
+    @property
+    def everyone(self) -> frozenset[str]:
+        """The watchers of the cohort without a match: they take every message."""
+        everyone = self._everyone
+        if everyone is None:
+            everyone = self._everyone = self.cohort - self.routed
+        return everyone
 
     @staticmethod
     def _check(name: str, match: Any) -> None:

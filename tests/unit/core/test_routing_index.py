@@ -319,6 +319,21 @@ def test_one_lookup_routes_a_watcher_per_key(n: int, keys: list[int]) -> None:
         msg = KafkaMessage("t", 0, 0, 0, str(k).encode(), b"{}", ())
         assert index.route(msg) == ((f"w{k}",) if 0 <= k < n else ())
         SEEN["direct"] += 1
+    batch = [KafkaMessage("t", 0, i, 0, str(k).encode(), b"{}", ()) for i, k in enumerate(keys)]
+    shares, unrouted = index.route_all(batch)  # the table's batch path agrees with route
+    assert shares == {name: ([i for i, m in enumerate(batch) if index.route(m) == (name,)],
+                             [m for m in batch if index.route(m) == (name,)])
+                      for name in {n for m in batch for n in index.route(m)}}
+    assert unrouted == sum(1 for m in batch if not index.route(m))
+
+
+def test_one_lookup_reads_a_message_without_the_field_as_none() -> None:
+    class Bare:  # an object a producer might hand over with no ``key`` attribute
+        topic = "t"
+
+    index = RoutingIndex({"w0": {"key": ["0"]}, "w1": {"key": ["1"]}})
+    keyed_msg = KafkaMessage("t", 0, 0, 0, b"1", b"{}", ())
+    assert index.route_all([Bare(), keyed_msg, Bare()]) == ({"w1": ([1], [keyed_msg])}, 2)
 
 
 @settings(max_examples=200, deadline=None)

@@ -38,6 +38,8 @@ it. Failure window: none; routing is pure and in memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import count
+from operator import attrgetter
 from typing import Any
 
 from sharedstream.core.routing.language import (
@@ -229,8 +231,8 @@ class RoutingIndex:
     an invalid match.
     """
 
-    __slots__ = ("_anchors", "_direct", "_direct_reader", "_readers", "_rules", "everyone",
-                 "routed", "selectors")
+    __slots__ = ("_anchors", "_direct", "_direct_attr", "_direct_reader", "_readers", "_rules",
+                 "everyone", "routed", "selectors")
 
     def __init__(self, matches: Mapping[str, Any]) -> None:
         self.everyone = frozenset(name for name, match in matches.items() if match is None)
@@ -265,6 +267,7 @@ class RoutingIndex:
                          for selector, found in sorted(postings.items())]
         self._direct: dict[Any, tuple[str, ...]] | None = None
         self._direct_reader: Callable[[Any], Any] | None = None
+        self._direct_attr: Callable[[Any], Any] | None = None
         self._compile_direct()
 
     def _compile_direct(self) -> None:
@@ -285,6 +288,7 @@ class RoutingIndex:
                 self._rules[rules[0]].names if len(names) == 1 else names)
         self._direct = table
         self._direct_reader = _key_bytes if encode else _topic
+        self._direct_attr = attrgetter("key" if encode else "topic")
 
     def route(self, message: Any) -> tuple[str, ...]:
         """The watchers with a match that ``message`` satisfies (not :attr:`everyone`),
@@ -316,6 +320,9 @@ class RoutingIndex:
                   ) -> tuple[dict[str, tuple[list[int], list[Any]]], int]:
         """Per routed watcher, the positions in ``messages`` it wants and those messages
         (in order), and how many messages no routed watcher wants."""
+        direct = self._direct
+        if direct is not None:
+            return self._route_all_direct(messages, direct)
         shares: dict[str, tuple[list[int], list[Any]]] = {}
         route = self.route
         unrouted = 0
@@ -332,6 +339,30 @@ class RoutingIndex:
                     share[0].append(i)
                     share[1].append(message)
         return shares, unrouted
+
+    def _route_all_direct(self, messages: Sequence[Any], table: dict[Any, tuple[str, ...]]
+                          ) -> tuple[dict[str, tuple[list[int], list[Any]]], int]:
+        """:meth:`route_all` by the one-lookup table: each message's raw value read and
+        looked up in C (``attrgetter``, ``map``), Python only per message routed."""
+        try:
+            values = list(map(self._direct_attr, messages))  # type: ignore[arg-type]
+        except AttributeError:  # a message without the attribute: as ``route`` reads it
+            values = list(map(self._direct_reader, messages))  # type: ignore[arg-type]
+        shares: dict[str, tuple[list[int], list[Any]]] = {}
+        found = shares.get
+        routed = 0
+        for i, message, names in zip(count(), messages, map(table.get, values)):
+            if names is None:
+                continue
+            routed += 1
+            for name in names:
+                share = found(name)
+                if share is None:
+                    shares[name] = ([i], [message])
+                else:
+                    share[0].append(i)
+                    share[1].append(message)
+        return shares, len(messages) - routed
 
     def _residual_holds(self, rule: _Rule, message: Any, cache: dict[Selector, Values]) -> bool:
         for selector, holds in rule.residual:
