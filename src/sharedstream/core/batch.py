@@ -69,7 +69,7 @@ from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
 from sharedstream.core.messagebatch import MessageBatch
 from sharedstream.core.stream import SharedStream, StreamOwner
-from sharedstream.core.streamconfig import ABSENT, InfrastructureError
+from sharedstream.core.streamconfig import ABSENT, Clock, InfrastructureError, ManagerSettings
 from sharedstream.core.window import Window, current_stream
 
 log = logging.getLogger(__name__)
@@ -114,13 +114,14 @@ class BatchRunner(InlineCalls):
     task waited for them (:mod:`sharedstream.core.inline`)."""
 
     def __init__(self, stream: SharedStream, group: StreamOwner, call: BatchFilter,
+                 settings: ManagerSettings, clock: Clock,
                  prepare: Preparer | None = None) -> None:
         self.name = stream.name
         self._stream = stream
         self._group = group
         self._call = call
         self._prepare = prepare
-        self._limit = min(BATCH_LIMIT, group.settings.subscriber_queue_size)
+        self._limit = min(BATCH_LIMIT, settings.subscriber_queue_size)
         # The batch being handled (a piece of a counted slice, until it needs entries).
         self._taken: list[Entry] | Pieces = []
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
@@ -128,8 +129,8 @@ class BatchRunner(InlineCalls):
         self._calling = False
         self._window: BatchWindow | None = None  # the running call's staging
         self._in_sink: set[BatchWindow] = set()
-        self._clock = group.clock
-        self._deadline = AckDeadline(self, group.clock, group.settings.ack_timeout)
+        self._clock = clock
+        self._deadline = AckDeadline(self, clock, settings.ack_timeout)
         self._context: contextvars.Context | None = None  # the task's, once it runs
         self._pending: Callable[[], Awaitable[None]] | None = None
         self._suspended: Coroutine[Any, Any, None] | None = None  # an inline call's rest

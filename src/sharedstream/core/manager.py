@@ -254,7 +254,8 @@ class SharedStreamManager:
         call = batch_filter(trigger)
         group, stream = self._join(watcher, trigger)
         runner = (None if call is None
-                  else BatchRunner(stream, group, call, value_preparer(trigger)))
+                  else BatchRunner(stream, group, call, self.settings, self.clock,
+                                   value_preparer(trigger)))
         try:
             await self._drive(stream, trigger, runner)
         finally:
