@@ -144,8 +144,9 @@ async def persisted(bootstrap: str, topic: str, messages: int, url: str, watcher
     finally:
         store.close()
     seconds = messages * watchers / rate
-    return {"deliveries_per_s": round(rate), "events": sink.events_written,
-            "events_per_s": round(sink.events_written / seconds), "batches": sink.batches}
+    figures = sink.figures
+    return {"deliveries_per_s": round(rate), "events": figures.events_written,
+            "events_per_s": round(figures.events_written / seconds), "batches": figures.batches}
 
 
 def p99(ordered: list[float]) -> float:

@@ -84,7 +84,7 @@ async def run(url: str, messages: int) -> dict[str, Any]:
     await sink.aclose()
     store.close()
     return {"database": url.split(":")[0], "events": messages, "seconds": round(seconds, 3),
-            "events_per_second": round(messages / seconds), "batches": sink.batches}
+            "events_per_second": round(messages / seconds), "batches": sink.figures.batches}
 
 
 def main() -> None:

@@ -63,9 +63,9 @@ async def test_copy_meets_stored_events_and_runs_again_skipping_them(
     await sink.aclose()
 
     assert sent == ["copy", "copy", "statement", "statement", "copy"]
-    assert sink.failures == 0 and sink.permanent_failures == 0 and w.rejected == {}
+    assert sink.figures.failures == 0 and sink.figures.permanent_failures == 0 and w.rejected == {}
     assert len(w.confirmed) == 4 * size
-    assert sink.events_written == 3 * size + half  # the stored ones not counted
+    assert sink.figures.events_written == 3 * size + half  # the stored ones not counted
     with store.engine.connect() as conn:
         stored = conn.execute(select(asset_event.c.offset, asset_event.c.id)
                               .order_by(asset_event.c.id)).all()

@@ -44,7 +44,7 @@ async def test_copied_payloads_are_stored_as_emitted(
     await sink.aclose()
 
     assert sent == ["copy"]
-    assert sink.failures == 0 and sink.permanent_failures == 0 and w.rejected == {}
+    assert sink.figures.failures == 0 and sink.figures.permanent_failures == 0 and w.rejected == {}
     e = asset_event.c
     with store.engine.connect() as conn:
         stored = conn.execute(select(e.partition, e.offset, e.event_index, e.payload,

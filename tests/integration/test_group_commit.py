@@ -65,7 +65,7 @@ async def test_windows_arriving_during_a_commit_form_the_next_batch(
         assert sink.queued == 9 and w.confirmed == []
         blocker.rollback()
     await until(lambda: len(w.confirmed) == 10)
-    assert sink.batches == 2  # the nine that waited committed together
+    assert sink.figures.batches == 2  # the nine that waited committed together
     with store.engine.connect() as conn:
         ids = dict(conn.execute(select(asset_event.c.offset, asset_event.c.id)).all())
     assert sorted(ids, key=ids.__getitem__) == list(range(10))  # ids in commit order

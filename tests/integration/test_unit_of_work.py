@@ -78,8 +78,8 @@ async def test_events_and_staged_state_commit_together_then_confirm(store: State
     assert s.events() == [("w", 0, o, i, p) for o in range(3)
                           for i, p in enumerate([{"n": o}, f"second-{o}"])]
     assert s.committed_state("last_seen/0") == 2
-    assert (s.sink.events_written, s.sink.windows_confirmed) == (6, 3)
-    assert s.sink.healthy and s.sink.last_error is None
+    assert (s.sink.figures.events_written, s.sink.figures.windows_confirmed) == (6, 3)
+    assert s.sink.figures.healthy and s.sink.figures.last_error is None
     await s.sink.aclose()
 
 
@@ -135,7 +135,7 @@ async def test_a_batch_failing_mid_transaction_leaves_nothing_and_is_retried(
         s.w.emit(offset)
         s.w.close()
     await until(lambda: fault.raised >= 3, what="three failed attempts")
-    assert not s.sink.healthy and "injected failure" in (s.sink.last_error or "")
+    assert not s.sink.figures.healthy and "injected failure" in (s.sink.figures.last_error or "")
     assert s.w.confirmed == [] and s.w.failed == []
     assert s.events() == [] and s.committed_state("last_seen/1") is None
     fault.armed = False
@@ -143,7 +143,8 @@ async def test_a_batch_failing_mid_transaction_leaves_nothing_and_is_retried(
     fault.remove()
     assert [row[:3] for row in s.events()] == [("w", 1, 0), ("w", 1, 1)]
     assert s.committed_state("last_seen/1") == 1
-    assert s.sink.healthy and s.sink.last_error is None and s.sink.failures >= 3
+    figures = s.sink.figures
+    assert figures.healthy and figures.last_error is None and figures.failures >= 3
     await s.sink.aclose()
 
 
@@ -154,7 +155,7 @@ async def test_a_redelivered_message_creates_no_second_event(store: StateStore) 
     s.w.handle((TOPIC, 0, 7), "a", "b")  # the same message again (e.g. crash before commit)
     await until(lambda: len(s.w.confirmed) == 2)
     assert [row[:4] for row in s.events()] == [("w", 0, 7, 0), ("w", 0, 7, 1)]
-    assert s.sink.events_written == 2
+    assert s.sink.figures.events_written == 2
     await s.sink.aclose()
 
 
@@ -182,7 +183,7 @@ async def test_reads_see_this_window_then_pending_windows_then_the_database(
     assert await s.sink.drain(10)
     assert s.w.confirmed == [(TOPIC, 0, 0), (TOPIC, 0, 1), (TOPIC, 0, 2)]
     assert s.committed_state("wm") is None
-    assert s.sink.batches == 1  # three windows, one transaction
+    assert s.sink.figures.batches == 1  # three windows, one transaction
     await s.sink.aclose()
 
 
@@ -266,7 +267,7 @@ async def test_an_unserialisable_payload_rejects_only_its_window(store: StateSto
     assert bad.rejected == reason and good.rejected is None
     assert s.events() == [("v", 0, 0, 0, "fine")]
     assert s.committed_state("wm") is None
-    assert s.sink.windows_rejected == 1
+    assert s.sink.figures.windows_rejected == 1
     await s.sink.aclose()
 
 

@@ -41,7 +41,7 @@ async def test_queued_windows_commit_in_transactions_of_at_most_the_cap(
     assert await sink.drain(60)
     await sink.aclose()
 
-    assert sink.failures == 0 and w.rejected == {}
+    assert sink.figures.failures == 0 and w.rejected == {}
     assert w.confirmed == [("orders", 0, offset) for offset in range(len(sizes))]
     # As many windows per transaction as fit under the cap, in order; a window over the
     # cap alone; the small one after it with the next.

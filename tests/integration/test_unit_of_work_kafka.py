@@ -123,4 +123,4 @@ async def test_kafka_manager_and_sink_commit_every_event_once_with_its_watermark
     watermarks = store.asset(AssetScope(name="marked_orders"))
     for p in range(PARTITIONS):
         assert watermarks.get(f"last_seen/{p}") == max(o for q, o in marks if q == p)
-    assert running.sink.healthy and running.sink.events_written == len(found)
+    assert running.sink.figures.healthy and running.sink.figures.events_written == len(found)

@@ -108,12 +108,12 @@ async def test_a_connection_killed_mid_bulk_write_leaves_nothing_half_written(
         (victim,) = victims
         with observer.begin():
             kill(observer, victim)
-        await until(lambda: sink.failures >= 1, what="the killed attempt reported")
-        assert w.confirmed == [] and not sink.healthy
+        await until(lambda: sink.figures.failures >= 1, what="the killed attempt reported")
+        assert w.confirmed == [] and not sink.figures.healthy
         assert committed(store) == (0, 0)  # nothing of the batch, nothing half-written
         blocker.rollback()
     await until(lambda: len(w.confirmed) == WINDOWS, within=60)
-    assert sink.healthy and sink.batches == 1
+    assert sink.figures.healthy and sink.figures.batches == 1
     assert sorted(p[2] for p in w.confirmed) == list(range(WINDOWS))  # each exactly once
     with store.engine.connect() as conn:
         ids = dict(conn.execute(select(asset_event.c.offset, asset_event.c.id)).all())

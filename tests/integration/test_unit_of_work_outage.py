@@ -43,8 +43,8 @@ async def test_database_outage_holds_everything_then_confirms_each_window_once(
     server.process.stop()  # fast shutdown: every connection is cut
     for offset in range(50, 100):
         await handle(offset)
-    await until(lambda: sink.failures >= 3, what="failed attempts while the server is down")
-    assert not sink.healthy and sink.last_error
+    await until(lambda: sink.figures.failures >= 3, what="failed attempts while the server is down")
+    assert not sink.figures.healthy and sink.figures.last_error
     assert len(w.confirmed) == 50 and w.failed == []
     # Reads of keys staged by pending windows keep answering during the outage.
     w.open((TOPIC, 0, 100))
@@ -53,7 +53,7 @@ async def test_database_outage_holds_everything_then_confirms_each_window_once(
 
     server.start()
     await until(lambda: len(w.confirmed) == 100, within=60)
-    assert sink.healthy and sink.last_error is None
+    assert sink.figures.healthy and sink.figures.last_error is None
     assert sorted(p[2] for p in w.confirmed) == list(range(100))  # each exactly once
     with store.engine.connect() as conn:
         count = conn.execute(select(func.count()).select_from(asset_event)).scalar_one()

@@ -93,7 +93,8 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
         except AssertionError as exc:
             raise AssertionError(
                 f"{exc}: {len(found)} of {2 * MESSAGES - 1} events; sink healthy="
-                f"{sink.healthy}, failures={sink.failures}, last_error={sink.last_error!r}"
+                f"{sink.figures.healthy}, failures={sink.figures.failures}, "
+                f"last_error={sink.figures.last_error!r}"
             ) from None
         await _until(committed_to_end, 60, f"committed offset {MESSAGES} (at {offsets})")
         await sink.drain(30)
@@ -108,7 +109,7 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
     a_last, b_last = a_state.get("last/0"), b_state.get("last/0")
 
     # (d) nothing twice (the unique key would refuse a duplicate; events_written would not count it)
-    assert len(found) == len(set(found)) == sink.events_written
+    assert len(found) == len(set(found)) == sink.figures.events_written
     # (a) + (c) every other message of both watchers, b's poisoned one included
     assert sorted(o for w, o, _ in found if w == "b") == list(range(MESSAGES))
     assert sorted(o for w, o, _ in found if w == "a") == [
@@ -119,4 +120,4 @@ async def test_a_write_postgres_refuses_is_that_watchers_rejection_not_a_stall(
     watcher, offset, reason = rejected[0]
     assert (watcher, offset) == ("a", POISON)
     assert "NUL" in reason and "DataError" in reason, reason
-    assert sink.healthy and sink.windows_rejected == 1
+    assert sink.figures.healthy and sink.figures.windows_rejected == 1

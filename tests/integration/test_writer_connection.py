@@ -49,7 +49,7 @@ async def test_a_held_connection_dropped_while_idle_costs_no_failed_attempt(
     w.emit({"n": 1})
     w.close()
     await until(lambda: len(w.confirmed) == 2, what="the window after the drop confirmed")
-    assert sink.failures == 0 and sink.healthy
+    assert sink.figures.failures == 0 and sink.figures.healthy
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(asset_event)).scalar_one() == 2
     await sink.aclose()

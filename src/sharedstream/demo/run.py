@@ -239,10 +239,10 @@ class TriggererThread(threading.Thread):
             snapshot = status.producer.health()
             held += snapshot.held_messages
             assigned += snapshot.assigned_partitions
-        sink = self.triggerer.sink
+        figures = self.triggerer.sink.figures
         return TriggererState(in_flight=in_flight, queued=queued, held=held, assigned=assigned,
-                              database_healthy=sink.healthy, database_error=sink.last_error,
-                              failed_commits=sink.failures)
+                              database_healthy=figures.healthy, database_error=figures.last_error,
+                              failed_commits=figures.failures)
 
     def stop(self) -> None:
         self._started.wait(10)

@@ -345,14 +345,15 @@ def delivery_metrics(states: Sequence[DestinationState]) -> Iterator[Metric]:
 
 
 def _sink_metrics(sink: DatabaseWorkSink) -> Iterator[Metric]:
-    for spec, value in ((DATABASE_HEALTHY, sink.healthy), (UOW_QUEUED, sink.queued),
-                        (UOW_BATCHES, sink.batches), (EVENTS_PERSISTED, sink.events_written),
-                        (UOW_CONFIRMED, sink.windows_confirmed),
-                        (UOW_REJECTED, sink.windows_rejected), (UOW_FAILURES, sink.failures),
-                        (UOW_PERMANENT, sink.permanent_failures)):
+    figures = sink.figures
+    for spec, value in ((DATABASE_HEALTHY, figures.healthy), (UOW_QUEUED, sink.queued),
+                        (UOW_BATCHES, figures.batches), (EVENTS_PERSISTED, figures.events_written),
+                        (UOW_CONFIRMED, figures.windows_confirmed),
+                        (UOW_REJECTED, figures.windows_rejected), (UOW_FAILURES, figures.failures),
+                        (UOW_PERMANENT, figures.permanent_failures)):
         family = spec.family()
         family.add_metric([], float(value))
         yield family
     yield SummaryMetricFamily(UOW_LATENCY.full_name, UOW_LATENCY.help,
-                              count_value=sink.batch_latency_count,
-                              sum_value=sink.batch_latency_sum)
+                              count_value=sink.figures.batch_latency_count,
+                              sum_value=sink.figures.batch_latency_sum)

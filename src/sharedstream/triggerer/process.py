@@ -139,8 +139,8 @@ class TriggererRuntime:
                 reasons.append(f"group {group.consumer_group}: not polling yet")
             if (problem := status.producer.health().problem()) is not None:
                 reasons.append(f"group {group.consumer_group}: {problem}")
-        if not self.sink.healthy:
-            reasons.append(f"database: {self.sink.last_error or 'not answering'}")
+        if not self.sink.figures.healthy:
+            reasons.append(f"database: {self.sink.figures.last_error or 'not answering'}")
         if self.delivery is not None:
             reasons += destination_problems(self.delivery)
         reasons += [f"database: watcher {a.watcher!r} waits for a state read ({a.read_failure})"
@@ -183,7 +183,7 @@ class TriggererRuntime:
         loop = asyncio.get_running_loop()
         self._started = loop.time()
         self.progress = ProgressLog({g.key: g.consumer_group for g in self.plan.groups},
-                                    self._started, self.sink.events_written)
+                                    self._started, self.sink.figures.events_written)
         if process.progress_interval > 0 and self.plan.groups:
             self._spawn(self._report_progress(process.progress_interval), name="progress")
         self.watchdog = LoopWatchdog(loop, process.loop_block_timeout)
@@ -242,7 +242,7 @@ class TriggererRuntime:
             try:
                 statuses = self.manager.status()
                 lags = await fresh_lags(statuses, min(interval, LAG_TIMEOUT_S))
-                lines = self.progress.lines(statuses, loop.time(), self.sink.events_written,
+                lines = self.progress.lines(statuses, loop.time(), self.sink.figures.events_written,
                                             lags)
             except Exception:  # a figure an adapter cannot give must not end the lines
                 log.exception("progress line not written")
@@ -362,7 +362,8 @@ class TriggererRuntime:
         if self.watchdog is not None:
             self.watchdog.stop()
         seconds = asyncio.get_running_loop().time() - self._started
-        for line in self.progress.stopped_lines(stopping, seconds, self.sink.events_written):
+        written = self.sink.figures.events_written
+        for line in self.progress.stopped_lines(stopping, seconds, written):
             log.info("%s", line)
 
 

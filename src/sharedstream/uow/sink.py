@@ -61,6 +61,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 
 from sharedstream import tracing
@@ -88,6 +89,24 @@ log = logging.getLogger(__name__)
 # rows, and every window submitted meanwhile waited for all of it.
 MAX_BATCH_EVENTS = 2048
 
+
+
+@dataclass
+class SinkFigures:
+    """What the sink reports: its readiness (read by ``/status`` and the readiness probe)
+    and its counters (read by the metrics and the progress line). Written on the event
+    loop only, read from any thread: plain ints and a bool, each read whole."""
+
+    healthy: bool = True
+    last_error: str | None = None
+    batches: int = 0
+    events_written: int = 0  # new rows; redelivered duplicates are not counted
+    windows_confirmed: int = 0
+    windows_rejected: int = 0
+    batch_latency_sum: float = 0.0  # seconds from a batch's first attempt to its commit
+    batch_latency_count: int = 0
+    failures: int = 0  # failed commit attempts (transient: held and retried)
+    permanent_failures: int = 0  # commit attempts refused for a window's data
 
 class DatabaseWorkSink:
     """Commits closed windows (events + staged asset state) in batched transactions.
@@ -137,18 +156,7 @@ class DatabaseWorkSink:
         self.on_commit: list[Callable[[], None]] = []
         self._draining = 0
         self._closing = False
-        # readiness
-        self.healthy = True
-        self.last_error: str | None = None
-        # metrics
-        self.batches = 0
-        self.events_written = 0  # new rows; redelivered duplicates are not counted
-        self.windows_confirmed = 0
-        self.windows_rejected = 0
-        self.batch_latency_sum = 0.0  # seconds from a batch's first attempt to its commit
-        self.batch_latency_count = 0
-        self.failures = 0  # failed commit attempts (transient: held and retried)
-        self.permanent_failures = 0  # commit attempts refused for a window's data
+        self.figures = SinkFigures()
 
     @property
     def queued(self) -> int:
@@ -178,7 +186,7 @@ class DatabaseWorkSink:
             except PayloadRefused as refused:
                 log.error("watcher %r: %s; rejecting %s", window.watcher, refused,
                           where_read(window.payload))
-                self.windows_rejected += 1
+                self.figures.windows_rejected += 1
                 window.reject(str(refused))
                 if watches is not None:
                     tracing.end_watches(watches, "rejected", str(refused))
@@ -262,40 +270,40 @@ class DatabaseWorkSink:
                 if is_permanent_error(exc):
                     parts[0:1] = self._isolate(part, exc)
                     continue
-                self.failures += 1
-                self.healthy = False
-                self.last_error = describe_error(exc)
+                self.figures.failures += 1
+                self.figures.healthy = False
+                self.figures.last_error = describe_error(exc)
                 log.warning("unit of work: commit of %d windows failed (%s); retrying in "
-                            "%.2fs", len(part), self.last_error, delay := backoff.next())
+                            "%.2fs", len(part), self.figures.last_error, delay := backoff.next())
                 await asyncio.sleep(delay)
                 continue
             parts.pop(0)
             committed = True
             if holds is not None and taken:
                 holds.done(taken, ok=True)
-            if not self.healthy:
+            if not self.figures.healthy:
                 log.info("unit of work: the database answers again")
-            self.healthy = True
-            self.last_error = None
-            self.batches += 1
-            self.events_written += written
+            self.figures.healthy = True
+            self.figures.last_error = None
+            self.figures.batches += 1
+            self.figures.events_written += written
             for queued in part:
                 queued.window.confirm()
             if part[0].watches is not None:
                 tracing.committed([q.watches or [] for q in part], started_ns, events=written,
                                   dialect=self._dialect)
-            self.windows_confirmed += len(part)
+            self.figures.windows_confirmed += len(part)
             for callback in self.on_commit:
                 callback()
         if committed:
-            self.batch_latency_sum += time.perf_counter() - started
-            self.batch_latency_count += 1
+            self.figures.batch_latency_sum += time.perf_counter() - started
+            self.figures.batch_latency_count += 1
 
     def _isolate(self, part: list[Queued], exc: Exception) -> list[list[Queued]]:
         """What to commit instead of ``part``, which failed with the permanent ``exc``:
         its halves, in order; or, for a single window, nothing: that window is rejected
         for its watcher with the database's error as the reason."""
-        self.permanent_failures += 1
+        self.figures.permanent_failures += 1
         if len(part) > 1:
             half = len(part) // 2
             log.warning("unit of work: commit of %d windows refused (%s); committing them "
@@ -306,7 +314,7 @@ class DatabaseWorkSink:
         reason = f"the database refused the unit of work: {describe_error(exc)}"
         log.error("watcher %r: %s; rejecting %s", window.watcher, reason,
                   where_read(window.payload))
-        self.windows_rejected += 1
+        self.figures.windows_rejected += 1
         window.reject(reason)
         if part[0].watches is not None:
             tracing.end_watches(part[0].watches, "rejected", reason)

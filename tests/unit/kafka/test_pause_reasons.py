@@ -20,6 +20,7 @@ from sharedstream.kafka.memory import MemoryBroker
 from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 from sharedstream.triggerer.metrics import PAUSED_BECAUSE, TriggererCollector
 from sharedstream.triggerer.status import status_document
+from sharedstream.uow.sink import SinkFigures
 
 pytestmark = pytest.mark.unit
 
@@ -41,9 +42,7 @@ def view_of(adapter: KafkaSharedConsumer) -> Any:
     partition = PartitionView(T, 0, 0, 0, 3, 0, 0, 0, "bounded")
     manager = SimpleNamespace(status=lambda: [status],
                               snapshots=lambda: [(status, GroupSnapshot([partition], []))])
-    sink = SimpleNamespace(healthy=True, queued=0, batches=0, events_written=0,
-                           windows_confirmed=0, windows_rejected=0, failures=0,
-                           permanent_failures=0, batch_latency_count=0, batch_latency_sum=0.0)
+    sink = SimpleNamespace(queued=0, figures=SinkFigures())
     group = SimpleNamespace(key="g", consumer_group="app.orders")
     return SimpleNamespace(plan=SimpleNamespace(groups=[group]), manager=manager, sink=sink,
                            delivery=None, heartbeat=None, watchdog=None, registries=None,

@@ -154,7 +154,7 @@ async def test_manager_sink_and_state_access_with_an_in_memory_producer(tmp_path
     state = store.asset(AssetScope(name="marks"))
     # The poison window's advance was dropped with it; the next kept offset advanced it.
     assert [state.get(f"last_seen/{p}") for p in range(2)] == [38, 38]
-    assert sink.events_written == 2 * 19 and sink.windows_rejected == 2
+    assert sink.figures.events_written == 2 * 19 and sink.figures.windows_rejected == 2
     await sink.drain(5)
     await manager.stop_all()
     await asyncio.gather(task, return_exceptions=True)

@@ -138,8 +138,9 @@ async def test_one_poisoned_window_is_rejected_and_the_rest_commit_in_order(
     # Two transient failures retried the whole batch; then halves down to the window.
     assert sink.attempts[:3] == [list(range(16))] * 3
     assert [len(a) for a in sink.attempts[3:]] == [8, 4, 4, 2, 1, 1, 2, 8]
-    assert sink.healthy and sink.failures == 2 and sink.windows_rejected == 1
-    assert sink.permanent_failures == 5 and sink.windows_confirmed == 15
+    figures = sink.figures
+    assert figures.healthy and figures.failures == 2 and figures.windows_rejected == 1
+    assert sink.figures.permanent_failures == 5 and sink.figures.windows_confirmed == 15
 
 
 async def test_several_poisoned_windows_each_rejected(store: StateStore) -> None:
@@ -147,11 +148,11 @@ async def test_several_poisoned_windows_each_rejected(store: StateStore) -> None
     owner = await run(sink, 16)
     assert sorted(owner.rejected) == [0, 7, 8, 15]
     assert owner.confirmed == [o for o in range(16) if o not in (0, 7, 8, 15)]
-    assert sink.failures == 0 and sink.events_written == 12
+    assert sink.figures.failures == 0 and sink.figures.events_written == 12
 
 
 async def test_a_batch_without_poison_is_one_transaction(store: StateStore) -> None:
     sink = ScriptedSink(store, poisoned=set())
     owner = await run(sink, 16)
     assert owner.confirmed == list(range(16)) and sink.attempts == [list(range(16))]
-    assert sink.batches == 1 and sink.permanent_failures == 0
+    assert sink.figures.batches == 1 and sink.figures.permanent_failures == 0
