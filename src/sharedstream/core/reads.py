@@ -98,5 +98,20 @@ class ReadBatch(Sequence[tuple[Any, Any]]):
     def __repr__(self) -> str:
         return f"ReadBatch({self._n} records in {len(self.parts)} parts)"
 
+    @staticmethod
+    def joined(batches: Sequence[Sequence[tuple[Any, Any]]]) -> ReadBatch:
+        """Batches read one after another, as one: their parts in read order (the ledger
+        admits one slice per partition of it, core/ledger.py). O(parts), no record
+        copied; a batch of plain pairs joins as pairs."""
+        parts: list[PartitionRun | tuple[Any, Any]] = []
+        n = 0
+        for batch in batches:
+            if type(batch) is ReadBatch:
+                parts += batch.parts
+            else:
+                parts += batch
+            n += len(batch)
+        return ReadBatch(parts, n)
+
 
 __all__ = ["PartitionRun", "ReadBatch"]

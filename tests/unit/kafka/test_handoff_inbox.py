@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVarTuple
 
 from sharedstream.core.contract import PartitionsEnded, Records
+from sharedstream.core.reads import PartitionRun, ReadBatch
 from sharedstream.kafka.handoff import HandOff
 
 Ts = TypeVarTuple("Ts")
@@ -82,9 +83,38 @@ def test_a_waiting_loop_is_woken_once_by_the_next_post() -> None:
             hand.inbox.post_batch(batch(2))
 
         from_thread(post)
-        assert await waiting == batch(1)
-        assert await hand.inbox.next_event() == batch(2)
+        taken = await waiting  # both were there when the woken loop looked: one batch
+        assert isinstance(taken, Records) and list(taken.items) == [(1, 1), (2, 2)]
+        assert hand.inbox.backlog == 0
         assert loop.wakes == 1
+
+    run(main)
+
+
+def test_batches_waiting_in_a_row_are_taken_as_one_in_read_order() -> None:
+    """A routed watcher is called once for what it was routed from all of them; the
+    parts keep their order, so each partition's records keep theirs."""
+    async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
+        run_a, run_b = PartitionRun(("t", 0), 1), PartitionRun(("t", 0), 1)
+        run_a.reads, run_b.reads = [10, 11], [12]
+
+        def post() -> None:
+            hand.inbox.post_batch(Records(ReadBatch([run_a, (5, 5)], 3)))
+            hand.inbox.post_batch(Records(ReadBatch([run_b], 1)))
+            hand.inbox.post_batch(batch(6))
+            hand.inbox.post(PartitionsEnded(frozenset({("t", 0)})))
+            hand.inbox.post_batch(batch(7))
+
+        from_thread(post)
+        assert hand.inbox.backlog == 4
+        joined = await hand.inbox.next_event()
+        assert isinstance(joined, Records) and isinstance(joined.items, ReadBatch)
+        assert joined.items.parts == [run_a, (5, 5), run_b, (6, 6)]
+        assert list(joined.items) == [(10, 10), (11, 11), (5, 5), (12, 12), (6, 6)]
+        assert hand.inbox.backlog == 1  # the batch after the partition event waits
+        assert await hand.inbox.next_event() == PartitionsEnded(frozenset({("t", 0)}))
+        assert await hand.inbox.next_event() == batch(7)
+        assert hand.counters().messages_consumed == 6
 
     run(main)
 
