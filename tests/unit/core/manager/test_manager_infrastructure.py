@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from manager_fakes import Harness, settle
+from test_manager_batches import start_batch
 
+from sharedstream import MessageBatch
 from sharedstream.core.ledger import State
 from sharedstream.core.streamconfig import InfrastructureError
 
@@ -81,3 +83,41 @@ async def test_an_outage_logs_no_traceback_per_retry(
         assert len(warnings) == 6, warnings
         assert all("waiting on infrastructure (InfrastructureError: target down)" in w
                    for w in warnings), warnings
+
+
+@pytest.mark.parametrize(("retry_after", "retried_at"), [(3.0, 3.0), (500.0, 40.0)])
+@pytest.mark.parametrize("batch", [False, True])
+async def test_retry_after_brings_the_retry_forward_and_never_delays_it(
+        retry_after: float, retried_at: float, batch: bool) -> None:
+    """An InfrastructureError that says when to try again is retried then, if that is
+    sooner than the backoff (40 s here, the full nominal delay under these tests)."""
+    outage = {"on": True}
+
+    def refuse() -> None:
+        if outage.pop("on", False):
+            raise InfrastructureError("quota spent", retry_after=retry_after)
+
+    async def handler(message: str) -> list[Any]:
+        refuse()
+        return []
+
+    async def batch_handler(messages: MessageBatch) -> None:
+        refuse()
+
+    h = Harness(["a"], retry_backoff_initial=40.0, retry_backoff_max=40.0)
+    calls = start_batch(h, "a", batch_handler).calls if batch else None
+    if not batch:
+        h.start("a", handler)
+    await settle()
+    h.producer.feed(("p", 0))
+    await settle()
+    assert h.outcome(("p", 0)).failed == {"a"}
+    h.clock.advance(retried_at - 0.01)
+    await settle()
+    assert h.outcome(("p", 0)).failed == {"a"}  # still held, just before its moment
+    h.clock.advance(0.02)
+    await settle()
+    assert h.outcome(("p", 0)).acked == {"a"}
+    assert (calls if batch else h.triggers["a"].seen) == ([["p:0"]] * 2 if batch
+                                                         else ["p:0"] * 2)
+    await h.stop()
