@@ -74,7 +74,7 @@ async def test_the_readme_watcher_reads_registry_avro_orders(
                     schema_registries={registry_id(): {"url": schema_registry}})
     async with Triggerer(config, assets=[readme.orders]) as triggerer:
         # Order 5's schema id is unknown: held for the registry's grace (30 s) and
-        # dead-lettered when it ends, the hold saying when (retry_after): about 32 s
+        # dead-lettered when it ends, the hold saying when (retry_after): about 31 s
         # here, 47-57 s before, at the first backoff step past the grace. The default
         # 60 s wait leaves the grace's length again for a loaded machine's start.
         await until(lambda: committed_sum(kafka_bootstrap, f"readme.{topic}", topic) == 6,

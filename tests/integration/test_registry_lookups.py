@@ -154,7 +154,7 @@ def test_a_404_within_the_grace_says_when_the_grace_ends(
         proxy: RegistryProxy, configure: Callable[..., None]) -> None:
     """The hold names the time left of the grace (``retry_after``), so the watcher's
     retry decides then. Before, nothing said it: the retry came at the next backoff
-    step, up to a cap (30 s) past the grace (the README's unknown id: 47-57 s)."""
+    step past the grace (the README's unknown id: 47-57 s with a 30 s grace)."""
     configure(**{GRACE: 30})
     client = registry_client("it")
     now = [1000.0]

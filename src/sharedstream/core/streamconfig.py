@@ -34,7 +34,8 @@ class ManagerSettings:
       not counting time it waits on infrastructure (its state reads: see ``stream``).
     * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.
     * ``retry_backoff_initial`` / ``retry_backoff_max``: exponential backoff of held
-      messages' redelivery and of trigger restarts.
+      messages' redelivery and of trigger restarts (sooner when the failure says when to
+      try again: ``InfrastructureError.retry_after``).
     * ``max_attempts``: failures (exception or ack timeout) of one watcher on one
       message before its outcome becomes a rejection.
     * ``max_in_flight_bytes``: key + value bytes of a partition's unresolved messages

@@ -24,8 +24,9 @@ Until then the lookup raises :class:`SchemaRegistryUnavailable`: the message is 
 and redelivered with backoff, never counted as an attempt, never dead-lettered, like
 any outage of the registry. Within the grace it also says when the grace ends
 (``retry_after``: the time left, plus :data:`PAST_GRACE`), so the retry that decides
-comes then rather than up to a backoff cap (30 s by default) later; past the grace, with
-a registry not shown to serve, it says nothing and the backoff alone paces the retries.
+comes then rather than at the next backoff step, up to ``retry_backoff_max`` later;
+past the grace, with a registry not shown to serve, it says nothing and the backoff
+alone paces the retries.
 Failure window: a registry that keeps answering its subject list but still lacks the id
 after the grace (a reload longer than the grace) has the message rejected; the grace is
 the setting that bounds it.

@@ -147,7 +147,7 @@ class MissingSchemaRegistry(SharedLookups):
 async def test_a_missing_schema_is_rejected_at_the_end_of_its_grace_not_a_backoff_later(
         ) -> None:
     """Before: the message held for an unknown schema id was rejected at the first retry
-    after ``missing.schema.grace.sec``, up to a whole backoff cap later (the README's
+    after ``missing.schema.grace.sec``, up to a whole backoff step later (the README's
     unknown id: 47-57 s with a 30 s grace). The registry's hold says when its grace ends
     (``InfrastructureError.retry_after``); the retry comes then, for the per-message and
     the batch watcher alike."""
