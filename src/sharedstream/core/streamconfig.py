@@ -178,7 +178,7 @@ class InfrastructureError(SharedStreamError):
     ``retry_after`` (seconds, optional): when trying again can succeed, if the source
     knows. The schema registry's lookups set it while they hold a schema id the registry
     answers 404 for: the time left of ``missing.schema.grace.sec``, so the message is
-    decoded or rejected when the grace ends, not up to a backoff cap later. A filter may
+    decoded or rejected when the grace ends, not at the next backoff step. A filter may
     raise it too (``InfrastructureError("quota", retry_after=12.0)``). The message is
     handed out again, and the filter restarted, at the earlier of the backoff and the
     hint, never before now: the hint only shortens a wait; an outage without one keeps

@@ -26,10 +26,9 @@ any outage of the registry. Within the grace it also says when the grace ends
 (``retry_after``: the time left, plus :data:`PAST_GRACE`), so the retry that decides
 comes then rather than at the next backoff step, up to ``retry_backoff_max`` later;
 past the grace, with a registry not shown to serve, it says nothing and the backoff
-alone paces the retries.
-Failure window: a registry that keeps answering its subject list but still lacks the id
-after the grace (a reload longer than the grace) has the message rejected; the grace is
-the setting that bounds it.
+alone paces the retries. Failure window: a registry that keeps answering its subject
+list but still lacks the id after the grace (a reload longer than the grace) has the
+message rejected; the grace is the setting that bounds it.
 
 **What an outage shows** (:class:`RegistryHealth`, one per registry id of a
 triggerer, in its :class:`RegistryHealths`): the first failure logs one line (the
