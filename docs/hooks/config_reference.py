@@ -356,9 +356,9 @@ def render_schema_registries() -> str:
                      "kept |")
     lines.append(f"| `{r.GRACE_KEY}` | sharedstream's own, absent → "
                  f"{toml_value(r.DEFAULT_GRACE_S)}: how long a schema id the registry answers "
-                 "404 for holds its messages before they are rejected (and only once the "
-                 "registry has answered since; [values](values.md#what-rejects-a-message-what-"
-                 "holds-it)) |")
+                 "404 for holds its messages before they are rejected, when it ends (and "
+                 "only once the registry has answered since; [values](values.md#what-"
+                 "rejects-a-message-what-holds-it)) |")
     secret_like = ["basic.auth.user.info", "bearer.auth.token", "bearer.auth.client.secret",
                    "ssl.key.password", "url", "ssl.ca.location"]
     masked = r.redacted_registry({k: "x" for k in secret_like})

@@ -37,6 +37,7 @@ from sharedstream.serde import (
     configure_schema_registries,
     registry_problems,
 )
+from sharedstream.serde.lookups import PAST_GRACE
 from sharedstream.serde.registries import health, registry_client, registry_figures
 from sharedstream.triggerer.metrics import registry_metrics
 
@@ -147,6 +148,34 @@ def test_a_404_is_final_after_the_grace_once_the_registry_has_shown_it_serves(
     with pytest.raises(SchemaNotFound):  # serving again (the subject list answers)
         client.get_schema(other)
     assert proxy.count("/subjects") == 2
+
+
+def test_a_404_within_the_grace_says_when_the_grace_ends(
+        proxy: RegistryProxy, configure: Callable[..., None]) -> None:
+    """The hold names the time left of the grace (``retry_after``), so the watcher's
+    retry decides then. Before, nothing said it: the retry came at the next backoff
+    step past the grace (the README's unknown id: 47-57 s with a 30 s grace)."""
+    configure(**{GRACE: 30})
+    client = registry_client("it")
+    now = [1000.0]
+    health("it").clock = lambda: now[0]
+    with pytest.raises(SchemaRegistryUnavailable) as first:
+        client.get_schema(UNKNOWN_ID)
+    assert first.value.retry_after == pytest.approx(30 + PAST_GRACE)
+    now[0] += 20
+    with pytest.raises(SchemaRegistryUnavailable) as later:
+        client.get_schema(UNKNOWN_ID)
+    assert later.value.retry_after == pytest.approx(10 + PAST_GRACE)
+
+    proxy.fail_with = 404  # serving nothing: past the grace, not shown to serve
+    now[0] += 11
+    with pytest.raises(SchemaRegistryUnavailable) as past:
+        client.get_schema(UNKNOWN_ID)
+    assert past.value.retry_after is None  # no grace left to wait for: backoff alone
+    proxy.fail_with = 503  # an outage says nothing either
+    with pytest.raises(SchemaRegistryUnavailable) as down:
+        client.get_schema(UNKNOWN_ID + 1)
+    assert down.value.retry_after is None
 
 
 def test_an_outage_logs_its_start_and_end_once_and_counts_each_failed_lookup(

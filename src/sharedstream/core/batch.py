@@ -251,7 +251,7 @@ class BatchRunner(InlineCalls):
         why = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, InfrastructureError):
             for entry in self._entries(self._taken)[self._done:]:
-                group.fail(entry, name, why, counts=False)
+                group.fail(entry, name, why, counts=False, retry_after=exc.retry_after)
             self._done = len(self._taken)
             raise exc  # the runner backs off, as a per-message filter does
         if len(part) == 1:

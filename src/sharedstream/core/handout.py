@@ -71,7 +71,8 @@ class StreamOwner(TakeOwner, Protocol):
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 
-    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None: ...
+    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool,
+             retry_after: float | None = None) -> None: ...
 
     def submit(self, window: Window) -> None: ...
 
@@ -251,12 +252,15 @@ class MessageHandout:
     def fail_open(self, exc: BaseException) -> None:
         """The filter raised while handling the open message: fail it.
 
-        It counts an attempt unless ``exc`` is an :class:`InfrastructureError`.
+        It counts an attempt unless ``exc`` is an :class:`InfrastructureError`, whose
+        ``retry_after`` may bring the retry forward.
         """
-        self._abandon_open(f"{type(exc).__name__}: {exc}",
-                           counts=not isinstance(exc, InfrastructureError))
+        outage = exc if isinstance(exc, InfrastructureError) else None
+        self._abandon_open(f"{type(exc).__name__}: {exc}", counts=outage is None,
+                           retry_after=None if outage is None else outage.retry_after)
 
-    def _abandon_open(self, why: str, *, counts: bool = True) -> None:
+    def _abandon_open(self, why: str, *, counts: bool = True,
+                      retry_after: float | None = None) -> None:
         self.flush_acks()  # the filter's restart may wait long: ack what it moved past now
         entry = self._open
         if entry is None:
@@ -266,7 +270,7 @@ class MessageHandout:
         self._window = None
         if window is not None and not window.abandon():
             return  # already rejected
-        self._group.fail(entry, self.name, why, counts=counts)
+        self._group.fail(entry, self.name, why, counts=counts, retry_after=retry_after)
 
     # -- the ack deadline's owner (DeadlineOwner) ----------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sharedstream.core.backoff import jittered
+from sharedstream.core.backoff import retry_delay
 from sharedstream.core.batch import BatchRunner, batch_filter, value_preparer
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
@@ -271,6 +271,7 @@ class SharedStreamManager:
             work = _consume(stream, trigger) if runner is None else runner.run()
             task = loop.create_task(work, name=watcher_task_name(stream.name))
             stuck = quiet = False
+            hint: float | None = None  # InfrastructureError.retry_after
 
             def on_stuck(task: asyncio.Task[None] = task) -> None:
                 nonlocal stuck
@@ -291,6 +292,7 @@ class SharedStreamManager:
                 stream.fail_open(exc)
                 why = f"waiting on infrastructure ({type(exc).__name__}: {exc})"
                 quiet = exc.reported
+                hint = exc.retry_after
             except Exception as exc:
                 stream.fail_open(exc)
                 why = repr(exc)
@@ -306,7 +308,7 @@ class SharedStreamManager:
                 return
             # Consecutive crashes without progress back off further; progress resets.
             crashes = 1 if stream.handed - progress_mark > 1 else crashes + 1
-            delay = jittered(self.settings.backoff(crashes))
+            delay = retry_delay(self.settings.backoff(crashes), hint)
             # An outage is no bug of the filter: no traceback; one whose source logs its
             # start and end (InfrastructureError.reported) adds nothing above DEBUG.
             log.log(logging.DEBUG if quiet else logging.WARNING,

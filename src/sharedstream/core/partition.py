@@ -56,12 +56,13 @@ class Entry:
     delivery round (targets minus who acked or rejected before); ``pending``: round
     watchers not resolved yet. ``failed`` (this round), ``rejected`` and
     ``acked_before`` (cumulative) and ``attempts`` (per watcher) stay None on the fast
-    path. ``rounds`` counts delivery rounds (the backoff's exponent).
+    path. ``rounds`` counts delivery rounds (the backoff's exponent); ``retry_at``: the
+    clock time a failure of this round said trying again can succeed (None: backoff only).
     """
 
     __slots__ = ("acked_before", "attempts", "failed", "ledger", "offset", "payload",
-                 "pending", "raw", "rejected", "round_targets", "rounds", "run", "size", "state",
-                 "targets")
+                 "pending", "raw", "rejected", "retry_at", "round_targets", "rounds", "run",
+                 "size", "state", "targets")
 
     def __init__(self, ledger: PartitionLedger, run: Slice, offset: int, state: State,
                  raw: Any = None, payload: Any = None) -> None:
@@ -79,6 +80,7 @@ class Entry:
         self.acked_before: frozenset[str] | None = None
         self.attempts: dict[str, int] | None = None
         self.rounds = 1
+        self.retry_at: float | None = None
         self.size = 0  # key + value bytes, counted in ``open_bytes`` until terminal
 
     def __repr__(self) -> str:

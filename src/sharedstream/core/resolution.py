@@ -3,7 +3,8 @@
 A watcher's stream reports every outcome here (ack, reject, fail; a batch watcher's
 ``ack_many`` and ``ack_range``); the last outcome of a delivery round settles the entry
 at once (terminal, held or dead-lettered: :mod:`sharedstream.core.group` lists when). A
-held entry is handed out again after the backoff of its round, or at once on an
+held entry is handed out again after the backoff of its round (sooner when a failure of
+the round said when to try again: ``InfrastructureError.retry_after``), or at once on an
 operator's ``retry_now``. Entries every watcher acked cleanly in their first round
 settle in bulk (once per batch: counters, ``in_flight``, the ledger), and a counted
 slice in one step when the last watcher reaches its end.
@@ -32,7 +33,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from sharedstream import tracing
-from sharedstream.core.backoff import jittered
+from sharedstream.core.backoff import retry_delay
 from sharedstream.core.batchtake import Counted
 from sharedstream.core.contract import SharedStreamProducer
 from sharedstream.core.counters import GroupCounters
@@ -260,8 +261,11 @@ class Resolution:
         if not entry.pending:
             self.resolved(entry)
 
-    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool) -> None:
-        """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not."""
+    def fail(self, entry: Entry, watcher: str, why: str, *, counts: bool,
+             retry_after: float | None = None) -> None:
+        """Fail one watcher for one message; ``counts`` towards ``max_attempts`` or not;
+        ``retry_after``: the seconds after which it may succeed (the round's earliest
+        such moment brings its retry forward)."""
         if entry.state is not PENDING:
             return
         if counts:
@@ -273,6 +277,9 @@ class Resolution:
                 return
         if tracing.tracer is not None:
             tracing.failed(entry.payload, watcher, why)
+        if retry_after is not None:
+            at = self.clock.now() + retry_after
+            entry.retry_at = at if entry.retry_at is None else min(entry.retry_at, at)
         if entry.failed is None:
             entry.failed = {}
         entry.failed[watcher] = why
@@ -336,16 +343,19 @@ class Resolution:
             flow.maybe_resume()
 
     def _hold(self, entry: Entry) -> None:
-        """Hand a held entry out again after the backoff of its delivery round."""
+        """Hand a held entry out again after the backoff of its delivery round, or at
+        the round's ``retry_at`` when that is sooner."""
+        now, at, entry.retry_at = self.clock.now(), entry.retry_at, None
         if self._life.state is not POLLING:
             return
-        delay = max(jittered(self.settings.backoff(entry.rounds)), MIN_RETRY_S)
+        hint = None if at is None else at - now
+        delay = max(retry_delay(self.settings.backoff(entry.rounds), hint), MIN_RETRY_S)
 
         def due() -> None:
             self._held.pop(entry, None)
             self._redeliver(entry)
 
-        when = self.clock.now() + delay
+        when = now + delay
         self._held[entry] = when, self.clock.call_at(when, due)
 
     def retry_now(self, topic: str, partition: int, offset: int) -> bool:

@@ -34,7 +34,8 @@ class ManagerSettings:
       not counting time it waits on infrastructure (its state reads: see ``stream``).
     * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.
     * ``retry_backoff_initial`` / ``retry_backoff_max``: exponential backoff of held
-      messages' redelivery and of trigger restarts.
+      messages' redelivery and of trigger restarts (sooner when the failure says when to
+      try again: ``InfrastructureError.retry_after``).
     * ``max_attempts``: failures (exception or ack timeout) of one watcher on one
       message before its outcome becomes a rejection.
     * ``max_in_flight_bytes``: key + value bytes of a partition's unresolved messages
@@ -173,9 +174,24 @@ class InfrastructureError(SharedStreamError):
     The waiting watcher logs each retry in one line, without a traceback (an outage is
     no bug of the filter). ``reported``: the source logs the outage's start and end
     itself (the schema registry's lookups do), so the retries log at DEBUG only.
+
+    ``retry_after`` (seconds, optional): when trying again can succeed, if the source
+    knows. The schema registry's lookups set it while they hold a schema id the registry
+    answers 404 for: the time left of ``missing.schema.grace.sec``, so the message is
+    decoded or rejected when the grace ends, not at the next backoff step. A filter may
+    raise it too (``InfrastructureError("quota", retry_after=12.0)``). The message is
+    handed out again, and the filter restarted, at the earlier of the backoff and the
+    hint, never before now: the hint only shortens a wait; an outage without one keeps
+    its backoff. Failure window: a hint that comes too early costs one more failed try,
+    which backs off as usual. A unit of work the sink refuses is retried by backoff only.
     """
 
     reported: bool = False
+    retry_after: float | None = None
+
+    def __init__(self, *args: object, retry_after: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after
 
 
 class ProducerFactoryError(SharedStreamError):

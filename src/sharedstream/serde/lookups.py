@@ -22,9 +22,13 @@ schema ids it knows while it reloads them (Karapace does, for about a second), s
 
 Until then the lookup raises :class:`SchemaRegistryUnavailable`: the message is held
 and redelivered with backoff, never counted as an attempt, never dead-lettered, like
-any outage of the registry. Failure window: a registry that keeps answering its
-subject list but still lacks the id after the grace (a reload longer than the grace)
-has the message rejected; the grace is the setting that bounds it.
+any outage of the registry. Within the grace it also says when the grace ends
+(``retry_after``: the time left, plus :data:`PAST_GRACE`), so the retry that decides
+comes then rather than at the next backoff step, up to ``retry_backoff_max`` later;
+past the grace, with a registry not shown to serve, it says nothing and the backoff
+alone paces the retries. Failure window: a registry that keeps answering its subject
+list but still lacks the id after the grace (a reload longer than the grace) has the
+message rejected; the grace is the setting that bounds it.
 
 **What an outage shows** (:class:`RegistryHealth`, one per registry id of a
 triggerer, in its :class:`RegistryHealths`): the first failure logs one line (the
@@ -37,6 +41,7 @@ an ``InfrastructureError`` either.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -49,6 +54,10 @@ from sharedstream.core.message import ValueDecodeError
 from sharedstream.core.streamconfig import InfrastructureError
 
 log = logging.getLogger("sharedstream.serde.registry")
+
+PAST_GRACE = 0.1
+"""Seconds past the grace's end that a held lookup asks to be retried at: a retry timed
+exactly at the end could find the grace a clock tick short and be held once more."""
 
 
 class SchemaRegistryUnavailable(InfrastructureError):
@@ -195,7 +204,7 @@ class SharedLookups:
         if not leader:
             flight.done.wait()
             if flight.error is not None:
-                raise type(flight.error)(*flight.error.args)
+                raise copy.copy(flight.error)  # its own traceback; retry_after kept
             return flight.result
         try:
             flight.result = self._classified(key, what, fetch)
@@ -238,12 +247,14 @@ class SharedLookups:
         now = health.clock()
         with self._lookup_lock:
             first = self._missing.setdefault(key, now)
-        if now - first >= self._grace and (health.serving_since(first) or self._probe()):
+        left = first + self._grace - now
+        if left <= 0 and (health.serving_since(first) or self._probe()):
             raise SchemaNotFound(f"{what}: not found in schema registry {rid!r} ({message})")
         why = (f"{what} not found ({message}); held for up to {self._grace:g}s "
                "(missing.schema.grace.sec) while the registry may be loading its schemas")
         health.failed(why, "not_found")
-        raise SchemaRegistryUnavailable(f"schema registry {rid!r}: {why}")
+        raise SchemaRegistryUnavailable(f"schema registry {rid!r}: {why}",
+                                        retry_after=left + PAST_GRACE if left > 0 else None)
 
     def _probe(self) -> bool:
         """Ask the registry for its subject list: True when it answers (it serves)."""

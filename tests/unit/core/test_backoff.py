@@ -1,10 +1,11 @@
-"""Retry delays double up to their cap, and each is spread between half and all of it."""
+"""Retry delays double up to their cap, and each is spread between half and all of it;
+a failure that says when to try again only shortens the wait."""
 
 from __future__ import annotations
 
 import random
 
-from sharedstream.core.backoff import Backoff, exponential, jittered
+from sharedstream.core.backoff import Backoff, exponential, jittered, retry_delay
 
 
 def test_exponential_doubles_up_to_the_cap() -> None:
@@ -25,3 +26,10 @@ def test_backoff_grows_and_resets() -> None:
     assert 0.5 <= first <= 1.0 and 1.0 <= second <= 2.0 and 2.0 <= third <= 4.0
     backoff.reset()
     assert 0.5 <= backoff.next() <= 1.0
+
+
+def test_a_retry_hint_only_shortens_the_wait_and_never_goes_below_now() -> None:
+    assert retry_delay(8.0, 1.5) == 1.5  # sooner than even half the backoff: the hint
+    assert 4.0 <= retry_delay(8.0, 100.0) <= 8.0  # later than the backoff: the backoff
+    assert 4.0 <= retry_delay(8.0) <= 8.0  # no hint: the backoff
+    assert retry_delay(8.0, -3.0) == 0.0  # a moment already past: now
