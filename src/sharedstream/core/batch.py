@@ -78,7 +78,7 @@ PENDING = State.PENDING
 BATCH_LIMIT = 512
 """The most messages one call of ``filter_shared_batch`` gets (also at most the queue size)."""
 
-BatchFilter = Callable[["MessageBatch"], Awaitable[None]]
+BatchFilter = Callable[["MessageBatch"], Coroutine[Any, Any, None]]  # an async def's
 Preparer = Callable[[Any], Awaitable[None] | None]
 
 

@@ -103,13 +103,14 @@ class ChunkQueue(deque[Chunk]):
         had been dropped). The usual hand-over, one share queued and taken whole, skips
         the general walk."""
         head = self[0] if len(self) == 1 and not self.pos else None
-        out: list[Entry] | Pieces
         if isinstance(head, Share) and head.n <= limit and head.run.chunk is None and (
                 head.run.state is PENDING):
             self.clear()
-            out = head  # a share taken whole is its own Pieces
-        else:
-            out = self._cut_queued(limit)
+            n = head.n
+            self.handed += n
+            self.run += n
+            return head  # a share taken whole is its own Pieces
+        out = self._cut_queued(limit)
         if out:
             n = len(out)
             self.handed += n
@@ -231,10 +232,9 @@ class BatchTaker:
         call takes its messages so, in the step that queued them: core/inline.py)."""
         queue = self._queue
         out = queue.cut(limit)
-        if out:
-            group = self._group
-            if group.paused and queue.queued <= group.low_queue:
-                group.maybe_resume()
+        group = self._group
+        if group.paused and out and queue.queued <= group.low_queue:
+            group.maybe_resume()
         return out
 
     def interrupt(self) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
 from sharedstream.core.deadline import AckDeadline
@@ -88,7 +88,7 @@ class InlineCalls:
 
     name: str
     _stream: SharedStream
-    _call: Callable[[MessageBatch], Awaitable[None]]
+    _call: Callable[[MessageBatch], Coroutine[Any, Any, None]]
     _limit: int
     _taken: list[Entry] | Pieces
     _done: int
@@ -142,7 +142,7 @@ class InlineCalls:
         batch = self._batch_of(part)
         self._window = None
         self._calling = True
-        coro = cast(Coroutine[Any, Any, None], self._call(batch))  # an async def's
+        coro = self._call(batch)
         global running
         running = self.name
         try:
