@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,37 +125,48 @@ def test_twenty_kills_with_every_kind_of_hold_live_lose_and_duplicate_nothing(
         triggerer={"ack_timeout": 1.0, "subscriber_queue_size": 16, "max_attempts": 10_000,
                    "retry_backoff_initial": 0.2, "retry_backoff_max": 2.0})
     producer = new_producer(kafka_bootstrap)
-    produced = 0
-    with database(db_url) as db:
-        for round_ in range(KILLS):
-            produce(kafka_bootstrap, topic, range(produced, produced + CHUNK), PARTITIONS,
-                    producer)
-            produced += CHUNK
-            process = triggerers(config, MODULE, env=env).start()
-            # wm_batch keeps every id but the multiples of 37 while they raise.
-            possible = produced - (produced + 36) // 37
-            target = min(event_count(db, "wm_batch") + rng.randint(20, CHUNK), possible)
-            until(lambda t=target: event_count(db, "wm_batch") >= t,
-                  f"round {round_} (seed {seed}): events before the kill", 90, 0.02)
-            process.kill()
-            dead = {n for _, n in dlq_records(kafka_bootstrap, dlq, timeout=0.5)}
-            left = unprotected(db, kafka_bootstrap, group, topic, produced, dead)
-            assert left == [], f"round {round_} (seed {seed}): {left[:10]}"
-        raise_flag.unlink()
-        stuck_flag.unlink()
-        last = triggerers(config, MODULE, env=env).start()
-        ends = end_offsets(kafka_bootstrap, topic, PARTITIONS)
-        until(lambda: committed(kafka_bootstrap, group, topic, PARTITIONS) == ends,
-              f"the commit at the end of the log (seed {seed})", 180, 0.5)
-        last.signal(signal.SIGTERM)
-        assert last.wait(60) == 0
-        found = events(db)
-        for watcher in WATCHED:
-            want = {n for n in range(produced) if KEEPS[watcher](n)}
-            assert event_ids(found, watcher) == dict.fromkeys(want, 1), (watcher, seed)
-        records = dlq_records(kafka_bootstrap, dlq)
-        assert {n for _, n in records} == {n for n in range(produced) if n % 50 == 0}
-        assert holds(db) == set() or all(o < ends[p] for _, p, o in holds(db))
+    try:
+        produced = 0
+        with database(db_url) as db:
+            for round_ in range(KILLS):
+                produce(kafka_bootstrap, topic, range(produced, produced + CHUNK), PARTITIONS,
+                        producer)
+                produced += CHUNK
+                process = triggerers(config, MODULE, env=env).start()
+                # The kill comes at a random point: once wm_batch kept a random number of
+                # events more, or a random few seconds after the start, whichever is first.
+                # Not the count alone: wm_batch runs ahead of its lagging siblings by their
+                # queues only (issue 42), and wm_stream retries its stuck messages again and
+                # again (each an ack timeout and a restart), so on a loaded machine a count
+                # that needs messages behind them took minutes (seen: round 10, round 13 and
+                # round 18 past 90 s, on this round's code and the one before it).
+                possible = produced - (produced + 36) // 37  # all but the raising multiples of 37
+                target = min(event_count(db, "wm_batch") + rng.randint(20, CHUNK), possible)
+                deadline = time.monotonic() + rng.uniform(1.0, 5.0)
+                until(lambda t=target, d=deadline: event_count(db, "wm_batch") >= t
+                      or time.monotonic() >= d, f"round {round_} (seed {seed}): the kill", 90, 0.02)
+                process.kill()
+                dead = {n for _, n in dlq_records(kafka_bootstrap, dlq, timeout=0.5)}
+                left = unprotected(db, kafka_bootstrap, group, topic, produced, dead)
+                assert left == [], f"round {round_} (seed {seed}): {left[:10]}"
+            raise_flag.unlink()
+            stuck_flag.unlink()
+            last = triggerers(config, MODULE, env=env).start()
+            ends = end_offsets(kafka_bootstrap, topic, PARTITIONS)
+            until(lambda: committed(kafka_bootstrap, group, topic, PARTITIONS) == ends,
+                  f"the commit at the end of the log (seed {seed})", 180, 0.5)
+            last.signal(signal.SIGTERM)
+            assert last.wait(60) == 0
+            found = events(db)
+            for watcher in WATCHED:
+                want = {n for n in range(produced) if KEEPS[watcher](n)}
+                assert event_ids(found, watcher) == dict.fromkeys(want, 1), (watcher, seed)
+            records = dlq_records(kafka_bootstrap, dlq)
+            assert {n for _, n in records} == {n for n in range(produced) if n % 50 == 0}
+            assert holds(db) == set() or all(o < ends[p] for _, p, o in holds(db))
+    finally:  # a failure's traceback must not keep a live client (tests/gc_guard.py)
+        producer.flush(10)
+        del producer
     kinds = {" ".join(line.split()[:2]) for log in evidence.iterdir()
              for line in log.read_text().splitlines()}
     for kind in ("wm_stream raise", "wm_batch raise", "wm_stream stuck"):
