@@ -83,7 +83,10 @@ def cli_reference() -> Iterator[str]:
         # The help option from the context, not the command's cached one: click caches it
         # per command from whichever context asked first (a test invoking a subcommand
         # alone caches it without -h), which would make this page depend on test order.
-        rows = [r for r in (p.get_help_record(ctx) for p in command.params) if r]
+        # Options only: recent click releases give arguments a help record too; the usage line
+        # above already names them.
+        options = (p for p in command.params if isinstance(p, click.Option))
+        rows = [r for r in (p.get_help_record(ctx) for p in options) if r]
         if ctx.help_option_names and command.add_help_option:
             rows.append((", ".join(ctx.help_option_names), "Show this message and exit."))
         if rows:
