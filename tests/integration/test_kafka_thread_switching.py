@@ -95,7 +95,7 @@ def member(bootstrap: str, group: str, topic: str, dlq: str) -> tuple[KafkaShare
                                                                      asyncio.Task[None]]:
     producer = KafkaSharedConsumer(
         topics=[topic], config=conn(bootstrap, group), recorder=InMemoryRejectionRecorder(),
-        dlq_topic=dlq, batch_size=50, commit_interval=0.02, max_queued_batches=1,
+        dlq_topic=dlq, batch_size=50, commit_interval=0.02, max_backlog=50,
         pause_after=0.02, revoke_timeout=5.0)
     driver = CheckedDriver(producer)
     held_once: set[tuple[str, int, int]] = set()

@@ -5,7 +5,10 @@ Three pressures meet here, and only here:
 * the group's :meth:`~sharedstream.core.contract.SharedStreamProducer.pause` (its
   ``max_in_flight`` messages in flight, or a lagging watcher's full queue: the group's
   one decision, :mod:`sharedstream.core.flowcontrol`);
-* the event loop not taking batches: ``max_queued`` batches handed over, not yet taken;
+* the event loop not taking what was read: ``max_queued`` messages handed over, not yet
+  taken (the group's ``max_in_flight`` again, so one number bounds both what the
+  watchers hold and what waits for them; batches waiting are handed out joined, so
+  this is also the largest hand-out, see kafka/handoff_inbox.py);
 * a partition's own bound, decided by the ledger (``max_in_flight`` messages read above
   its floor, or ``max_in_flight_bytes`` of unresolved payload).
 
@@ -35,7 +38,7 @@ class PauseReason(enum.Enum):
     """Why a partition does not fetch (the ``/status`` field and the metric's label)."""
 
     GROUP = "group_in_flight_or_queues_full"  # the group called pause(): in flight, or lag
-    LOOP_BACKLOG = "loop_backlog"  # max_queued batches handed over, not taken yet
+    LOOP_BACKLOG = "loop_backlog"  # max_queued messages handed over, not taken yet
     PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight above its floor
     BYTE_BOUND = "partition_byte_bound"  # max_in_flight_bytes unresolved
     CLOSING = "closing"  # the final commit serves a rebalance, fetching nothing

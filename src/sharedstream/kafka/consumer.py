@@ -103,7 +103,7 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         batch_size: int = 1000,
         commit_interval: float = 0.1,
         revoke_timeout: float = 10.0,
-        max_queued_batches: int = 8,
+        max_backlog: int | None = None,
         pause_after: float = 1.0,
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
         dlq_producer_factory: Callable[[dict[str, Any]], Any] = Producer,
@@ -138,7 +138,8 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
             commit_interval=commit_interval, revoke_timeout=revoke_timeout,
             consumer_factory=consumer_factory, dlq_producer_factory=dlq_producer_factory,
             holds=holds)
-        self._backpressure = Backpressure(max_queued_batches, pause_after)
+        self._max_backlog = max_backlog
+        self._pause_after = pause_after
         self._watch = TopicWatch(topic_id_resolver, self._config, self._settings.read_topics,
                                  topic_id_check_interval, self._log, self.consumer_group)
         self._hand: HandOff[KafkaPayload] = HandOff()
@@ -177,7 +178,11 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._outbox = DeadLetterOutbox(sender=sender, recorder=self._recorder,
                                         status=self._hand.status, ledger=ledger, loop=loop,
                                         consumer_group=self.consumer_group, log=self._log)
-        self._worker = worker = ConsumerThread(s, self._hand, self._backpressure, self._watch,
+        # The loop backlog's bound is the group's max_in_flight (one set of bounds,
+        # core/backpressure.py); a ledger without bounds (tests) gets eight batches.
+        backlog = self._max_backlog or ledger.bound or 8 * s.batch_size
+        backpressure = Backpressure(backlog, self._pause_after)
+        self._worker = worker = ConsumerThread(s, self._hand, backpressure, self._watch,
                                 self._outbox.sender, self._settle, self._publish_now,
                                 self._log)
         self._thread = threading.Thread(target=worker.run, daemon=True,

@@ -8,7 +8,8 @@ Thread-safety:
 
 * Writers: the consumer thread (:meth:`Inbox.post`, :meth:`Inbox.post_batch`); any
   thread for :meth:`Inbox.end` (a failure). Reader: the event loop alone
-  (:meth:`Inbox.next_event`), and the thread's backpressure (:attr:`Inbox.backlog`).
+  (:meth:`Inbox.next_event`), and the thread's backpressure (:attr:`Inbox.backlog`,
+  in messages).
 * ``_lock`` guards the queue, the waiter, the backlog and the consumed count; each
   post or take holds it once per batch, never per message, and never while waking the
   loop or waiting.
@@ -62,9 +63,10 @@ class Inbox(Generic[PayloadT]):
         self._append(None)
 
     def post_batch(self, batch: Records[PayloadT]) -> None:
-        """Thread: a batch read; it counts in the backlog until the loop takes it."""
+        """Thread: a batch read; its messages count in the backlog until the loop takes
+        them."""
         with self._lock:
-            self._backlog += 1
+            self._backlog += len(batch.items)
             self._events.append(batch)
             waiter, self._waiter = self._waiter, None
         self._wake(waiter)
@@ -85,11 +87,13 @@ class Inbox(Generic[PayloadT]):
     async def next_event(self) -> StreamEvent[PayloadT] | None:
         """Loop: the next event; None once the consumer failed.
 
-        A batch counts in the backlog until the loop takes it (the backpressure bound
-        stays in batches). Batches read while the loop was busy, waiting in a row, are
-        taken together as one (:meth:`ReadBatch.joined`): a routed watcher is then called
-        once for what it was routed from all of them, not once per batch (with 1,000
-        watchers each wanting 1/1,000, a call per message became a call per eight). It
+        A batch's messages count in the backlog until the loop takes them. Batches read
+        while the loop was busy, waiting in a row, are taken together as one
+        (:meth:`ReadBatch.joined`): a routed watcher is then called once for what it was
+        routed from all of them, not once per batch (with 1,000 watchers each wanting
+        1/1,000, a call per message became a call per eight). So the backlog's bound is
+        also the largest hand-out: a bound in messages, the group's ``max_in_flight``,
+        lets 10,000 watchers each wanting 1/10,000 take a message or more per call. It
         adds no wait and reorders nothing within a partition; a partition event ends the
         run, so it is still seen between the records read before and after it. Only an
         empty inbox makes the loop wait, and only then does the thread's next post wake
@@ -112,8 +116,9 @@ class Inbox(Generic[PayloadT]):
                         if len(taken) > 1:
                             event = batch = Records(ReadBatch.joined(
                                 [records.items for records in taken]))
-                        self._backlog -= len(taken)
-                        self._consumed += len(batch.items)
+                        n = len(batch.items)
+                        self._backlog -= n
+                        self._consumed += n
                     break
                 waiter = self._waiter = asyncio.get_running_loop().create_future()
             await waiter
@@ -123,7 +128,7 @@ class Inbox(Generic[PayloadT]):
 
     @property
     def backlog(self) -> int:
-        """Batches posted and not taken by the loop yet."""
+        """Messages posted and not taken by the loop yet."""
         with self._lock:
             return self._backlog
 

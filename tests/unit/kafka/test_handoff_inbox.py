@@ -62,7 +62,7 @@ def test_batches_posted_while_the_loop_is_busy_wake_nothing_and_keep_their_order
             hand.inbox.post_batch(batch(3))
 
         from_thread(post)
-        assert hand.inbox.backlog == 2
+        assert hand.inbox.backlog == 3  # messages, not batches
         taken = [await hand.inbox.next_event() for _ in range(3)]
         assert taken == [batch(1, 2), PartitionsEnded(frozenset({("t", 0)})), batch(3)]
         assert loop.wakes == 0
@@ -106,7 +106,7 @@ def test_batches_waiting_in_a_row_are_taken_as_one_in_read_order() -> None:
             hand.inbox.post_batch(batch(7))
 
         from_thread(post)
-        assert hand.inbox.backlog == 4
+        assert hand.inbox.backlog == 6  # messages: 3 + 1 + 1 + 1
         joined = await hand.inbox.next_event()
         assert isinstance(joined, Records) and isinstance(joined.items, ReadBatch)
         assert joined.items.parts == [run_a, (5, 5), run_b, (6, 6)]
