@@ -88,7 +88,7 @@ class Driver:
         self.publish()
 
     def reject(self, entry: Entry, rejections: dict[str, str]) -> None:
-        entry.state = State.DELIVERING
+        entry.ledger.deliver(entry)
 
         def durable() -> None:
             if self.ledger.delivered(entry):

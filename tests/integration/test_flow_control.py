@@ -67,6 +67,22 @@ class SlowEach(KafkaSharedStreamTrigger):
             yield TriggerEvent({"partition": message.partition, "offset": message.offset})
 
 
+class GatedBatch(KafkaSharedStreamTrigger):
+    """A batch watcher that stops on its first batch until ``gate`` opens."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = asyncio.Event()
+        self.holding = asyncio.Event()
+
+    async def filter_shared_batch(self, batch: MessageBatch) -> None:
+        msg: KafkaMessage
+        self.holding.set()
+        await self.gate.wait()
+        for msg in batch:
+            batch.emit(msg, TriggerEvent({"partition": msg.partition, "offset": msg.offset}))
+
+
 class FastBatch(KafkaSharedStreamTrigger):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -115,3 +131,30 @@ async def test_a_slow_watcher_beside_a_batch_sibling_lags_and_is_never_failed(
     for watcher in ("slow", "batch"):
         assert counters.outcomes(watcher) == {"acked": MESSAGES, "failed": 0, "rejected": 0}
     assert counters.lagged["slow"] > 0, "the slow watcher's lag paused nothing"
+
+
+async def test_a_busy_watcher_alone_on_one_partition_pauses_the_group_never_the_partition(
+    kafka_bootstrap: str, create_topic: Callable[..., str], postgres_store: StateStore
+) -> None:
+    """Messages handed out and not resolved yet are the group's ``max_in_flight``, a pause
+    that keeps librdkafka's prefetch; they never stop their partition at its own bound,
+    which discards what was read past it and reads it again after a seek (with one
+    partition carrying the whole flow, both bounds were reached by the same batch: a
+    watcher that merely took its time made the consumer read its records twice, and one
+    busy watcher ran at a third of its speed). Observable: every record is read from the
+    broker exactly once, although the group paused for what was in flight."""
+    messages, bound = 3_000, 100
+    topic = create_topic("busy", partitions=1)
+    produce(kafka_bootstrap, topic, messages, partitions=1)
+    gated = GatedBatch(topics=[topic], kafka_config_id="k")
+    async with running_group(
+            kafka_bootstrap, postgres_store, f"busy-{uuid.uuid4().hex[:8]}", {"busy": gated},
+            settings=replace(QUICK_RETRIES, max_in_flight=bound)) as running:
+        await until(gated.holding.is_set)
+        await until(lambda: running.manager.status()[0].paused_because == "in_flight")
+        gated.gate.set()
+        await running.until_committed(topic, [messages], within=120)
+        [status] = running.manager.status()
+    assert status.counters.outcomes("busy") == {"acked": messages, "failed": 0, "rejected": 0}
+    consumed = status.producer.counters().messages_consumed
+    assert consumed == messages, f"{consumed} records read for {messages} messages"

@@ -25,10 +25,12 @@ Invariants (``docs/architecture.md`` states them for users):
    while held (one redelivery per hold), and only to the watchers that still owe it.
    Each watcher resolves a delivery round at most once.
 4. A rejected offset is terminal only once its dead letter is durable.
-5. ``admitted - floor <= max_in_flight`` and unresolved payload bytes
-   ``<= max_in_flight_bytes`` per partition, up to one record: at the bound the
-   partition stops admitting and asks to be paused, and what was read past it is read
-   again after a seek.
+5. Per partition, messages above the floor that no watcher is handling (resolved, or
+   held) ``<= max_in_flight`` and unresolved bytes ``<= max_in_flight_bytes``, up to one
+   record: at the bound the partition stops admitting and asks to be paused; what was
+   read past it is read again after a seek. What the watchers are handling is the
+   group's flight (core/flowcontrol.py: a pause that keeps the prefetch); counting it
+   here too made one busy partition re-read its records.
 6. An outcome of an earlier generation (the partition was revoked, lost or its
    topic recreated since) changes nothing.
 7. Publishing costs what changed since the last publish.
@@ -231,7 +233,7 @@ class Ledger:
         whole), its base is known, no remembered offset is left to meet, nothing in the
         run was read already, this batch's slice of the partition (if any) is counted,
         and the whole run stays under both bounds (the bound is checked after each
-        record one by one, and count and bytes only grow).
+        record one by one: fresh records are pending, so only the bytes grow).
         """
         ledger = self.partitions.get(part.key)
         if ledger is None or ledger.generation != part.generation or ledger.fetch is not OPEN:
@@ -241,7 +243,7 @@ class Ledger:
         bound = self.bound
         if ledger.base is None or ledger.remembered or ledger.held or (
                 reads[0].offset < ledger.next) or (
-                bound is not None and (ledger.count + n >= bound or
+                bound is not None and (ledger.kept >= bound or
                                        ledger.open_bytes + part.size >= self.bytes_bound)):
             return False
         run = runs.get(ledger.key)
@@ -330,11 +332,12 @@ class Ledger:
                     weight = size(raw)
                     run.size += weight
                     ledger.open_bytes += weight
-            if bound is not None and (ledger.count >= bound or ledger.open_bytes >= bytes_bound):
+            if bound is not None and (ledger.kept >= bound or
+                                      ledger.open_bytes >= bytes_bound):
                 if run.entries is None:
                     run.n = run.open = len(raws)  # as far as read: trim looks at it
-                ledger.trim()  # what resolved since the last publish is no distance
-                if ledger.count >= bound or ledger.open_bytes >= bytes_bound:
+                ledger.trim()  # the resolved prefix since the last publish is no distance
+                if ledger.kept >= bound or ledger.open_bytes >= bytes_bound:
                     self._stop_at_bound(ledger, offset + 1)
 
     def _close_run(self, run: Slice, out: list[Slice]) -> None:
@@ -358,9 +361,10 @@ class Ledger:
         self._bounded.add(ledger.key)
         self._snapshot(ledger)
         self._request(ledger.key, ledger.generation, None)
-        log.info("%s: %s[%d] paused: %d messages read above its floor, %d bytes unresolved "
-                 "(max_in_flight, max_in_flight_bytes)", self.name, ledger.topic,
-                 ledger.partition, ledger.count, ledger.open_bytes)
+        log.info("%s: %s[%d] paused: %d messages resolved or held above its floor (%d "
+                 "read), %d bytes unresolved (max_in_flight, max_in_flight_bytes)",
+                 self.name, ledger.topic, ledger.partition, ledger.kept, ledger.count,
+                 ledger.open_bytes)
 
     def rewound(self, key: Key, generation: int) -> None:
         """The consumer sought a bounded partition back: it admits again."""
@@ -480,7 +484,7 @@ class Ledger:
         if bound is None or ledger is not self.partitions.get(ledger.key):
             return
         ledger.trim()
-        if ledger.count <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
+        if ledger.kept <= bound // 2 and ledger.open_bytes <= self.bytes_bound // 2:
             ledger.fetch = Fetch.REWINDING
             self._request(ledger.key, ledger.generation, ledger.resume_at)
 

@@ -181,7 +181,8 @@ class PartitionLedger:
     last owned (:mod:`sharedstream.core.holds`), with those watchers, until read.
     ``slices`` hold the entries from ``base`` on, in read order;
     ``count`` is how many (the distance from the floor to the last read), ``next`` one
-    past the last offset read.
+    past the last offset read; :attr:`kept`, how many of them no watcher is handling
+    (what the partition's bound counts).
     """
 
     topic: str
@@ -201,6 +202,8 @@ class PartitionLedger:
     fetch: Fetch = Fetch.OPEN
     # BOUNDED / REWINDING: the first offset not admitted, where reading resumes.
     resume_at: int = 0
+    # How many entries are DELIVERING (resolved, their dead letters not durable yet).
+    delivering: int = 0
     # How many entries are HELD (kept by hold/release: health reads it per scrape).
     held_count: int = 0
     # Key + value bytes of the entries not yet terminal (held in memory for watchers).
@@ -337,10 +340,18 @@ class PartitionLedger:
             else:
                 yield from (e.offset for e in run.entries if e.state is not TERMINAL)
 
+    def deliver(self, entry: Entry) -> None:
+        """Every watcher resolved the entry and some rejected it: terminal once its dead
+        letter is durable."""
+        entry.state = State.DELIVERING
+        self.delivering += 1
+
     def finish(self, entry: Entry) -> None:
         """Mark an entry terminal and release what it held (record, rejections)."""
         if entry.state is State.HELD:
             self.held_count -= 1
+        elif entry.state is State.DELIVERING:
+            self.delivering -= 1
         if entry.state is not State.TERMINAL:
             self.terminal += 1
             self.open_bytes -= entry.size
@@ -448,8 +459,16 @@ class PartitionLedger:
                     entry.state = State.DROPPED
             run.state = State.DROPPED
         self.slices.clear()
-        self.count = 0
+        self.count = self.delivering = 0
         return open_entries
+
+    @property
+    def kept(self) -> int:
+        """Entries kept above the floor that no watcher is handling now: resolved
+        (terminal until :meth:`trim`, or waiting for a dead letter) or held (for a retry,
+        or for an absent watcher). What the watchers are handling is the group's flight
+        (``max_in_flight``, core/flowcontrol.py), bounded there."""
+        return self.terminal + self.delivering + self.held_count
 
     @property
     def at_bound(self) -> bool:

@@ -325,7 +325,7 @@ class Resolution:
             flow.in_flight -= 1
             if rejected:
                 counters.rejected.update(rejected.keys())
-                entry.state = State.DELIVERING
+                entry.ledger.deliver(entry)
                 try:
                     self.producer.dead_letter(entry.payload, dict(rejected),
                                               lambda: self._dead_lettered(entry))

@@ -29,7 +29,8 @@ class ManagerSettings:
       reaches it is lagging and fetching pauses (never fails it: core/flowcontrol.py).
     * ``max_in_flight``: messages per group handed out and not yet fully resolved,
       plus messages held for a watcher; at the bound fetching pauses (never fails anyone).
-      Also each partition's bound: messages read above its floor.
+      Also each partition's bound: messages above its floor that no watcher handles
+      (resolved, or held), read past a message not resolved yet.
     * ``ack_timeout``: how long a watcher's filter may stay on one message, from receipt,
       not counting time it waits on infrastructure (its state reads: see ``stream``).
     * ``cohort_grace_period``: how long a group waits for its whole cohort before polling.

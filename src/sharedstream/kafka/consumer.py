@@ -29,8 +29,8 @@ Failure windows:
   commit: produced or recorded again after restart (same identity).
 * Revocation, loss and close: kafka/rebalance.py.
 * A watched or dead-letter topic recreated under the consumer: kafka/topic_watch.py.
-* A partition at its bound (``max_in_flight`` offsets above its floor or
-  ``max_in_flight_bytes`` unresolved) is paused; the consumer may have read a few
+* A partition at its bound (``max_in_flight`` offsets resolved or held above its floor,
+  or ``max_in_flight_bytes`` unresolved) is paused; the consumer may have read a few
   batches further before the pause lands: the ledger discards those and the partition
   is sought back to them on resume.
 """

@@ -106,13 +106,14 @@ PARTITION_PAUSED = MetricSpec("partition_paused", "gauge",
                               "1 while the partition is paused.", PARTITION)
 FLOOR_DISTANCE = MetricSpec("partition_floor_distance", "gauge",
                             "Messages read above the partition's floor (its first unresolved "
-                            "message); bounded by max_in_flight.", PARTITION)
+                            "message): those no watcher handles (resolved, held) bounded by "
+                            "max_in_flight, the rest by the group's max_in_flight.", PARTITION)
 OPEN_BYTES = MetricSpec("partition_open_bytes", "gauge",
                         "Key and value bytes of the partition's unresolved messages; bounded by "
                         "max_in_flight_bytes.", PARTITION)
 AT_BOUND = MetricSpec("partition_at_bound", "gauge",
-                      "1 while the partition is paused at max_in_flight messages above its floor "
-                      "(a held message waits).", PARTITION)
+                      "1 while the partition is paused at max_in_flight messages resolved or held "
+                      "above its floor (a held message waits).", PARTITION)
 PAUSED_BECAUSE = MetricSpec("partition_paused_reason", "gauge",
                             "1 for the reason a paused partition does not fetch (reason: "
                             + ", ".join(r.value for r in PauseReason) + ").",

@@ -122,18 +122,27 @@ async def test_a_clean_batch_ack_crosses_the_resume_mark_once() -> None:
     await group.stop()
 
 
-async def test_the_partition_bound_counts_messages_across_chunks() -> None:
-    group, producer, streams = await polling(("a",), max_in_flight=5)
-    producer.feed(("t", 0), ("t", 1), ("t", 2))
-    producer.feed(("t", 3), ("t", 4), ("t", 5))
+async def test_the_partition_bound_counts_what_resolved_above_an_open_floor() -> None:
+    """Messages not resolved are the group's flight (it pauses and resumes, the partition
+    reads on); messages resolved above a floor some watcher still owes are the
+    partition's bound."""
+    group, producer, streams = await polling(("a", "b"), max_in_flight=3)
+    producer.feed(("t", 0), ("t", 1), ("t", 2), ("t", 3))
+    await turns()
+    assert state(group)[1] is Flow.PAUSED and not producer.fetch_requests  # in flight only
+    group.ack_many(await streams["a"].take(10), "a")
+    slow = await streams["b"].take(10)
+    group.ack_many(slow[1:], "b")  # 1..3 resolved above 0, which b still owes: the bound
+    assert state(group)[1] is Flow.FLOWING
+    producer.feed(("t", 4), ("t", 5))
     await turns()
     ledger = group.ledger.partitions[("t", 0)]
     assert list(ledger.entries) == [0, 1, 2, 3, 4]  # 5 was read past the bound: not admitted
     assert last_request(producer) == (("t", 0), ledger.generation, None)  # paused
-    group.ack_many(await streams["a"].take(10), "a")
+    group.ack_many(slow[:1], "b")  # the floor moves past 3
     assert last_request(producer) == (("t", 0), ledger.generation, 5)  # rewound at 5
     await turns()
-    assert offsets(await streams["a"].take(10)) == [5]
+    assert offsets(await streams["a"].take(10)) == [4, 5]
     await group.stop()
 
 

@@ -128,16 +128,18 @@ def test_a_batch_of_only_remembered_offsets_leaves_a_settled_slice() -> None:
     assert lane.commit_target() == (2, []) and not lane.slices
 
 
-def test_the_bound_counts_entries_across_slices_and_lifts_as_slices_settle() -> None:
+def test_the_bound_counts_what_resolved_above_the_floor_and_lifts_as_the_floor_moves() -> None:
     book = ledger()
-    book.set_bounds(4)
-    first = admit(book, 0, 1)
-    second = admit(book, 2, 3, 4)  # 4 is read past the bound
+    book.set_bounds(2)
+    first = admit(book, 0, 1, 2, 3)  # not resolved: the group's flight, never this bound
     lane = book.partitions[("t", 0)]
-    assert [e.offset for e in second] == [2, 3] and fetch(lane) is Fetch.BOUNDED
-    assert lane.resume_at == 4 and lane.count == 4
-    book.finish_many(first)
-    assert fetch(lane) is Fetch.REWINDING and lane.count == 2
+    assert fetch(lane) is Fetch.OPEN and lane.count == 4
+    book.finish_many(first[1:3])  # 1 and 2 resolved above the open floor 0
+    second = admit(book, 4, 5)  # 4 admitted, then the bound: 5 is read past it
+    assert [e.offset for e in second] == [4] and fetch(lane) is Fetch.BOUNDED
+    assert lane.resume_at == 5 and lane.kept == 2 and lane.count == 5
+    book.finish_many(first[:1])  # the floor moves up to 3
+    assert fetch(lane) is Fetch.REWINDING and lane.kept == 0 and lane.count == 2
 
 
 def test_a_dropped_itemised_slice_is_freed_without_the_garbage_collector() -> None:

@@ -8,6 +8,7 @@ keeps, the slices it returns and the fetch requests it made.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pytest
@@ -75,10 +76,15 @@ def state(book: Ledger) -> list[tuple[Any, ...]]:
             for key, lane in book.partitions.items()] + [("admitted", book.admitted)]
 
 
-def both_ways(items: ReadBatch, counted: bool = True, **setup: Any) -> list[Slice]:
-    """Admit ``items`` as a ReadBatch and as its pairs; assert the two ledgers agree."""
+def both_ways(items: ReadBatch, counted: bool = True,
+              before: Callable[[Ledger], None] | None = None, **setup: Any) -> list[Slice]:
+    """Admit ``items`` as a ReadBatch and as its pairs (after ``before`` did the same to
+    both ledgers); assert the two ledgers agree."""
     bulk, bulk_requests = fresh(**setup)
     pairs, pair_requests = fresh(**setup)
+    if before is not None:
+        before(bulk)
+        before(pairs)
     got = bulk.admit(items, size, counted)
     want = pairs.admit(list(items), size, counted)
     assert [view(s) for s in got] == [view(s) for s in want]
@@ -97,12 +103,26 @@ def test_runs_of_two_partitions_make_one_counted_slice_each() -> None:
         (0, [0, 1, 2, 3, 4], 20), (1, [0], 4)]
 
 
-def test_a_run_that_reaches_the_count_bound_stops_where_one_by_one_stops() -> None:
+def test_messages_not_resolved_never_reach_the_count_bound() -> None:
+    """The count bound is what resolved above the floor; what is not resolved yet is the
+    group's ``max_in_flight`` (core/flowcontrol.py), however many of one partition."""
     got = both_ways(batch(run(0, 0, 1, 2, 3, 4)), bound=3)
-    assert got[0].counted_offsets() == [0, 1, 2]
+    assert got[0].counted_offsets() == [0, 1, 2, 3, 4]
+    assert got[0].entries is None  # counted: admitted whole
 
 
-@pytest.mark.parametrize("bounds", [{"bound": 3}, {"bound": 100, "max_bytes": 12}])
+def test_a_run_after_the_count_bound_stops_where_one_by_one_stops() -> None:
+    """Three messages resolved above a floor still open: the next run admits its first
+    record, as one by one, and stops there."""
+    def resolved_above_floor(book: Ledger) -> None:
+        [first] = book.admit(batch(run(0, 0, 1, 2, 3)), size, False)
+        book.finish_many(first.entries[1:] if first.entries else [])
+
+    got = both_ways(batch(run(0, 4, 5, 6)), bound=3, before=resolved_above_floor)
+    assert got[0].counted_offsets() == [4]
+
+
+@pytest.mark.parametrize("bounds", [{"bound": 100, "max_bytes": 12}])
 def test_a_run_ending_exactly_at_a_bound_pauses_its_partition(bounds: dict[str, Any]) -> None:
     both_ways(batch(run(0, 0, 1, 2)), **bounds)
     book, requests = fresh(**bounds)

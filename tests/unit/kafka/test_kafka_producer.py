@@ -539,21 +539,26 @@ async def test_a_recreated_topic_restarts_its_lanes_at_the_first_offset() -> Non
 
 
 async def test_one_held_message_pauses_its_partition_at_the_lane_bound() -> None:
+    """The bound counts messages resolved above the held floor: once they reach it, the
+    next read is the last admitted and the partition pauses until the floor moves."""
     cluster = broker()
-    fill(cluster, 200)
+    fill(cluster, 30)
     producer = make(cluster)
     d = Driver(producer, max_in_flight=20)
-    e = await d.take(20)
-    assert len(e) == 20  # admission stops at the bound; what was read past it waits
+    e = await d.take(30)  # not resolved: no bound of the partition's, whatever their number
+    assert not producer.floor_distances()[(T, 0)].at_bound
     d.hold(e[0])
-    d.ack(*e[1:])
-    await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (20, True))
+    d.ack(*e[1:])  # 29 resolved above the held floor
+    fill(cluster, 170)
+    last = await d.take(1)
+    assert len(last) == 1  # admitted; what was read past it waits
+    await eventually(lambda: producer.floor_distances()[(T, 0)][::2] == (31, True))
     consumer = cluster.consumers[0]
     await eventually(lambda: (T, 0) in consumer.paused)
     calls = consumer.consume_calls
     await eventually(lambda: consumer.consume_calls > calls + 5)  # still polling, paused
-    assert d.ledger.admitted == 20
-    d.ack(e[0])  # the hold lifts: the floor moves
+    assert d.ledger.admitted == 31
+    d.ack(e[0], *last)  # the hold lifts: the floor moves
     acking = asyncio.create_task(d.ack_forever())  # the rest flows through
     await eventually(lambda: committed(cluster) == 200)
     # Nothing read past the bound was lost: the consumer sought back to it on resume.

@@ -61,7 +61,12 @@ async def test_a_partition_at_its_bound_says_so_in_status_and_metrics() -> None:
         topic_id_resolver=cluster.topic_ids, topic_id_check_interval=3600,
         revoke_timeout=0.5)  # close waits half of it for the 3 messages never resolved
     driver = Driver(adapter, max_in_flight=3)
-    await driver.take(3)  # nothing resolved: the partition stops at 3 above its floor
+    first = await driver.take(4)
+    driver.hold(first[0])
+    driver.ack(*first[1:4])  # 3 resolved above the held floor: the bound
+    for i in range(10, 20):
+        cluster.produce(T, f"m{i}".encode())
+    await driver.take(1)  # the last admitted: the partition stops after it
     await eventually(lambda: bool(adapter.paused_partitions()))
     assert adapter.paused_partitions() == {(T, 0): PauseReason.PARTITION_BOUND}
     view = view_of(adapter)
