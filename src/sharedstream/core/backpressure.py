@@ -10,8 +10,7 @@ Three pressures meet here, and only here:
   watchers hold and what waits for them; batches waiting are handed out joined, so
   this is also the largest hand-out, see kafka/handoff_inbox.py);
 * a partition's own bound, decided by the ledger (``max_in_flight`` messages resolved or
-  held above
-  its floor, or ``max_in_flight_bytes`` of unresolved payload).
+  held above its floor, or ``max_in_flight_bytes`` of unresolved payload).
 
 The first two hold the whole assignment back. The consumer thread first just stops
 calling ``consume()`` (pausing drops librdkafka's prefetch, which under steady load
@@ -40,7 +39,7 @@ class PauseReason(enum.Enum):
 
     GROUP = "group_in_flight_or_queues_full"  # the group called pause(): in flight, or lag
     LOOP_BACKLOG = "loop_backlog"  # max_queued messages handed over, not taken yet
-    PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight resolved above its floor
+    PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight resolved or held above its floor
     BYTE_BOUND = "partition_byte_bound"  # max_in_flight_bytes unresolved
     CLOSING = "closing"  # the final commit serves a rebalance, fetching nothing
 
