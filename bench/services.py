@@ -78,9 +78,9 @@ def machine() -> dict[str, Any]:
             "load_average_at_start": os.getloadavg()}
 
 
-def compile_measured() -> None:
-    """Write the bytecode of the measured code (sharedstream and bench/) before anything is
-    timed.
+def compile_measured(*trees: Path) -> None:
+    """Write the bytecode of the measured code (sharedstream, bench/ and ``trees``, such as
+    a baseline checkout's ``src``) before anything is timed.
 
     pip compiles a package when it installs it, so a user's process loads bytecode, as
     the plain confluent-kafka side does here. A checkout under PYTHONDONTWRITEBYTECODE
@@ -89,7 +89,7 @@ def compile_measured() -> None:
     """
     import compileall
 
-    for tree in (Path(sharedstream.__file__).parent, Path(__file__).parent):
+    for tree in (Path(sharedstream.__file__).parent, Path(__file__).parent, *trees):
         compileall.compile_dir(tree, quiet=1)
 
 

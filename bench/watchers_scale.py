@@ -58,6 +58,7 @@ from bench.decode_once import value
 from bench.json_fanout import TUNED
 from bench.peers import CommitWatch, cpu_seconds
 from bench.process_runs import COMMAND
+from bench.services import compile_measured
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -418,6 +419,9 @@ def main() -> None:
                         "directory), alternating, as the sides <side>@baseline")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    # Every child loads bytecode, as an installed package's does (``python -m bench``
+    # does this for every part).
+    compile_measured(*([Path(args.baseline)] if args.baseline else []))
     messages, filters, counts = sizes(args.quick)
     if args.counts:
         counts = tuple(int(n) for n in args.counts.split(","))
