@@ -22,8 +22,10 @@ until its consumer group's committed offsets, read from outside, reach the log e
 message a filter handled to the last (marked when the filters' count reaches the topic's
 messages: at 10,000 watchers a call is about one message, and two clock reads in every
 call, one of them a system call, were work the router does once per consumed batch);
-start-up is ``Popen`` to the first message a filter handled; CPU (µs per message) and
-peak RSS are the process's own (``/proc``), read when its commits reached the end;
+start-up is ``Popen`` to the first message a filter handled; the commit tail is the last
+message a filter handled to its commits seen at the log end (polled every 20 ms); CPU
+(µs per message) and peak RSS are the process's own (``/proc``), read when its commits
+reached the end;
 filter-side CPU is the process's CPU (every thread) from the first message a filter
 handled to the last, per message: the measure that holds on a loaded machine, where
 wall-clock rates are the machine's.
@@ -243,7 +245,8 @@ def timed_run(side: str, bootstrap: str, topic: str, messages: int, n: int, work
     wall = end - started
     return {"start_to_committed": messages / wall,
             "filter_side": messages / max(found["last"] - found["first"], 1e-9),
-            "startup_s": found["first"] - started, "cpu_us": cpu / messages * 1e6,
+            "startup_s": found["first"] - started, "commit_tail_s": end - found["last"],
+            "cpu_us": cpu / messages * 1e6,
             "filter_cpu_us": (found["cpu_last"] - found["cpu_first"]) / messages * 1e6,
             "rss_mb": found.get("rss_mb", rss) if rss != rss else rss}  # NaN: exited
 
@@ -306,7 +309,8 @@ def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs
                     found[label].append(run)
                     log(f"x{n} {label}: {run['start_to_committed']:,.0f}/s start to committed, "
                         f"{run['filter_side']:,.0f}/s filter-side, start-up "
-                        f"{run['startup_s']:.2f} s, {run['cpu_us']:.1f} µs CPU/msg "
+                        f"{run['startup_s']:.2f} s, commits {run['commit_tail_s']:.2f} s "
+                        f"after the last message, {run['cpu_us']:.1f} µs CPU/msg "
                         f"({run['filter_cpu_us']:.1f} filter-side), "
                         f"RSS {run['rss_mb']:.0f} MB")
             own = (own_cost_us(n, small_count)
@@ -315,7 +319,8 @@ def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs
                 got = found[label]
                 row: dict[str, Any] = {"watchers": n, "side": label, "messages": count, **{
                     k: round(statistics.median(r[k] for r in got), 2)
-                    for k in ("start_to_committed", "filter_side", "startup_s", "cpu_us",
+                    for k in ("start_to_committed", "filter_side", "startup_s",
+                              "commit_tail_s", "cpu_us",
                               "filter_cpu_us", "rss_mb")}}
                 if side == "filter-batch" and own is not None:
                     watcher = row["filter_cpu_us"] / n
