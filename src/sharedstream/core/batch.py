@@ -138,6 +138,7 @@ class BatchRunner(InlineCalls):
         stream.batch = True  # the group may queue counted slices for it
         if prepare is None and inspect.iscoroutinefunction(call):  # see core/inline.py
             stream.on_offer = self.offered
+            stream.on_share = self.given
 
     async def run(self) -> None:
         """Take batches and handle them until the stream ends (returns) or the group

@@ -38,6 +38,7 @@ from sharedstream.core.ledger import Entry, Ledger, Slice
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.routing import RoutingIndex
+from sharedstream.core.shares import Share
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ABSENT
 from sharedstream.core.targets import CommitTargets
@@ -176,11 +177,12 @@ class Fanout:
         if not slices:
             return
         woken: list[SharedStream] = []
+        single: dict[str, Share | None] = {}  # a watcher's one share (None: several)
         flow = self._flow
         for run in slices:
             if counted and run.entries is None and [
                     r.targets for r in run.records].count(None) == run.n:
-                self._route_counted(run, index, everyone, woken)
+                self._route_counted(run, index, everyone, woken, single)
             else:
                 entries = run.ledger.itemise(run)
                 self.counters.received += len(entries)
@@ -189,11 +191,35 @@ class Fanout:
         flow.handed(chain(everyone, woken))  # before waking, as in hand_out
         for stream in everyone:
             stream.wake()
+        if single:
+            queued = self._give(single)
+            if queued:
+                flow.handed(queued)
+                woken += queued
         for stream in woken:
             stream.offered()  # a batch runner waiting for them handles them now
 
+    def _give(self, single: dict[str, Share | None]) -> list[SharedStream]:
+        """Each watcher routed one share of this batch: its runner calls it now, past
+        the queue (``on_share``, core/inline.py), or it is queued; the streams it was
+        queued for, to check for lag and wake."""
+        streams = self._streams
+        queued: list[SharedStream] = []
+        for name, share in single.items():
+            if share is None:
+                continue  # several: queued as they were routed
+            stream = streams[name]
+            call = stream.on_share
+            if call is None or not call(share):
+                stream.offer(share)
+                queued.append(stream)
+        return queued
+
     def _route_counted(self, run: Slice, index: RoutingIndex, everyone: list[SharedStream],
-                       woken: list[SharedStream]) -> None:
+                       woken: list[SharedStream], single: dict[str, Share | None]) -> None:
+        """A counted slice's shares: a watcher's first share of the batch waits in
+        ``single`` (given past the queue when it stays the only one), a second queues
+        both, in order."""
         n = run.n
         self.counters.received += n
         self._flow.in_flight += n
@@ -210,9 +236,16 @@ class Fanout:
             stream.offer(run)
         streams = self._streams
         for share in shares:
-            stream = streams[share.watcher]
+            name = share.watcher
+            first = single.setdefault(name, share)
+            if first is share:
+                continue
+            stream = streams[name]
+            if first is not None:
+                stream.offer(first)
+                single[name] = None
+                woken.append(stream)
             stream.offer(share)
-            woken.append(stream)
 
     def _route_entries(self, entries: list[Entry], index: RoutingIndex,
                        everyone: list[SharedStream], absent: dict[str, str] | None,

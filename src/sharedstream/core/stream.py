@@ -40,6 +40,7 @@ from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaker, Chunk, ChunkQue
 from sharedstream.core.handout import MessageHandout, StreamOwner
 from sharedstream.core.ledger import Entry
 from sharedstream.core.lifecycle import check_move
+from sharedstream.core.shares import Share
 from sharedstream.core.streamconfig import ABSENT, GroupFailedError
 
 if TYPE_CHECKING:
@@ -76,7 +77,8 @@ class SharedStream:
     """
 
     __slots__ = ("_failure", "_group", "_handout", "_queue", "_state", "_taker", "_waiter",
-                 "batch", "name", "on_offer", "on_release", "on_stuck", "take_now")
+                 "batch", "name", "on_offer", "on_release", "on_share", "on_stuck", "take_now",
+                 "took")
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -89,6 +91,8 @@ class SharedStream:
         self.take_now = self._taker.take_now
         """What :meth:`take_part` takes, without waiting: maybe nothing (the taker's own
         method, not a delegation: an inline batch call makes one call less)."""
+        self.took = self._taker.took
+        """Count messages handed to the filter past the queue (the taker's own method)."""
         # Set by a batch runner: the group may queue counted slices for this stream.
         self.batch = False
         self._waiter: asyncio.Future[None] | None = None
@@ -101,6 +105,9 @@ class SharedStream:
         """A batch runner's own release (``fail_pending``), told when the stream stops."""
         self.on_offer: Callable[[], None] | None = None
         """A batch runner's inline hand-over (core/inline.py), instead of a wake."""
+        self.on_share: Callable[[Share], bool] | None = None
+        """A batch runner's call of a routed share past the queue (core/inline.py);
+        False when it cannot call now (nothing done: queue it)."""
 
     # -- iteration (a per-message filter's side: the hand-out) ---------------------
 

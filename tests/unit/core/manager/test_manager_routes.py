@@ -370,6 +370,38 @@ async def test_a_batch_call_runs_in_the_step_that_routed_its_messages() -> None:
     await h.stop()
 
 
+async def test_shares_of_one_batch_from_several_partitions_come_in_one_call() -> None:
+    """A watcher routed a share of each of two partitions' slices gets them in one call
+    (each partition in order), not one call per share; one routed a single share is
+    called with it past its queue."""
+    seen: Seen = {}
+    h = Harness(["w0", "w1"])
+    w0 = run(h, "w0", RoutedBatch(keyed(0), seen, "w0"))
+    w1 = run(h, "w1", RoutedBatch(keyed(1), seen, "w1"))
+    await settle()
+    h.producer.feed_items([(message(i, key, lane=lane), LocalRecord(lane, i)) for i, (lane, key)
+                           in enumerate([("p", "0"), ("q", "0"), ("p", "1"), ("p", "0"),
+                                         ("q", "0")])])
+    await settle()
+    assert w0.calls == [["p:0", "p:3", "q:1", "q:4"]]  # type: ignore[attr-defined]
+    assert w1.calls == [["p:2"]]  # type: ignore[attr-defined]
+    assert h.group.streams["w0"].handed == 4 and h.group.streams["w1"].handed == 1
+    assert h.publish() == {"p": 4, "q": 5}
+    await h.stop()
+
+
+async def test_a_share_bigger_than_a_batch_is_queued_and_taken_in_parts() -> None:
+    seen: Seen = {}
+    h = Harness(["w0"], subscriber_queue_size=3)
+    w0 = run(h, "w0", RoutedBatch(keyed(0), seen, "w0"))
+    await settle()
+    feed(h, *["0"] * 7)
+    await settle()
+    assert [len(call) for call in w0.calls] == [3, 3, 1]  # type: ignore[attr-defined]
+    assert seen["w0"] == [f"p:{i}" for i in range(7)] and h.publish() == {"p": 7}
+    await h.stop()
+
+
 async def test_an_inline_call_that_waits_ends_in_its_task_and_may_time_out() -> None:
     seen: Seen = {}
     gate = asyncio.Event()
