@@ -91,13 +91,20 @@ def with_database(config: Any, database_url: str | None) -> Any:
 def run(watchers: tuple[str, ...], config_path: str | None, takeover: bool, upgrade: bool,
         no_delivery: bool, database_url: str | None, log_level: str, log_format: str) -> None:
     """Run the triggerer on WATCHERS: Python files, module paths or folders of modules."""
-    from sharedstream.triggerer.embedded import run_triggerer
-    from sharedstream.triggerer.process import RunOptions
+    from sharedstream.triggerer.gctune import pause_collections, resume_collections
 
-    options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
-    start(log_level, log_format,
-          lambda config: run_triggerer(with_database(config, database_url), watchers, options),
-          config_path, traced=True)
+    pause_collections()  # until start-up is over (see triggerer/gctune.py)
+    try:
+        from sharedstream.triggerer.embedded import run_triggerer
+        from sharedstream.triggerer.process import RunOptions
+
+        options = RunOptions(takeover=takeover, upgrade=upgrade, deliver=not no_delivery)
+        start(log_level, log_format,
+              lambda config: run_triggerer(with_database(config, database_url), watchers,
+                                           options),
+              config_path, traced=True)
+    finally:
+        resume_collections()  # a start-up that failed before run_triggerer's tune_gc
 
 
 @click.command("deliver")

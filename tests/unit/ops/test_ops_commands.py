@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -136,6 +137,18 @@ def runner(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> CliRunner:
 def test_usage_and_config_errors_exit_2(runner: CliRunner, args: list[str]) -> None:
     result = runner.invoke(cli, args)
     assert result.exit_code == 2, result.output
+
+
+def test_a_run_refused_at_start_up_leaves_collections_on(runner: CliRunner,
+                                                         tmp_path: Path) -> None:
+    """``run`` pauses the garbage collector for its start-up: one that fails before the
+    watchers run (here: no watcher module) must not leave a process that goes on, such
+    as an embedding program or this test session, without collections."""
+    assert gc.isenabled()
+    result = runner.invoke(cli, ["run", str(tmp_path / "missing.py")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ")
+    assert gc.isenabled()
 
 
 def test_unreachable_broker_is_one_line_and_never_shows_secrets(

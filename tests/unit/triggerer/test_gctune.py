@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sharedstream.triggerer.gctune import THRESHOLDS, tune_gc
+from sharedstream.triggerer.gctune import THRESHOLDS, pause_collections, tune_gc
 
 
 @pytest.fixture
@@ -17,6 +17,7 @@ def restore_gc() -> Iterator[None]:
     yield
     gc.unfreeze()
     gc.set_threshold(*before)
+    gc.enable()
 
 
 @pytest.mark.usefixtures("restore_gc")
@@ -48,3 +49,24 @@ def test_later_garbage_cycles_are_collected_without_anyone_asking() -> None:
         if freed() is None:
             break
     assert freed() is None, "no automatic collection after twice the young threshold"
+
+
+@pytest.mark.usefixtures("restore_gc")
+def test_start_up_runs_without_collections_until_tuned() -> None:
+    """``run`` pauses collections first; tuning after start-up turns them on again,
+    with start-up's own cyclic garbage collected."""
+    pause_collections()
+    assert not gc.isenabled()
+
+    class Node:
+        other: object = None
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    freed = weakref.ref(a)
+    del a, b
+    survivors = [[] for _ in range(10 * 700)]  # past the default young threshold
+    assert freed() is not None, "collected while start-up had collections paused"
+    del survivors
+    tune_gc()
+    assert gc.isenabled() and freed() is None
