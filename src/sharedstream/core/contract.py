@@ -128,6 +128,9 @@ class SharedStreamProducer(abc.ABC, Generic[PayloadT]):
 
     #: How often the group publishes commit targets (seconds).
     commit_interval: float = 0.1
+    #: Whether the group also publishes them at the end of a step that left it nothing in
+    #: flight (caught up: nothing would change them before the next interval).
+    commit_when_idle: bool = True
 
     @abc.abstractmethod
     def open_stream(self, ledger: Ledger) -> AsyncIterator[StreamEvent[PayloadT]]:

@@ -242,7 +242,9 @@ class Resolution:
         flow = self._flow
         flow.in_flight -= n
         settle(what)
-        if self._targets.handle is None:
+        if not flow.in_flight:
+            self._targets.drained()
+        elif self._targets.handle is None:
             self._targets.schedule()
         half = self._resume_at
         if flow.in_flight <= half < flow.in_flight + n and flow.flow is PAUSED:
@@ -336,7 +338,9 @@ class Resolution:
                     return
             else:
                 self.ledger.finish(entry)
-        if self._targets.handle is None:
+        if not flow.in_flight:
+            self._targets.drained()
+        elif self._targets.handle is None:
             self._targets.schedule()
         # In flight falls one at a time: check the resume mark only where it is crossed.
         if flow.in_flight == self._resume_at and flow.flow is PAUSED:

@@ -5,7 +5,15 @@ the group's pause: the hand-off's outbox), reads one batch unless backpressure
 holds it back (:class:`~sharedstream.core.backpressure.Backpressure` decides), wraps the
 batch and posts it to the loop in one hop, polls the dead-letter sender (its reports
 run here), sends the commit tick every ``commit_interval`` (the :class:`CommitDriver`
-says what), probes a broker that erred, and runs the topic-identity watch. The
+says what), probes a broker that erred, and runs the topic-identity watch.
+
+Caught up, it commits what the loop published without waiting for the tick: the loop
+publishes as soon as its group has nothing in flight (core/targets.py), and for one
+``commit_interval`` after a hand-over the thread waits for records at most
+``IDLE_COMMIT_S`` a turn, so those targets go out within about that, not up to two
+intervals later; a turn that read nothing commits what was published since, at most
+once per ``IDLE_COMMIT_S`` (a trickle of single records is at most that many commits a
+second, as a consumer committing per batch makes). The
 rebalance callbacks (kafka/rebalance.py, the base class) run on this thread too,
 inside ``consume()`` or ``close()``.
 
@@ -42,6 +50,9 @@ from sharedstream.kafka.topic_watch import Changes
 
 PROBE_INTERVAL_S = 5.0
 METADATA_REFRESH_MS = 5000
+# Caught up after a hand-over: the longest wait for records a turn, and the least time
+# between two commits made because the loop published (see the module docstring).
+IDLE_COMMIT_S = 0.01
 
 
 class ConsumerThread(Rebalancing):
@@ -64,21 +75,27 @@ class ConsumerThread(Rebalancing):
                                on_assign=self.on_assign, on_revoke=self.on_revoke,
                                on_lost=self.on_lost)
             hand.started()
-            last_commit = last_probe = time.monotonic()
+            now = last_commit = last_probe = time.monotonic()
+            draining_until = now  # short waits until then: the loop finishes a hand-over
+            idle_wait = min(s.consume_timeout, IDLE_COMMIT_S)
             self.watch.start(last_commit)
             while hand.live:
                 hand.outbox.run_commands(consumer)
                 self._apply_fetches(consumer)
                 records = None if self._hold_back(consumer) else consume_batch(
-                    consumer, s.batch_size, s.consume_timeout)
+                    consumer, s.batch_size,
+                    idle_wait if now < draining_until else s.consume_timeout)
                 if self.sender is not None:
                     self.sender.poll()
+                now = time.monotonic()
                 if records:
                     self._hand_over(records)
-                now = time.monotonic()
+                    draining_until = now + s.commit_interval
                 if not self.owned:
                     self.unassigned(now)
-                if now - last_commit >= s.commit_interval:
+                since = now - last_commit
+                if since >= s.commit_interval or (
+                        not records and since >= IDLE_COMMIT_S and hand.outbox.has_published):
                     last_commit = now
                     self.commit(consumer, synchronous=False)
                 if not hand.status.ready and now - last_probe >= PROBE_INTERVAL_S:

@@ -56,6 +56,11 @@ class Outbox:
         with self._lock:
             self._published.update(targets)
 
+    @property
+    def has_published(self) -> bool:
+        """Targets wait to be taken (a peek without the lock, as the takes do)."""
+        return bool(self._published)
+
     def take_published(self) -> dict[Key, Target]:
         if not self._published:
             return {}

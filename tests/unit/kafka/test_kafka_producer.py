@@ -102,6 +102,21 @@ async def test_all_acked_commits_past_the_batch_in_one_request() -> None:
     await producer.aclose()
 
 
+async def test_caught_up_what_the_loop_published_is_committed_before_the_tick() -> None:
+    """The consumer has read everything; what the loop publishes then is committed on the
+    thread's next idle turn, not at the next ``commit_interval`` (an hour here)."""
+    cluster = broker()
+    fill(cluster, 3)
+    producer = make(cluster, commit_interval=3600)
+    d = Driver(producer)
+    entries = await d.take(3)
+    d.ack(*entries[:2])  # published at once by the driver, as a drained group does
+    await eventually(lambda: committed(cluster) == 2)
+    d.ack(entries[2])
+    await eventually(lambda: committed(cluster) == 3)
+    await producer.aclose()
+
+
 async def test_rejected_is_committed_past_only_after_its_dead_letter_is_delivered() -> None:
     cluster = broker()
     cluster.hold_deliveries = True

@@ -25,7 +25,10 @@ Coordinates = tuple[str, int]  # (lane, offset); the raw message is "lane:offset
 class FakeProducer(MemoryStream):
     """The in-memory adapter, remembering the arguments the group was built from.
 
-    Commit targets are published only when a test asks (``Harness.publish``)."""
+    Commit targets are published only when a test asks (``Harness.publish``): a publish
+    ends the ledger's record of what it covers, which the tests read."""
+
+    commit_when_idle = False
 
     def __init__(self, kwargs: Mapping[str, Any]) -> None:
         super().__init__(commit_interval=3600.0)
