@@ -11,9 +11,10 @@ Caught up, it commits what the loop published without waiting for the tick: the 
 publishes as soon as its group has nothing in flight (core/targets.py), and for one
 ``commit_interval`` after a hand-over the thread waits for records at most
 ``IDLE_COMMIT_S`` a turn, so those targets go out within about that, not up to two
-intervals later; a turn that read nothing commits what was published since, at most
-once per ``IDLE_COMMIT_S`` (a trickle of single records is at most that many commits a
-second, as a consumer committing per batch makes). The
+intervals later; a turn that read nothing (caught up, not held back by backpressure)
+commits what was published since, at most once per ``IDLE_COMMIT_S`` (a trickle of
+single records is at most that many commits a second, as a consumer committing per batch
+makes; under load the tick alone commits). The
 rebalance callbacks (kafka/rebalance.py, the base class) run on this thread too,
 inside ``consume()`` or ``close()``.
 
@@ -94,8 +95,8 @@ class ConsumerThread(Rebalancing):
                 if not self.owned:
                     self.unassigned(now)
                 since = now - last_commit
-                if since >= s.commit_interval or (
-                        not records and since >= IDLE_COMMIT_S and hand.outbox.has_published):
+                if since >= s.commit_interval or (  # caught up (read nothing, not held back)
+                        records == [] and since >= IDLE_COMMIT_S and hand.outbox.has_published):
                     last_commit = now
                     self.commit(consumer, synchronous=False)
                 if not hand.status.ready and now - last_probe >= PROBE_INTERVAL_S:
