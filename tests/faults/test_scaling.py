@@ -4,7 +4,12 @@ While messages flow (paced, for the whole run), each cycle kills one member with
 SIGKILL, starts a replacement, stops another with SIGTERM (it must exit 0) and starts
 its replacement, so partitions move between members by crash and by revoke. Each kill
 must land on work in flight: the watchers write down what they are handed, and the
-victim must have been handed messages its group's commit did not cover yet.
+victim must have been handed messages its group's commit did not cover yet. A group
+commits within milliseconds once it has nothing in flight, so a kill timed by a hand-out
+alone may find everything committed; the victim is frozen (SIGSTOP: it commits nothing
+more) and killed only when the committed offsets, settled, leave some of what it was
+handed uncovered; else it runs on to its next hand-out. SIGKILL on a frozen process is
+still a kill -9: none of its shutdown runs.
 Afterwards every expected event exists exactly once (rows counted in PostgreSQL),
 every rejected message has a DLQ record (duplicate records from a crash are allowed by
 guarantee 6, counted and reported) and no process logged a failed commit.
@@ -36,6 +41,35 @@ def handed_by(record: Path, member: Triggerer) -> set[tuple[int, int]]:
         return set()
     return {(int(p), int(o)) for _, p, o in (line.split() for line in
                                              path.read_text().splitlines())}
+
+
+def settled_commits(bootstrap: str, group: str, topic: str) -> set[tuple[int, int]]:
+    """What the group's commit covers, read until two reads 50 ms apart agree: a commit
+    a frozen member sent just before it stopped still lands."""
+    found = committed_messages(bootstrap, group, topic, PARTITIONS)
+    while True:
+        time.sleep(0.05)
+        again = committed_messages(bootstrap, group, topic, PARTITIONS)
+        if again == found:
+            return found
+        found = again
+
+
+def freeze_on_work_in_flight(victim: Triggerer, record: Path, bootstrap: str, group: str,
+                             topic: str) -> None:
+    """Leave ``victim`` frozen (SIGSTOP) at a moment its watchers hold messages the
+    group's commit does not cover: after each new hand-out, freeze it and look; resume it
+    when everything it was handed is committed."""
+    deadline = time.monotonic() + 120
+    while True:
+        seen = len(handed_by(record, victim))
+        until(lambda v=victim, n=seen: len(handed_by(record, v)) > n,
+              "the victim being handed new messages", 60, 0.02)
+        victim.signal(signal.SIGSTOP)
+        if handed_by(record, victim) - settled_commits(bootstrap, group, topic):
+            return
+        victim.signal(signal.SIGCONT)
+        assert time.monotonic() < deadline, "no hand-out left work uncommitted for 120 s"
 
 
 def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
@@ -78,10 +112,8 @@ def test_three_members_killed_started_and_stopped_lose_and_duplicate_nothing(
     for _ in range(cycles):
         victim = pool.pop(rng.randrange(len(pool)))
         # A member that just joined may own no partition yet: kill it only once it is
-        # being handed messages, so the kill lands on work in flight.
-        seen = len(handed_by(record, victim))
-        until(lambda v=victim, n=seen: len(handed_by(record, v)) > n,
-              "the victim being handed new messages", 60, 0.02)
+        # being handed messages, frozen while some of them are not committed.
+        freeze_on_work_in_flight(victim, record, kafka_bootstrap, group, topic)
         victim.kill()
         covered = committed_messages(kafka_bootstrap, group, topic, PARTITIONS)
         uncommitted_at_kills.append(len(handed_by(record, victim) - covered))
