@@ -20,6 +20,18 @@ def restore_gc() -> Iterator[None]:
     gc.enable()
 
 
+class Node:
+    other: object = None
+
+
+def garbage_cycle() -> weakref.ref[Node]:
+    """A reference to one of two objects that only refer to each other (cyclic garbage,
+    which only a collection frees)."""
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
 @pytest.mark.usefixtures("restore_gc")
 def test_freezes_startup_objects_and_raises_thresholds() -> None:
     startup = object.__new__(type("Startup", (), {}))  # a tracked object that exists now
@@ -36,13 +48,7 @@ def test_later_garbage_cycles_are_collected_without_anyone_asking() -> None:
     generation fills (no ``gc.collect()`` here: that would pass with collection off)."""
     tune_gc()
 
-    class Node:
-        other: object = None
-
-    a, b = Node(), Node()
-    a.other, b.other = b, a
-    freed = weakref.ref(a)
-    del a, b
+    freed = garbage_cycle()
     survivors = []
     for _ in range(2 * THRESHOLDS[0]):  # tracked allocations that stay alive
         survivors.append([])
@@ -58,13 +64,7 @@ def test_start_up_runs_without_collections_until_tuned() -> None:
     pause_collections()
     assert not gc.isenabled()
 
-    class Node:
-        other: object = None
-
-    a, b = Node(), Node()
-    a.other, b.other = b, a
-    freed = weakref.ref(a)
-    del a, b
+    freed = garbage_cycle()
     survivors = [[] for _ in range(10 * 700)]  # past the default young threshold
     assert freed() is not None, "collected while start-up had collections paused"
     del survivors
