@@ -24,6 +24,7 @@ from kafka_members import ack_all, conn
 
 from kafka_probe import committed_partitions
 from ledger_driver import ACK, Driver, Outcome
+from sharedstream.core.backpressure import PauseReason
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.connections import ConnectionConfigError, resolve_connection
 from sharedstream.kafka.payload import KafkaPayload
@@ -386,3 +387,39 @@ async def test_member_closing_while_it_rejoins_commits_what_it_handled(
     assert commit_warnings(caplog) == []
     assert [leaving.producer.counters().revoke_commit_failures,
             staying.producer.counters().revoke_commit_failures] == [0, 0]
+
+
+async def test_a_loop_that_takes_nothing_holds_the_consumer_back_at_the_byte_bound(
+    kafka_bootstrap: str, create_topic: Callable[..., str]
+) -> None:
+    """A loop busy elsewhere stops taking what the consumer thread reads. The thread reads
+    on only until the batches waiting for the loop hold ``max_in_flight_bytes``, not
+    until they hold ``max_in_flight`` messages: 200 records of 64 KiB are 12.5 MiB, far
+    below 10,000 messages and far above a 1 MiB bound. Nothing read is lost or handed
+    out twice once the loop takes again."""
+    topic, value, records, batch, bound = create_topic("large"), bytes(64 * 1024), 200, 4, 2**20
+    p = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    for _ in range(records):
+        p.produce(topic, value)
+    assert p.flush(30) == 0
+    group = f"it-{uuid.uuid4().hex[:6]}"
+    producer = KafkaSharedStreamProducer(
+        topics=[topic], config=conn(kafka_bootstrap, group), recorder=InMemoryRejectionRecorder(),
+        batch_size=batch, pause_after=0.05)
+    driver = Driver(producer, max_in_flight=10_000, max_bytes=bound)
+    loop_free, handed = asyncio.Event(), []
+    task = asyncio.create_task(driver.run(lambda _p: ACK, lambda _i: None, handed,
+                                          after_batch=loop_free.wait))
+    try:
+        await until(lambda: producer.paused_partitions() == {(topic, 0): PauseReason.LOOP_BACKLOG},
+                    within=20)
+        # Held back at the bound, one batch past it at most (read before the check).
+        assert bound <= producer._hand.inbox.backlog.bytes <= bound + batch * len(value)
+        assert len(handed) < records
+        loop_free.set()
+        await until_committed(kafka_bootstrap, f"{group}.{topic}", topic, records)
+        assert [payload.offset for payload in handed] == list(range(records))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await producer.aclose()

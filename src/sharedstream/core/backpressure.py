@@ -8,7 +8,9 @@ Three pressures meet here, and only here:
 * the event loop not taking what was read: ``max_queued`` messages handed over, not yet
   taken (the group's ``max_in_flight`` again, so one number bounds both what the
   watchers hold and what waits for them; batches waiting are handed out joined, so
-  this is also the largest hand-out, see kafka/handoff_inbox.py);
+  this is also the largest hand-out, see kafka/handoff_inbox.py), or ``max_queued_bytes``
+  of their keys and values (``max_in_flight_bytes``: a bound in messages alone let a
+  loop that stopped taking leave 10,000 large records in memory);
 * a partition's own bound, decided by the ledger (``max_in_flight`` messages resolved or
   held above its floor, or ``max_in_flight_bytes`` of unresolved payload).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sharedstream.core.ledger import Key, PartitionLedger
 
@@ -38,7 +41,7 @@ class PauseReason(enum.Enum):
     """Why a partition does not fetch (the ``/status`` field and the metric's label)."""
 
     GROUP = "group_in_flight_or_queues_full"  # the group called pause(): in flight, or lag
-    LOOP_BACKLOG = "loop_backlog"  # max_queued messages handed over, not taken yet
+    LOOP_BACKLOG = "loop_backlog"  # max_queued messages (or bytes) handed over, not taken yet
     PARTITION_BOUND = "partition_in_flight_bound"  # max_in_flight resolved or held above its floor
     BYTE_BOUND = "partition_byte_bound"  # max_in_flight_bytes unresolved
     CLOSING = "closing"  # the final commit serves a rebalance, fetching nothing
@@ -48,6 +51,13 @@ def bound_reason(ledger: PartitionLedger, bytes_bound: int) -> PauseReason:
     """Which of its bounds a partition the ledger stopped at reached (on the loop)."""
     return PauseReason.BYTE_BOUND if ledger.open_bytes >= bytes_bound \
         else PauseReason.PARTITION_BOUND
+
+
+class Backlog(NamedTuple):
+    """What the consumer thread handed over and the loop has not taken yet."""
+
+    messages: int
+    bytes: int  # their keys and values
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,7 @@ class Backpressure:
     """The consumer thread's pause state and its decision (see module docstring)."""
 
     max_queued: int
+    max_queued_bytes: int
     pause_after: float
     # Why the whole assignment is paused at the broker (None: it is not).
     assignment: PauseReason | None = None
@@ -83,13 +94,15 @@ class Backpressure:
     blocked_for: PauseReason | None = None
     bounded: dict[Key, PauseReason] = field(default_factory=dict)
 
-    def pressure(self, group_paused: bool, queued: int) -> PauseReason | None:
+    def pressure(self, group_paused: bool, queued: Backlog) -> PauseReason | None:
         """What holds the assignment back now, if anything."""
         if group_paused:
             return PauseReason.GROUP
-        return PauseReason.LOOP_BACKLOG if queued >= self.max_queued else None
+        if queued.messages >= self.max_queued or queued.bytes >= self.max_queued_bytes:
+            return PauseReason.LOOP_BACKLOG
+        return None
 
-    def decide(self, group_paused: bool, queued: int, now: float
+    def decide(self, group_paused: bool, queued: Backlog, now: float
                ) -> tuple[bool, PauseReason | None]:
         """``(hold, assignment)``: whether this turn must skip ``consume()`` and wait for
         room, and why the assignment should be paused (None: resumed). The caller applies

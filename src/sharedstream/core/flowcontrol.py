@@ -26,7 +26,8 @@ Invariants:
    halves keep it from pausing again on the next batch.
 4. Bounds are soft: a batch is handed out whole, then checked, and what the adapter had
    read before the pause reached it (at most its hand-off backlog: ``max_in_flight``
-   messages for Kafka, plus the one batch being read) is still handed out. So a watcher's
+   messages or ``max_in_flight_bytes`` for Kafka, plus the one batch being read) is
+   still handed out. So a watcher's
    queue, and how far its siblings run ahead of it, can exceed ``subscriber_queue_size``
    by that much, never more.
 5. Cost: the check of a batch looks at the watchers handed something (O(matched

@@ -41,7 +41,8 @@ class ManagerSettings:
       message before its outcome becomes a rejection.
     * ``max_in_flight_bytes``: key + value bytes of a partition's unresolved messages
       (in flight or held) at which that partition pauses, so a few large messages held
-      for a failing watcher cannot fill memory before ``max_in_flight`` is reached.
+      for a failing watcher cannot fill memory before ``max_in_flight`` is reached; also
+      the bytes a group's consumer reads ahead of a loop that has not taken them yet.
     """
 
     subscriber_queue_size: int = 1024

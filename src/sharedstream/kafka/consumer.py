@@ -178,10 +178,11 @@ class KafkaSharedConsumer(SharedStreamProducer[KafkaPayload]):
         self._outbox = DeadLetterOutbox(sender=sender, recorder=self._recorder,
                                         status=self._hand.status, ledger=ledger, loop=loop,
                                         consumer_group=self.consumer_group, log=self._log)
-        # The loop backlog's bound is the group's max_in_flight (one set of bounds,
-        # core/backpressure.py); a ledger without bounds (tests) gets eight batches.
+        # The loop backlog's bounds are the group's max_in_flight and max_in_flight_bytes
+        # (one set of bounds, core/backpressure.py); a ledger without bounds (tests) gets
+        # eight batches.
         backlog = self._max_backlog or ledger.bound or 8 * s.batch_size
-        backpressure = Backpressure(backlog, self._pause_after)
+        backpressure = Backpressure(backlog, ledger.bytes_bound, self._pause_after)
         self._worker = worker = ConsumerThread(s, self._hand, backpressure, self._watch,
                                 self._outbox.sender, self._settle, self._publish_now,
                                 self._log)

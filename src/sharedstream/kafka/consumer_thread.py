@@ -152,7 +152,8 @@ class ConsumerThread(Rebalancing):
         and a first read (nearly every record) is built right here, one tuple that is
         message and payload at once (kafka/payload.py), appended to its partition's
         :class:`PartitionRun` with its bytes (``KafkaSharedConsumer.size``, summed here so
-        the loop weighs a run at once). A replayed dead letter is a pair of its own.
+        the loop weighs a run at once, and the batch's for the loop backlog's bound). A
+        replayed dead letter is a pair of its own.
         """
         parts: list[PartitionRun | tuple[KafkaMessage, KafkaPayload]] = []
         owned, topic_ids, read_classes = self.owned, self.watch.ids, self.read_as
@@ -229,7 +230,13 @@ class ConsumerThread(Rebalancing):
             run.last, run.size = last, size
             n += len(run_reads)
         if n:
-            self.hand.inbox.post_batch(Records(ReadBatch(parts, n)))
+            total = 0  # the batch's bytes, for the loop backlog's byte bound
+            for part in parts:
+                if isinstance(part, PartitionRun):
+                    total += part.size
+                else:
+                    total += len(part[0].value or b"") + len(part[0].key or b"")
+            self.hand.inbox.post_batch(Records(ReadBatch(parts, n)), total)
             if not self.hand.status.ready:  # a batch read: the broker answers
                 self.hand.status.set_ready()
 

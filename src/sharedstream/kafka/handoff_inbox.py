@@ -9,7 +9,7 @@ Thread-safety:
 * Writers: the consumer thread (:meth:`Inbox.post`, :meth:`Inbox.post_batch`); any
   thread for :meth:`Inbox.end` (a failure). Reader: the event loop alone
   (:meth:`Inbox.next_event`), and the thread's backpressure (:attr:`Inbox.backlog`,
-  in messages).
+  in messages and bytes).
 * ``_lock`` guards the queue, the waiter, the backlog and the consumed count; each
   post or take holds it once per batch, never per message, and never while waking the
   loop or waiting.
@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from sharedstream.core.backpressure import Backlog
 from sharedstream.core.contract import Records, StreamEvent
 from sharedstream.core.reads import ReadBatch
 
@@ -47,6 +48,8 @@ class Inbox(Generic[PayloadT]):
         self._events: deque[StreamEvent[PayloadT] | None] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._backlog = 0
+        self._backlog_bytes = 0
+        self._sizes: deque[int] = deque()  # the bytes of each batch queued, in order
         self._consumed = 0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -62,11 +65,13 @@ class Inbox(Generic[PayloadT]):
         stream ends (:meth:`next_event` returns None)."""
         self._append(None)
 
-    def post_batch(self, batch: Records[PayloadT]) -> None:
-        """Thread: a batch read; its messages count in the backlog until the loop takes
-        them."""
+    def post_batch(self, batch: Records[PayloadT], size: int) -> None:
+        """Thread: a batch read, its keys and values ``size`` bytes; its messages and
+        bytes count in the backlog until the loop takes them."""
         with self._lock:
             self._backlog += len(batch.items)
+            self._backlog_bytes += size
+            self._sizes.append(size)
             self._events.append(batch)
             waiter, self._waiter = self._waiter, None
         self._wake(waiter)
@@ -107,17 +112,21 @@ class Inbox(Generic[PayloadT]):
                     batch = event if isinstance(event, Records) else None
                     if batch is not None:
                         taken = [batch]
+                        sizes = self._sizes
+                        size = sizes.popleft()
                         while events:
                             more = events[0]
                             if not isinstance(more, Records):
                                 break
                             events.popleft()
                             taken.append(more)
+                            size += sizes.popleft()
                         if len(taken) > 1:
                             event = batch = Records(ReadBatch.joined(
                                 [records.items for records in taken]))
                         n = len(batch.items)
                         self._backlog -= n
+                        self._backlog_bytes -= size
                         self._consumed += n
                     break
                 waiter = self._waiter = asyncio.get_running_loop().create_future()
@@ -127,10 +136,10 @@ class Inbox(Generic[PayloadT]):
         return event
 
     @property
-    def backlog(self) -> int:
-        """Messages posted and not taken by the loop yet."""
+    def backlog(self) -> Backlog:
+        """Messages (and their bytes) posted and not taken by the loop yet."""
         with self._lock:
-            return self._backlog
+            return Backlog(self._backlog, self._backlog_bytes)
 
     @property
     def consumed(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedstream.core.backpressure import FETCHING, Backpressure, PauseReason, Pauses
+from sharedstream.core.backpressure import FETCHING, Backlog, Backpressure, PauseReason, Pauses
 from sharedstream.kafka.commits import CommitDriver
 from sharedstream.kafka.handoff import ConsumerState, HandOff, InvalidState
 from sharedstream.kafka.progress import decode_progress
@@ -68,18 +68,25 @@ def test_forget_drops_everything_of_a_partition() -> None:
 
 
 def test_backpressure_holds_back_then_pauses_after_pause_after() -> None:
-    bp = Backpressure(max_queued=2, pause_after=1.0)
-    assert bp.decide(False, 1, 0.0) == (False, None) and bp.held is None
-    assert bp.decide(False, 2, 10.0) == (True, None)  # hold, not paused
+    bp = Backpressure(max_queued=2, max_queued_bytes=100, pause_after=1.0)
+    assert bp.decide(False, Backlog(1, 50), 0.0) == (False, None) and bp.held is None
+    assert bp.decide(False, Backlog(2, 50), 10.0) == (True, None)  # hold, not paused
     assert bp.held is PauseReason.LOOP_BACKLOG and bp.assignment is None
-    assert bp.decide(False, 2, 11.0) == (False, PauseReason.LOOP_BACKLOG)
+    assert bp.decide(False, Backlog(2, 50), 11.0) == (False, PauseReason.LOOP_BACKLOG)
     bp.applied(PauseReason.LOOP_BACKLOG)
-    assert bp.decide(True, 0, 12.0) == (False, PauseReason.GROUP)  # still held, other why
-    assert bp.decide(False, 0, 13.0) == (False, None)
+    assert bp.decide(True, Backlog(0, 0), 12.0) == (False, PauseReason.GROUP)  # other why
+    assert bp.decide(False, Backlog(0, 0), 13.0) == (False, None)
+
+
+def test_a_loop_backlog_of_few_large_records_holds_back_at_its_bytes() -> None:
+    bp = Backpressure(max_queued=10_000, max_queued_bytes=100, pause_after=1.0)
+    assert bp.decide(False, Backlog(1, 99), 0.0) == (False, None)
+    assert bp.decide(False, Backlog(2, 100), 0.0) == (True, None)
+    assert bp.held is PauseReason.LOOP_BACKLOG
 
 
 def test_a_partition_bound_outlasts_the_assignment_pause() -> None:
-    bp = Backpressure(max_queued=8, pause_after=0.0)
+    bp = Backpressure(max_queued=8, max_queued_bytes=2**20, pause_after=0.0)
     bp.bound(A, PauseReason.BYTE_BOUND)
     bp.applied(PauseReason.GROUP)
     assert bp.pauses([A, B]) == Pauses({A: PauseReason.BYTE_BOUND, B: PauseReason.GROUP},

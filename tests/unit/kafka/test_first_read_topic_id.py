@@ -54,8 +54,9 @@ def test_records_after_the_id_is_learnt_carry_it() -> None:
     thread: Any = SimpleNamespace(
         owned={("orders", 0): 1}, watch=SimpleNamespace(ids={}), read_as={},
         s=SimpleNamespace(replay_topic=None, topics=("orders",)),
-        hand=SimpleNamespace(inbox=SimpleNamespace(post_batch=posted.append),
-                             status=SimpleNamespace(ready=True)))
+        hand=SimpleNamespace(
+            inbox=SimpleNamespace(post_batch=lambda batch, _size: posted.append(batch)),
+            status=SimpleNamespace(ready=True)))
     ConsumerThread._hand_over(thread, [Record(0)])  # the watch has not answered yet
     thread.watch.ids["orders"] = "id-of-orders"
     ConsumerThread._hand_over(thread, [Record(1), Record(2)])

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVarTuple
 
+from sharedstream.core.backpressure import Backlog
 from sharedstream.core.contract import PartitionsEnded, Records
 from sharedstream.core.reads import PartitionRun, ReadBatch
 from sharedstream.kafka.handoff import HandOff
@@ -57,16 +58,16 @@ def test_batches_posted_while_the_loop_is_busy_wake_nothing_and_keep_their_order
     async def main(loop: CountingLoop, hand: HandOff[int]) -> None:
 
         def post() -> None:
-            hand.inbox.post_batch(batch(1, 2))
+            hand.inbox.post_batch(batch(1, 2), 10)
             hand.inbox.post(PartitionsEnded(frozenset({("t", 0)})))
-            hand.inbox.post_batch(batch(3))
+            hand.inbox.post_batch(batch(3), 10)
 
         from_thread(post)
-        assert hand.inbox.backlog == 3  # messages, not batches
+        assert hand.inbox.backlog == Backlog(3, 20)  # messages, not batches
         taken = [await hand.inbox.next_event() for _ in range(3)]
         assert taken == [batch(1, 2), PartitionsEnded(frozenset({("t", 0)})), batch(3)]
         assert loop.wakes == 0
-        assert hand.inbox.backlog == 0
+        assert hand.inbox.backlog == Backlog(0, 0)
         assert hand.counters().messages_consumed == 3
 
     run(main)
@@ -79,13 +80,13 @@ def test_a_waiting_loop_is_woken_once_by_the_next_post() -> None:
         assert not waiting.done()
 
         def post() -> None:
-            hand.inbox.post_batch(batch(1))
-            hand.inbox.post_batch(batch(2))
+            hand.inbox.post_batch(batch(1), 10)
+            hand.inbox.post_batch(batch(2), 10)
 
         from_thread(post)
         taken = await waiting  # both were there when the woken loop looked: one batch
         assert isinstance(taken, Records) and list(taken.items) == [(1, 1), (2, 2)]
-        assert hand.inbox.backlog == 0
+        assert hand.inbox.backlog.messages == 0
         assert loop.wakes == 1
 
     run(main)
@@ -99,19 +100,19 @@ def test_batches_waiting_in_a_row_are_taken_as_one_in_read_order() -> None:
         run_a.reads, run_b.reads = [10, 11], [12]
 
         def post() -> None:
-            hand.inbox.post_batch(Records(ReadBatch([run_a, (5, 5)], 3)))
-            hand.inbox.post_batch(Records(ReadBatch([run_b], 1)))
-            hand.inbox.post_batch(batch(6))
+            hand.inbox.post_batch(Records(ReadBatch([run_a, (5, 5)], 3)), 30)
+            hand.inbox.post_batch(Records(ReadBatch([run_b], 1)), 10)
+            hand.inbox.post_batch(batch(6), 10)
             hand.inbox.post(PartitionsEnded(frozenset({("t", 0)})))
-            hand.inbox.post_batch(batch(7))
+            hand.inbox.post_batch(batch(7), 10)
 
         from_thread(post)
-        assert hand.inbox.backlog == 6  # messages: 3 + 1 + 1 + 1
+        assert hand.inbox.backlog == Backlog(6, 60)  # messages: 3 + 1 + 1 + 1
         joined = await hand.inbox.next_event()
         assert isinstance(joined, Records) and isinstance(joined.items, ReadBatch)
         assert joined.items.parts == [run_a, (5, 5), run_b, (6, 6)]
         assert list(joined.items) == [(10, 10), (11, 11), (5, 5), (12, 12), (6, 6)]
-        assert hand.inbox.backlog == 1  # the batch after the partition event waits
+        assert hand.inbox.backlog == Backlog(1, 10)  # the batch after the partition event waits
         assert await hand.inbox.next_event() == PartitionsEnded(frozenset({("t", 0)}))
         assert await hand.inbox.next_event() == batch(7)
         assert hand.counters().messages_consumed == 6
@@ -136,7 +137,7 @@ def test_a_cancelled_wait_leaves_the_next_one_working() -> None:
         await asyncio.sleep(0)
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
-        from_thread(lambda: hand.inbox.post_batch(batch(7)))
+        from_thread(lambda: hand.inbox.post_batch(batch(7), 10))
         assert await hand.inbox.next_event() == batch(7)
 
     run(main)

@@ -7,7 +7,7 @@ Now the consumer state has no pause, and the status holds one value, replaced wh
 
 from __future__ import annotations
 
-from sharedstream.core.backpressure import FETCHING, Backpressure, PauseReason, Pauses
+from sharedstream.core.backpressure import FETCHING, Backlog, Backpressure, PauseReason, Pauses
 from sharedstream.core.counters import AdapterCounters
 from sharedstream.kafka.handoff import ConsumerState, HandOff
 
@@ -17,7 +17,7 @@ A, B = ("t", 0), ("t", 1)
 def test_a_paused_consumer_is_running_and_the_status_says_why() -> None:
     hand: HandOff[object] = HandOff()
     hand.started()
-    bp = Backpressure(max_queued=8, pause_after=0.0)
+    bp = Backpressure(max_queued=8, max_queued_bytes=2**20, pause_after=0.0)
     bp.bound(A, PauseReason.PARTITION_BOUND)
     bp.applied(PauseReason.GROUP)
     hand.status.set_pauses(bp.pauses([A, B]))
@@ -29,11 +29,11 @@ def test_a_paused_consumer_is_running_and_the_status_says_why() -> None:
 
 
 def test_holding_back_without_pausing_shows_why() -> None:
-    bp = Backpressure(max_queued=1, pause_after=60.0)
-    hold, want = bp.decide(True, 0, 0.0)
+    bp = Backpressure(max_queued=1, max_queued_bytes=2**20, pause_after=60.0)
+    hold, want = bp.decide(True, Backlog(0, 0), 0.0)
     assert hold and want is None  # not paused at the broker yet
     assert bp.pauses([A]) == Pauses({}, PauseReason.GROUP)
-    bp.decide(False, 0, 1.0)
+    bp.decide(False, Backlog(0, 0), 1.0)
     assert bp.pauses([A]) is FETCHING
 
 
