@@ -11,10 +11,11 @@ from sharedstream.kafka.rejections import InMemoryRejectionRecorder
 
 
 def memory_producer(broker: MemoryBroker, kwargs: Mapping[str, Any],
-                    group_id: str) -> KafkaSharedStreamProducer:
+                    group_id: str, batch_size: int = 1000) -> KafkaSharedStreamProducer:
     """What a trigger's ``create_shared_stream_producer`` returns to run on ``broker``:
-    fast commits and polls, no statistics, no topic-id polling."""
-    return KafkaSharedStreamProducer(
+    fast commits and polls, no statistics, no topic-id polling; ``batch_size`` records
+    per ``consume()``."""
+    return KafkaSharedStreamProducer(batch_size=batch_size,
         topics=kwargs["topics"], dlq_topic=kwargs["dlq_topic"],
         config={"bootstrap.servers": "memory:9092", "group.id": group_id,
                 "statistics.interval.ms": 0},
