@@ -144,8 +144,9 @@ class SharedStreamManager:
             raise ValueError(f"watcher {watcher!r} is not in the cohort of {key!r}: "
                              f"{sorted(cohort)}")
         match = getattr(trigger, "match", None)
-        check_match(watcher, match)
         group = self._groups.get(key)
+        if group is None or not group.routes.validated(watcher, match):
+            check_match(watcher, match)
         if group is None:
             arguments = trigger.shared_stream_arguments()
             try:

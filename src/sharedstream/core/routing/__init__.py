@@ -8,6 +8,6 @@ numeric operator's structure.
 """
 
 from sharedstream.core.routing.index import NOBODY, RoutingIndex
-from sharedstream.core.routing.language import MatchError, Selector, compile_match
+from sharedstream.core.routing.language import MatchError, Rule, Selector, compile_match
 
-__all__ = ["NOBODY", "MatchError", "RoutingIndex", "Selector", "compile_match"]
+__all__ = ["NOBODY", "MatchError", "RoutingIndex", "Rule", "Selector", "compile_match"]

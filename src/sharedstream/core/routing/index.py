@@ -51,6 +51,7 @@ from sharedstream.core.routing.language import (
     MatchError,
     Prefix,
     Range,
+    Rule,
     Selector,
     compile_match,
 )
@@ -227,24 +228,29 @@ class RoutingIndex:
     """Every watcher's match of one group, compiled (see the module docstring).
 
     ``matches`` maps each watcher to its match, or to None for a watcher that takes
-    everything (:attr:`everyone`). Raises :class:`MatchError` (naming the watcher) for
+    everything (:attr:`everyone`); ``compiled`` may give matches already compiled
+    (``compile_match``), by watcher. Raises :class:`MatchError` (naming the watcher) for
     an invalid match.
     """
 
     __slots__ = ("_anchors", "_direct", "_direct_attr", "_direct_reader", "_readers", "_rules",
                  "everyone", "routed", "selectors")
 
-    def __init__(self, matches: Mapping[str, Any]) -> None:
+    def __init__(self, matches: Mapping[str, Any],
+                 compiled: Mapping[str, tuple[Rule, ...]] | None = None) -> None:
         self.everyone = frozenset(name for name, match in matches.items() if match is None)
         self.routed = frozenset(matches) - self.everyone
         self._rules: list[_Rule] = []
         postings: dict[Selector, _Postings] = {}
         ranges: dict[Selector, list[tuple[Range, int]]] = {}
+        known = compiled or {}
         for name in sorted(self.routed):
-            try:
-                rules = compile_match(matches[name])
-            except MatchError as exc:
-                raise MatchError(f"match of watcher {name!r}: {exc}") from None
+            rules = known.get(name)
+            if rules is None:
+                try:
+                    rules = compile_match(matches[name])
+                except MatchError as exc:
+                    raise MatchError(f"match of watcher {name!r}: {exc}") from None
             for clauses in rules:
                 anchor = min(clauses, key=_rank)
                 rule = len(self._rules)

@@ -303,6 +303,18 @@ async def test_an_invalid_match_is_refused_at_subscribe() -> None:
     assert "k" not in h.manager._groups
 
 
+async def test_an_invalid_match_is_refused_when_its_group_is_running() -> None:
+    """A watcher joining a group that exists already is checked as the first one was
+    (its match is not the one the cohort declared for it), and the group is unchanged."""
+    seen: Seen = {}
+    h = Harness(["w0", "w1"])
+    h.manager.subscribe("w0", Routed(keyed(0), seen, "w0"))
+    group = h.manager._groups["k"]
+    with pytest.raises(MatchError, match="match of watcher 'w1': at key: key values are text"):
+        h.manager.subscribe("w1", Routed({"key": [1]}, seen, "w1"))
+    assert list(group.streams) == ["w0"] and "w1" not in group.routes.matches
+
+
 async def test_a_replay_wakes_a_routed_watcher_handed_nothing_else_in_its_batch() -> None:
     """The replay is the only thing its watcher gets in the batch, while it waits for a
     message: it must be woken for it (it was not, and the replay was never committed)."""
