@@ -69,7 +69,7 @@ class Routes:
             return
         if match is None:
             del self.matches[name]
-            del self._compiled[name]
+            self._compiled.pop(name, None)
         else:
             self._set(name, match)
         self._changed()
@@ -112,6 +112,7 @@ class Routes:
             self._index = (RoutingIndex({name: self.matches.get(name) for name in self.cohort},
                                         self._compiled)
                            if self.matches else None)
+            self._compiled = {}  # the index holds what it needs; garbage the collector skips
         return self._index
 
     def share(self, run: Slice, index: RoutingIndex) -> tuple[Shares, int]:
