@@ -373,6 +373,10 @@ class PartitionLedger:
         self.terminal += run.n
         self.open_bytes -= run.size
         run.raws = []
+        # A routed slice and its shares point at each other (``Share.run``): owed
+        # nothing now, the shares are dropped, so that the messages their lists hold are
+        # freed here too, not left to the collector with the cycle.
+        run.shares = None
         for earlier in self.slices:
             if earlier is run:
                 self.trim()

@@ -11,6 +11,7 @@ watchers, in both filter APIs.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -301,6 +302,29 @@ async def test_an_invalid_match_is_refused_at_subscribe() -> None:
     with pytest.raises(MatchError, match="match of watcher 'w0': at key: key values are text"):
         h.manager.subscribe("w0", Routed({"key": [0]}, seen, "w0"))
     assert "k" not in h.manager._groups
+
+
+async def test_a_settled_routed_slice_leaves_nothing_for_the_collector() -> None:
+    """A routed slice and its shares point at each other. Once it settles they are freed
+    by reference counting with the messages their lists hold, as an unrouted slice is,
+    not left to the collector: at 10,000 watchers collecting those cycles (a share and
+    two lists per watcher per batch, and every message) was a fifth of the time."""
+    seen: Seen = {}
+    h = Harness(["w0", "w1"])
+    for i in range(2):
+        run(h, f"w{i}", RoutedBatch(keyed(i), seen, f"w{i}"))
+    await settle()
+    gc.collect()
+    gc.disable()
+    try:
+        feed(h, *[str(i % 3) for i in range(30)])
+        await settle()
+        assert h.publish() == {"p": 30} and len(seen["w0"]) == len(seen["w1"]) == 10
+        left = sum(isinstance(o, Share) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert left == 0
+    await h.stop()
 
 
 async def test_an_invalid_match_is_refused_when_its_group_is_running() -> None:
