@@ -266,7 +266,7 @@ class WatcherHarness:
         try:
             if self.manager is not None and self.sink is not None:
                 self.manager.pause_all()
-                await self.sink.drain()
+                await self.sink.drain(last=True)
                 await self.manager.stop_all()
                 for task in self._tasks:
                     task.cancel()

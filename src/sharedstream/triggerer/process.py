@@ -345,7 +345,7 @@ class TriggererRuntime:
         self.stopping = True
         self._delivery_stop.set()  # a round in flight finishes; the lease is given up
         self.manager.pause_all()
-        await self.sink.drain()
+        await self.sink.drain(last=True)
         stopping = self.manager.status()  # in flight now: not committed, read again later
         await self.manager.stop_all()
         for task in self._tasks:

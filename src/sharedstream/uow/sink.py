@@ -156,6 +156,7 @@ class DatabaseWorkSink:
         self.on_commit: list[Callable[[], None]] = []
         self._draining = 0
         self._closing = False
+        self._sealed = False  # after the last drain: nothing more is persisted (drain)
         self.figures = SinkFigures()
 
     @property
@@ -166,7 +167,11 @@ class DatabaseWorkSink:
     # -- intake (event loop) -------------------------------------------------------------------
 
     def submit(self, windows: Sequence[Window]) -> None:
-        """Queue ``windows``; reject at once those whose payloads cannot be stored."""
+        """Queue ``windows``; reject at once those whose payloads cannot be stored.
+        After the last drain they are dropped: never confirmed, their messages are read
+        again after the restart (see :meth:`drain`)."""
+        if self._sealed:
+            return
         if self._closing and (self._task is None or self._task.done()):
             closed = RuntimeError("the unit-of-work sink is closed")
             for window in windows:
@@ -327,25 +332,39 @@ class DatabaseWorkSink:
 
     # -- shutdown -------------------------------------------------------------------------------
 
-    async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+    async def drain(self, timeout: float | None = None, *,  # noqa: ASYNC109
+                    last: bool = False) -> bool:
         """Commit and confirm everything submitted so far, without waiting for
         ``uow_max_delay``; True once nothing is queued or being committed, False on timeout.
 
-        At SIGTERM: after fetching paused and before the manager stops its groups (which
-        gives up on unconfirmed windows). The sink keeps running: call :meth:`aclose` last.
+        Idle is checked in the step that returns, not only when the flusher found it: a
+        watcher handling its queue may submit a window in between, and that one is
+        committed and confirmed first.
+
+        At SIGTERM (``last``): after fetching paused and before the manager stops its
+        groups, which then commit their offsets from what was confirmed and give up on
+        the rest. So intake closes in the step that finds the sink idle: a window
+        submitted after it is never persisted (its messages are read again after the
+        restart). Persisted after it, its events would sit above the final offset commit
+        and its messages would be handled twice after a clean stop. The sink keeps
+        running: call :meth:`aclose` last.
         """
         if self._task is None:
+            self._sealed = self._sealed or last
             return True
         self._draining += 1
         self._wake.set()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                while not self._idle.is_set():
+                    await self._idle.wait()
         except TimeoutError:
             log.warning("unit of work: %d windows not committed within %ss",
                         len(self._queue), timeout)
             return False
         finally:
             self._draining -= 1
+            self._sealed = self._sealed or last
         return True
 
     async def aclose(self) -> None:
