@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from airflow_server import ORDERS, AirflowServer
-from confluent_kafka import Producer
 from localservices.otelcol import OtlpCollector
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -28,6 +27,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind
 from triggerer import Triggerer, until, write_config
+
+from kafka_writes import ordered_producer
 
 WATCHERS = Path(__file__).resolve().parent / "tracing_watchers.py"
 
@@ -41,7 +42,7 @@ def produce_traced(bootstrap: str, topic: str, collector: OtlpCollector) -> tupl
     provider = TracerProvider(resource=Resource.create({"service.name": "order-service"}))
     provider.add_span_processor(SimpleSpanProcessor(
         OTLPSpanExporter(endpoint=f"{collector.endpoint}/v1/traces")))
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     with provider.get_tracer("tests.producer").start_as_current_span(
             "orders send", kind=SpanKind.PRODUCER) as span:
         context = span.get_span_context()

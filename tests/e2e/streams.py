@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafka_probe import committed_partitions
+from kafka_writes import ordered_producer
 from sharedstream.kafka.progress import decode_progress
 from sharedstream.ops.dlq import read_dead_letters
 from sharedstream.statestore import StateStore
@@ -26,7 +27,7 @@ from sharedstream.statestore.models import asset, asset_event, asset_state_store
 
 def new_producer(bootstrap: str) -> Producer:
     """The tests' idempotent producer (a retried send never duplicates an id)."""
-    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    return ordered_producer(bootstrap, {"linger.ms": 5})
 
 
 def produce(bootstrap: str, topic: str, ids: Iterable[int], partitions: int,

@@ -20,11 +20,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from triggerer import until
 
 from kafka_probe import committed_partitions
+from kafka_writes import ordered_producer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "embedded_service.py"
 
@@ -63,7 +64,7 @@ def produce_one(bootstrap: str, value: str) -> tuple[int, int]:
         assert error is None, error
         delivered.append((message.partition(), message.offset()))
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     producer.produce("orders", value.encode(), on_delivery=note)
     assert producer.flush(30) == 0
     [found] = delivered

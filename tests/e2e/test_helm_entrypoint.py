@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # where the type stubs declare it
 from db_schemas import postgres_schema_url
 from triggerer import Triggerers, until
 
 from helm_render import config_map, containers, render
+from kafka_writes import ordered_producer
 from sharedstream.statestore.models import asset_event
 
 MESSAGES = 5
@@ -136,7 +136,7 @@ def test_the_charts_triggerer_reaches_kafka_and_the_database_and_stops_in_its_gr
     # The pod's name is its static membership identity (a restart in the pod keeps it).
     assert f"static member {POD_NAME!r}" in process.log(), process.log()[-3000:]
 
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     for number in range(MESSAGES):
         producer.produce(topic, json.dumps({"id": number}).encode())
     assert producer.flush(30) == 0

@@ -19,12 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
 from triggerer import WATCHERS, Triggerer, until, write_config
+
+from kafka_writes import ordered_producer
 
 
 def produce_documents(bootstrap: str, topic: str, documents: list[dict[str, Any]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     for document in documents:
         producer.produce(topic, json.dumps(document).encode())
     assert producer.flush(30) == 0

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from confluent_kafka import Producer
 from faultkit import Figures, Size, dead_letters, wait_committed_end
 from streams import create_schema
 from triggerer import ORDERS, Triggerer, write_config
 
+from kafka_writes import ordered_producer
 from sharedstream.statestore.models import asset_event, rejected_message
 
 PARTITIONS = 4
@@ -119,8 +119,7 @@ def test_generated_bad_records_each_end_as_event_skip_or_recorded_rejection(
     process.wait_ready()
 
     rng = random.Random(20261129)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 4194304,
-                         "enable.idempotence": True, "linger.ms": 5})
+    producer = ordered_producer(kafka_bootstrap, {"message.max.bytes": 4194304, "linger.ms": 5})
     values: dict[tuple[int, int], bytes | None] = {}
     kinds: Counter[str] = Counter()
     failures: list[str] = []

@@ -16,10 +16,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+
+from kafka_writes import ordered_producer
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -68,7 +69,7 @@ def produce_avro_orders(bootstrap: str, registry_url: str, topic: str,
     under ``<topic>-value``), then ``raw`` values as they are, all to partition 0."""
     serialise = AvroSerializer(SchemaRegistryClient({"url": registry_url}), ORDER_SCHEMA)
     context = SerializationContext(topic, MessageField.VALUE)
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = ordered_producer(bootstrap)
     for order in orders:
         p.produce(topic, serialise({"amount": None, **order}, context), partition=0)
     for value in raw:

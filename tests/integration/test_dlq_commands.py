@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from db_schemas import postgres_schema_url
 from kafka_triggerer import running_group
 from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
+from kafka_writes import ordered_producer
 from sharedstream.cli import cli
 from sharedstream.core.message import Coordinates, KafkaMessage
 from sharedstream.kafka import dlq_headers as h
@@ -124,7 +125,7 @@ def read_all(bootstrap: str, topic: str, partitions: int = 1) -> list[Any]:
 
 
 def produce_source(bootstrap: str, topic: str, count: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = ordered_producer(bootstrap)
     for i in range(count):
         value = f"bad-{i}" if i in BAD else f"ok-{i}"
         p.produce(topic, value.encode(), f"k{i}".encode(), partition=i % 2,
@@ -136,7 +137,7 @@ def write_dead_letters(bootstrap: str, dlq: str, source: str, count: int,
                        copies: tuple[int, ...] = (), foreign: int = 0) -> None:
     """``count`` DLQ records (offsets 0..count-1 of ``source``), a second copy of those in
     ``copies``, then ``foreign`` records without our headers."""
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = ordered_producer(bootstrap)
     for i in [*range(count), *copies]:
         headers = h.build_dlq_headers(
             original_headers=[("trace", f"t{i}".encode())],

@@ -33,6 +33,7 @@ from localservices.tls import CertificateAuthority
 from test_kafka_manager import SETTINGS, DictSink, Scripted, Triggerer, committed_at
 from test_kafka_shared_stream import until
 
+from kafka_writes import ordered_producer
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.kafka.rejections import InMemoryRejectionRecorder
@@ -162,7 +163,7 @@ def run_cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
 def test_dlq_replay_through_sasl_ssl_with_the_connection_from_the_environment(
         secured: SecuredBroker, tmp_path: Path) -> None:
     source, dlq = secured.topics("orders", "orders-dlq")
-    writer = Producer({"bootstrap.servers": secured.plaintext})
+    writer = ordered_producer(secured.plaintext)
     for i in range(3):
         writer.produce(dlq, f"v{i}".encode(), f"k{i}".encode(), headers=h.build_dlq_headers(
             original_headers=[("trace", f"t{i}".encode())],

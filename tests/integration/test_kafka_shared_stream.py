@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka_members import ack_all, conn
 
 from kafka_probe import committed_partitions
+from kafka_writes import ordered_producer
 from ledger_driver import ACK, Driver, Outcome
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.kafka import dlq_headers as h
@@ -37,7 +38,7 @@ Identity = tuple[str, int, int]
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = ordered_producer(bootstrap)
     for i in range(count):
         p.produce(topic, f"m{i}".encode(), partition=i % partitions, headers=[("trace", b"t")])
     assert p.flush(30) == 0
@@ -398,7 +399,7 @@ async def test_a_loop_that_takes_nothing_holds_the_consumer_back_at_the_byte_bou
     below 10,000 messages and far above a 1 MiB bound. Nothing read is lost or handed
     out twice once the loop takes again."""
     topic, value, records, batch, bound = create_topic("large"), bytes(64 * 1024), 200, 4, 2**20
-    p = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5})
+    p = ordered_producer(kafka_bootstrap, {"linger.ms": 5})
     for _ in range(records):
         p.produce(topic, value)
     assert p.flush(30) == 0

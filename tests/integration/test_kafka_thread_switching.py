@@ -20,9 +20,10 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka_members import conn
 
+from kafka_writes import ordered_producer
 from ledger_driver import ACK, Driver, Outcome
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.core.ledger import Entry, Key, State
@@ -165,7 +166,7 @@ async def test_pauses_rebalances_and_dead_letters_keep_the_ledger_invariants(
 ) -> None:
     topic = create_topic("orders", partitions=PARTITIONS)
     dlq = create_topic("orders-dlq")
-    source = Producer({"bootstrap.servers": kafka_bootstrap})
+    source = ordered_producer(kafka_bootstrap)
     for i in range(MESSAGES):
         source.produce(topic, f"m{i}".encode(), partition=i % PARTITIONS)
     assert source.flush(30) == 0

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from kafka_triggerer import running_group
 
+from kafka_writes import ordered_producer
 from sharedstream import MessageBatch
 from sharedstream.core.message import KafkaMessage
 from sharedstream.core.streamconfig import ManagerSettings
@@ -56,7 +56,7 @@ async def test_rejection_and_raise_lines_carry_coordinates_not_the_value(
 ) -> None:
     caplog.set_level(logging.INFO, logger="sharedstream")
     topic = create_topic("logvalues", partitions=1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     for i in range(MESSAGES):
         producer.produce(topic, f'{{"order": {i}, "card": "{SECRET}"}}'.encode(), partition=0)
     assert producer.flush(30) == 0

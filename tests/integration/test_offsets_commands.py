@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kafka_writes import ordered_producer
 from sharedstream.cli import cli
 from sharedstream.kafka.progress import encode_progress
 from sharedstream.statestore.models import stream_group
@@ -55,7 +56,7 @@ def invoke() -> Invoke:
 
 
 def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     for partition, n in per_partition.items():
         for i in range(n):
             producer.produce(topic, f"m{i}".encode(), partition=partition,

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka_triggerer import running_group
 from readme_example import produce_avro_orders, registry_id, watcher_source
@@ -32,6 +31,7 @@ from test_dlq_commands import (
     write_dead_letters,
 )
 
+from kafka_writes import ordered_producer
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka import dlq_headers as h
 from sharedstream.serde.registries import configure_schema_registries
@@ -97,7 +97,7 @@ def produce_orders(bootstrap: str, registry_url: str, topic: str, ids: range) ->
 def produce_values(bootstrap: str, topic: str, *values: bytes) -> None:
     """In a helper, not a test: a test frame holding a client can end up in a cycle (a
     CLI result's traceback), which only the garbage collector would then free."""
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = ordered_producer(bootstrap)
     for value in values:
         p.produce(topic, value, partition=0)
     assert p.flush(30) == 0

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import Producer
 from kafka_triggerer import QUICK_RETRIES, running_group
 from sqlalchemy import select
 
+from kafka_writes import ordered_producer
 from sharedstream import MessageBatch
 from sharedstream.core.message import KafkaMessage
 from sharedstream.statestore import AssetScope, StateStore
@@ -45,11 +45,17 @@ def value_of(n: int) -> dict[str, Any]:
 
 
 def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap})
+    """Message ``n`` to partition ``n % PARTITIONS`` at offset ``n // PARTITIONS``: the
+    expected rows are worked out from that (checked on every delivery report)."""
+    landed: dict[int, tuple[int, int]] = {}
+    p = ordered_producer(bootstrap)
     for n in range(first, first + count):
         p.produce(topic, json.dumps(value_of(n)).encode(), key=key_of(n).encode(),
-                  partition=n % PARTITIONS)
+                  partition=n % PARTITIONS,
+                  on_delivery=lambda _e, m, n=n: landed.__setitem__(n, (m.partition(),
+                                                                        m.offset())))
     assert p.flush(30) == 0
+    assert landed == {n: (n % PARTITIONS, n // PARTITIONS) for n in range(first, first + count)}
 
 
 class GoldBatch(KafkaSharedStreamTrigger):

@@ -11,8 +11,10 @@ import uuid
 from collections.abc import Callable
 
 import sqlalchemy as sa
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from kafka_writes import ordered_producer
 
 MESSAGES = 1_000
 PARTITIONS = 3
@@ -50,8 +52,7 @@ def test_broker_is_a_real_apache_kafka(kafka_admin: AdminClient) -> None:
 def test_keyed_messages_and_committed_offsets(kafka_bootstrap: str,
                                               create_topic: Callable[..., str]) -> None:
     topic = create_topic("smoke", partitions=PARTITIONS)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5})
+    producer = ordered_producer(kafka_bootstrap, {"linger.ms": 5})
     failures: list[KafkaError] = []
 
     def delivered(err: KafkaError | None, _msg: Message) -> None:

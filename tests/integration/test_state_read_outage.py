@@ -21,12 +21,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kafka_triggerer import QUICK_RETRIES, running_group
 from localservices import PostgresServer
 from sqlalchemy import func, select
 
 from kafka_probe import committed_partitions
+from kafka_writes import ordered_producer
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.dlq_headers import REJECTIONS
 from sharedstream.statestore import AssetScope, StateStore
@@ -57,7 +58,7 @@ class EntityWatermarks(KafkaSharedStreamTrigger):
 
 
 def produce_keyed(bootstrap: str, topic: str, entities: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     for entity in entities:
         producer.produce(topic, f"update of {entity}".encode(), key=entity.encode(), partition=0)
     assert producer.flush(30) == 0

@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from streams import committed, create_schema
 from triggerer import Triggerer, connection_for, until, write_config
 
+from kafka_writes import ordered_producer
 from sharedstream.core.text import MAX_TEXT_CHARS
 from sharedstream.delivery import undelivered
 from sharedstream.ops.dlq import read_dead_letters
@@ -49,7 +49,7 @@ NO_DLQ = " (not dead-lettered: no dead-letter topic configured)"
 def produce_values(bootstrap: str, topic: str, values: list[bytes]) -> None:
     """Write ``values`` in order to partition 0, acknowledged before returning."""
     failures: list[str] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = ordered_producer(bootstrap)
     for value in values:
         producer.produce(topic, value, partition=0,
                          on_delivery=lambda e, _m: failures.append(str(e)) if e else None)

@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from uow_windows import WindowDriver, coordinates
 
+from kafka_writes import ordered_producer
 from sharedstream import (
     Asset,
     AssetWatcher,
@@ -130,7 +131,7 @@ async def test_a_record_is_traced_from_its_traceparent_through_commit_dead_lette
         create_topic: Callable[..., str]) -> None:
     topic, dlq = create_topic("traced"), create_topic("traced-dlq")
     url = f"sqlite:///{tmp_path / 'events.db'}"
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     other_trace = "0af7651916cd43dd8448eb211c80319c"
     records = [(b"good", TRACEPARENT), (b"malformed", "00-zz-not-a-traceparent"),
                (b"bad", f"00-{other_trace}-b7ad6b7169203331-01")]
@@ -234,7 +235,7 @@ async def test_every_outcome_of_a_sampled_record_has_a_watch_span_per_watcher(
     # two: a filtered record without a traceparent, and one its producer did not sample.
     topic, dlq = create_topic("outcomes"), create_topic("outcomes-dlq")
     values = [b"keep", b"skip", b"bad", b"flaky", b"skip", b"skip"]
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     for offset, value in enumerate(values):
         flags = {4: None, 5: "00"}.get(offset, "01")
         headers: list[tuple[str, str | bytes | None]] = [] if flags is None else [

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from confluent_kafka import Producer
 from db_schemas import postgres_schema_url
 from readme_example import produce_avro_orders
 from test_dlq_commands import committed_sum, until
 
+from kafka_writes import ordered_producer
 from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
 from sharedstream.serde import AvroValue
 from sharedstream.statestore.models import asset_event
@@ -72,7 +72,7 @@ async def test_two_embedded_triggerers_keep_their_own_registries_and_connections
         async with second:
             produce_avro_orders(kafka_bootstrap, schema_registry, avro_topic,
                                 [{"id": 1, "status": "paid", "amount": 2.5}])
-            producer = Producer({"bootstrap.servers": kafka_bootstrap})
+            producer = ordered_producer(kafka_bootstrap)
             producer.produce(text_topic, b"hello")
             assert producer.flush(30) == 0
             await until(lambda: committed_sum(kafka_bootstrap, f"kafka_first.{avro_topic}",

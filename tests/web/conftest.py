@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from sqlalchemy import insert, update
+
+from kafka_writes import ordered_producer
 
 TESTS = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("SHAREDSTREAM_CHROMIUM", "/usr/bin/chromium")
@@ -61,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _dlq_records(bootstrap: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     origin = Coordinates("orders", "tid-1", 1, 7, int(time.time() * 1000))
     headers = build_dlq_headers(original_headers=[("trace", b"abc")], origin=origin,
                                 consumer_group=GROUP,

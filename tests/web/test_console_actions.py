@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from db_schemas import postgres_schema_url
 from playwright.sync_api import Browser, Page, expect
@@ -36,6 +36,7 @@ from streams import create_schema, produce
 from test_console_browser import ROOT, make_topic, start_console
 from triggerer import Triggerers, connection_for, run_cli, write_config
 
+from kafka_writes import ordered_producer
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka.dlq_headers import build_dlq_headers
 from sharedstream.statestore.models import audit_entry, triggerer_process
@@ -248,7 +249,7 @@ def test_offsets_reset_previews_then_resets_an_idle_group_and_refuses_a_live_one
 
 
 def test_dlq_replay_dry_run_shows_what_would_go_then_replays_it(stack: Stack) -> None:
-    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    producer = ordered_producer(stack.bootstrap)
     for offset, (watcher, reason) in enumerate([("flaky", "too big"), ("flaky", "bad id"),
                                                 ("everything", "too big")]):
         origin = Coordinates(stack.topic, "hand-made", 0, 1000 + offset, 1)

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from db_schemas import postgres_schema_url
@@ -41,6 +40,7 @@ from playwright.sync_api import Browser, Page, expect
 from streams import create_schema, produce
 from triggerer import Triggerer, Triggerers, connection_for, until, write_config
 
+from kafka_writes import ordered_producer
 from sharedstream.core.message import Coordinates
 from sharedstream.kafka.dlq_headers import build_dlq_headers
 from sharedstream.statestore.scopes import TaskScope
@@ -296,7 +296,7 @@ def test_a_held_message_shows_its_reason_the_lag_chart_moves_then_it_resolves(
 
 
 def test_a_dead_letter_with_markup_is_shown_as_text(stack: Stack) -> None:
-    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    producer = ordered_producer(stack.bootstrap)
     origin = Coordinates(stack.topic, "hand-made", 0, 999_999, int(time.time() * 1000))
     producer.produce(stack.dlq, value=MARKUP.encode(), key=b"<b>key</b>", headers=build_dlq_headers(
         original_headers=[], origin=origin, consumer_group=stack.group,

@@ -17,12 +17,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from db_schemas import postgres_schema_url
 from starlette.testclient import TestClient
 from test_dlq_commands import committed_sum, read_all, until
 
+from kafka_writes import ordered_producer
 from sharedstream import (
     Asset,
     AssetWatcher,
@@ -59,7 +60,7 @@ def pg_url(database_url: str) -> Iterator[str]:
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = ordered_producer(bootstrap)
     for n in range(count):
         producer.produce(topic, json.dumps({"id": n}).encode(), partition=n % partitions)
     assert producer.flush(30) == 0
@@ -96,7 +97,7 @@ async def test_rejected_and_by_reason_counts_equal_the_topic_and_the_database(
     letters = read_all(kafka_bootstrap, dlq, 3)
     fullest = Counter(r.partition() for r in letters).most_common(1)[0][0]
     first = next(r for r in letters if (r.partition(), r.offset()) == (fullest, 0))
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     producer.produce(dlq, first.value(), first.key(), partition=fullest,
                      headers=first.headers())
     assert producer.flush(30) == 0

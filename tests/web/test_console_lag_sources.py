@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from console_seed import StatusServer
@@ -27,6 +27,7 @@ from db_schemas import postgres_schema_url
 from sqlalchemy import update
 from starlette.testclient import TestClient
 
+from kafka_writes import ordered_producer
 from sharedstream.statestore.models import triggerer_process
 from sharedstream.statestore.store import StateStore
 from sharedstream.triggerer.heartbeat import Heartbeat
@@ -68,7 +69,7 @@ def lagging(database_url: str, kafka_bootstrap: str, kafka_admin: AdminClient
     topic, group = f"web-lag-{suffix}", f"sharedstream.web-lag-{suffix}"
     kafka_admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS,
                                         replication_factor=1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer = ordered_producer(kafka_bootstrap)
     for n in range(2 * PARTITIONS):
         producer.produce(topic, value=b"{}", partition=n % PARTITIONS)
     assert producer.flush(30) == 0
