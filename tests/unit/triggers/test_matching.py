@@ -4,6 +4,7 @@ and checked against the declared value type before anything runs (one error line
 from __future__ import annotations
 
 import dataclasses
+import enum
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,16 @@ import pydantic
 import pytest
 
 from sharedstream import KafkaMessageTrigger, KafkaSharedStreamTrigger
-from sharedstream.core.routing import MatchError
+from sharedstream.core.routing import MatchError, compile_match
 from sharedstream.serde import AvroValue, JsonValue
 from sharedstream.triggerer.loading import WatcherLoadError, load_watcher_module
 from sharedstream.triggers.matching import check_value_fields
 
 pytestmark = pytest.mark.unit
+
+class Level(enum.IntEnum):
+    LOW = 1
+
 
 PAID = {"value": {"status": ["paid"], "amount": [{"numeric": [">", 10]}]}}
 
@@ -46,6 +51,35 @@ def test_a_match_is_kept_as_plain_json_data() -> None:
     assert trigger.match == {"key": ["a", "b"]}
     with pytest.raises(MatchError, match=r"^match: not JSON data"):
         KafkaSharedStreamTrigger(topics=["t"], match={"key": [{"a"}]})
+
+
+def test_a_match_is_a_copy_of_plain_values_and_refuses_what_json_cannot_say() -> None:
+    class Tier(enum.StrEnum):
+        GOLD = "gold"
+
+    given = {"value": {"tier": (Tier.GOLD,), "n": [{"numeric": [">", Level.LOW]}]}}
+    match = KafkaSharedStreamTrigger(topics=["t"], match=given).match
+    assert match == {"value": {"tier": ["gold"], "n": [{"numeric": [">", 1]}]}}
+    assert type(match["value"]["tier"][0]) is str
+    assert type(match["value"]["n"][0]["numeric"][1]) is int
+    given["value"]["tier"] = ("silver",)  # the caller's object changing later changes nothing
+    assert match["value"]["tier"] == ["gold"]
+    for bad, why in [({"key": [float("nan")]}, "nan is not a JSON number"),
+                     ({"key": [b"eu"]}, "bytes b'eu' is not JSON")]:
+        with pytest.raises(MatchError, match=rf"^match: not JSON data \({why}\)$"):
+            KafkaSharedStreamTrigger(topics=["t"], match=bad)
+    with pytest.raises(MatchError, match=r"^match: at the top of the match: field names are text"):
+        KafkaSharedStreamTrigger(topics=["t"], match={1: ["x"]})
+
+
+def test_a_triggers_match_is_compiled_once_for_every_later_compile() -> None:
+    """The group's declaration, the subscription and the value-field check compile the
+    trigger's match again: they get the rules made when the trigger was (the same
+    object); an equal match that is another object is compiled afresh."""
+    match = KafkaSharedStreamTrigger(topics=["t"], match={"key": ["a"]}).match
+    rules = compile_match(match)
+    assert compile_match(match) is rules
+    assert compile_match({"key": ["a"]}) == rules and compile_match({"key": ["a"]}) is not rules
 
 
 def test_a_bad_match_fails_the_trigger_with_one_line() -> None:
@@ -115,6 +149,7 @@ def test_value_fields_need_a_json_value() -> None:
 
 HEADER = '''
 import dataclasses
+import enum
 from sharedstream import Asset, AssetWatcher, KafkaSharedStreamTrigger
 from sharedstream.serde import JsonValue
 
