@@ -64,7 +64,7 @@ from typing import Any
 
 from sharedstream.core.batchtake import Pieces
 from sharedstream.core.deadline import AckDeadline
-from sharedstream.core.inline import InlineCalls, Resumed
+from sharedstream.core.inline import NOTHING_TAKEN, InlineCalls, Resumed
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
 from sharedstream.core.messagebatch import MessageBatch
@@ -123,7 +123,7 @@ class BatchRunner(InlineCalls):
         self._prepare = prepare
         self._limit = min(BATCH_LIMIT, settings.subscriber_queue_size)
         # The batch being handled (a piece of a counted slice, until it needs entries).
-        self._taken: list[Entry] | Pieces = []
+        self._taken: list[Entry] | Pieces = NOTHING_TAKEN
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
         self._token = 0  # moves when the batch is given up (timeout, release)
         self._calling = False
@@ -151,7 +151,7 @@ class BatchRunner(InlineCalls):
             if pending is not None:  # the rest of a call started inline
                 self._pending = self._suspended = None
                 await pending()
-                self._taken = []
+                self._taken = NOTHING_TAKEN
                 continue
             try:
                 part = await take(self._limit)
@@ -162,7 +162,7 @@ class BatchRunner(InlineCalls):
             self._taken = part
             self._done = 0
             await self._handle(part, self._token)
-            self._taken = []
+            self._taken = NOTHING_TAKEN
 
     def _entries(self, part: list[Entry] | Pieces) -> list[Entry]:
         """The entries of a batch (counted slices are itemised: something needs them)."""
@@ -270,7 +270,7 @@ class BatchRunner(InlineCalls):
             await self._handle(part[half:], token)
 
     def _settle(self, batch: MessageBatch, taken: list[Entry] | Pieces) -> None:
-        self._done += len(batch)
+        self._done += len(batch.messages)
         group, name = self._group, self.name
         window, self._window = self._window, None
         emitted, rejected = batch.emitted, batch.rejected
@@ -390,7 +390,7 @@ class BatchRunner(InlineCalls):
     def _give_up(self) -> list[Entry]:
         """Drop the batch being handled; the messages of it not yet settled."""
         owed = self._entries(self._taken)[self._done:]
-        self._taken = []
+        self._taken = NOTHING_TAKEN
         self._done = 0
         self._token += 1
         self._calling = False

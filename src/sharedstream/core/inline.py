@@ -39,23 +39,22 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
 from sharedstream.core.deadline import AckDeadline
 from sharedstream.core.ledger import Entry, State
+from sharedstream.core.messagebatch import MessageBatch
 from sharedstream.core.shares import Share
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import Clock
-
-if TYPE_CHECKING:
-    from sharedstream.core.messagebatch import MessageBatch
 
 running: str | None = None
 """The watcher whose batch call runs inline right now (read by the loop watch's thread)."""
 
 PENDING = State.PENDING
 _RETURNED = object()  # what the first step of a call that returned gives
+NOTHING_TAKEN: list[Entry] = []  # a runner's batch between calls (never changed)
 
 
 class Resumed:
@@ -149,9 +148,8 @@ class InlineCalls:
         or is bigger than a batch: the caller queues it then."""
         stream = self._stream
         run = share.run
-        if (self._context is None or self._pending is not None or stream.queued
-                or not stream.parked or share.n > self._limit or run.chunk is not None
-                or run.state is not PENDING):
+        if (self._context is None or self._pending is not None or not stream.idle
+                or share.n > self._limit or run.chunk is not None or run.state is not PENDING):
             return False
         stream.took(share.n)
         self._call_now(share)
@@ -163,7 +161,8 @@ class InlineCalls:
         assert context is not None
         self._taken, self._done = part, 0
         token = self._token
-        batch = self._batch_of(part)
+        batch = (MessageBatch(part.messages) if isinstance(part, Pieces)
+                 else self._batch_of(part))
         self._window = None
         self._calling = True
         coro = self._call(batch)
@@ -184,7 +183,7 @@ class InlineCalls:
             self._calling = False
             if token == self._token:
                 self._settle(batch, part)
-            self._taken = []
+            self._taken = NOTHING_TAKEN
             return True
         # Only a call that waits can overrun its ack timeout: its deadline starts here
         # (the step before it held the loop, and was no one else's wait).

@@ -172,6 +172,13 @@ class SharedStream:
         waiter = self._waiter
         return waiter is not None and not waiter.done()
 
+    @property
+    def idle(self) -> bool:
+        """The stream's task waits for messages and none is queued: what it is handed
+        now is its next batch (one check of both, on the path of every routed call)."""
+        waiter = self._waiter
+        return waiter is not None and not self._queue.queued and not waiter.done()
+
     def offered(self) -> None:
         """The group queued messages for this stream: its batch runner handles them now
         when it can (``on_offer``, core/inline.py), else the waiting filter is woken."""
