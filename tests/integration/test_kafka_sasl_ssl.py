@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from localservices.kafka import SCRAM_MECHANISM, KafkaBroker, SaslSslListener
 from localservices.tls import CertificateAuthority
@@ -116,7 +116,7 @@ async def test_the_manager_consumes_commits_and_dead_letters_through_sasl_ssl(
         secured: SecuredBroker) -> None:
     topic, dlq = secured.topics("orders", "orders-dlq")
     connection = {**secured.connection(), "group.id": f"it-{uuid.uuid4().hex[:8]}"}
-    producer = Producer(secured.connection())  # the secured listener takes writes too
+    producer = ordered_producer(secured.secured, secured.connection())  # secured writes too
     for i in range(5):
         producer.produce(topic, f"m{i}".encode(), headers=[("trace", b"t")])
     assert producer.flush(30) == 0
