@@ -6,9 +6,13 @@ n-th message of a partition at offset n) and compare what the watchers stored wi
 that. A plain producer breaks it now and then: a broker that has just become a
 partition's leader can refuse the first request (NOT_LEADER_OR_FOLLOWER), librdkafka
 sends it again, and without idempotence the requests sent meanwhile are stored first.
-The routed-watchers test failed once that way in CI: a partition's first three messages
-were stored behind the next three. An idempotent producer keeps the order on retry
-(its first send waits about half a second for a producer id).
+The routed-watchers test failed that way in CI: a partition's first messages were stored
+behind the next ones. An idempotent producer keeps the order on retry.
+
+Its first send waits about half a second for a producer id, so helpers that produce in
+many small rounds (traffic racing rebalances) take :func:`session_producer`, one per
+broker for the whole session: with a new producer per round, a commit-failure test's
+traffic slowed to a round per half second and no longer met a rebalance mid-commit.
 """
 
 from __future__ import annotations
@@ -18,8 +22,19 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+_session: dict[str, Producer] = {}
+
 
 def ordered_producer(bootstrap: str, config: Mapping[str, Any] | None = None) -> Producer:
-    """A producer to ``bootstrap`` (``config`` added) whose retries keep the order."""
+    """A new producer to ``bootstrap`` (``config`` added) whose retries keep the order."""
     return Producer({"bootstrap.servers": bootstrap, **(config or {}),
                      "enable.idempotence": True})
+
+
+def session_producer(bootstrap: str) -> Producer:
+    """The session's ordered producer to ``bootstrap`` (made on first use). Thread-safe to
+    produce from; its ``flush`` also waits for what other threads sent through it."""
+    producer = _session.get(bootstrap)
+    if producer is None:
+        producer = _session[bootstrap] = ordered_producer(bootstrap)
+    return producer

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka_members import ack_all, conn
 
 from kafka_probe import committed_partitions
-from kafka_writes import ordered_producer
+from kafka_writes import ordered_producer, session_producer
 from ledger_driver import ACK, Driver, Outcome
 from sharedstream.core.backpressure import PauseReason
 from sharedstream.kafka import dlq_headers as h
@@ -38,7 +38,7 @@ Identity = tuple[str, int, int]
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
-    p = ordered_producer(bootstrap)
+    p = session_producer(bootstrap)  # called in rounds: no producer id to wait for each time
     for i in range(count):
         p.produce(topic, f"m{i}".encode(), partition=i % partitions, headers=[("trace", b"t")])
     assert p.flush(30) == 0
