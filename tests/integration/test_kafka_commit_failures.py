@@ -30,6 +30,7 @@ from test_kafka_manager import (
 )
 from test_kafka_shared_stream import produce, until
 
+from kafka_writes import ordered_producer
 from sharedstream.core.message import KafkaMessage
 from sharedstream.kafka.connections import resolve_connection
 from sharedstream.kafka.producer import KafkaSharedStreamProducer
@@ -68,7 +69,7 @@ async def test_metadata_over_the_brokers_limit_halves_until_it_fits(
         small_metadata_broker: str, caplog: pytest.LogCaptureFixture) -> None:
     bootstrap, count = small_metadata_broker, 400
     topic = create_topic(bootstrap)
-    produce(bootstrap, topic, count)
+    produce(bootstrap, topic, count, producer=ordered_producer(bootstrap))
     before = kafka_runtime()
     group_id = f"it-{uuid.uuid4().hex[:8]}"
     configure_kafka_runtime({"c0": {"bootstrap.servers": bootstrap, "group.id": group_id}},

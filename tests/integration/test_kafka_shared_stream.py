@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_members import ack_all, conn
 
 from kafka_probe import committed_partitions
@@ -37,8 +37,12 @@ MEMBER = Path(__file__).with_name("kafka_members.py")
 Identity = tuple[str, int, int]
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int = 1) -> None:
-    p = session_producer(bootstrap)  # called in rounds: no producer id to wait for each time
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1,
+            producer: Producer | None = None) -> None:
+    """``count`` messages ``m<i>`` round-robin over ``partitions``. Through the session's
+    producer to the broker (called in rounds: no producer id to wait for each time); pass
+    ``producer`` for a broker of a test's own, which stops before the session ends."""
+    p = producer or session_producer(bootstrap)
     for i in range(count):
         p.produce(topic, f"m{i}".encode(), partition=i % partitions, headers=[("trace", b"t")])
     assert p.flush(30) == 0
