@@ -39,15 +39,17 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
 from sharedstream.core.deadline import AckDeadline
 from sharedstream.core.ledger import Entry, State
-from sharedstream.core.messagebatch import MessageBatch
 from sharedstream.core.shares import Share
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import Clock
+
+if TYPE_CHECKING:
+    from sharedstream.core.messagebatch import MessageBatch
 
 running: str | None = None
 """The watcher whose batch call runs inline right now (read by the loop watch's thread)."""
@@ -161,8 +163,7 @@ class InlineCalls:
         assert context is not None
         self._taken, self._done = part, 0
         token = self._token
-        batch = (MessageBatch(part.messages) if isinstance(part, Pieces)
-                 else self._batch_of(part))
+        batch = self._batch_of(part)
         self._window = None
         self._calling = True
         coro = self._call(batch)
