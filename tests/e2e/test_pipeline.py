@@ -47,6 +47,9 @@ PARTITIONS = 6
 WATCHERS = ("everything", "evens", "picky")
 # How far (in ids) producing() may run ahead of the events the triggerer wrote.
 LEAD = 200
+# The id the stuck watcher hangs on in the kill test: below the kill's third of 3,000,
+# and within one watcher queue (1,024) of it, so its siblings still get there.
+STUCK = 900
 
 
 def consumer_group(connection: dict[str, Any], topic: str) -> str:
@@ -347,12 +350,20 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
     both watchers had persisted is inside it: a clean stop leaves no window. After kill -9
     the window is what resolved since the last commit: handed again, as documented.
 
+    "kill -9": ``stuck`` hangs on id ``STUCK`` (partition 0) until the kill, so the window
+    is never empty when the kill lands: that message was handed out and is unresolved.
+    (With only keep-all watchers the first process could have handled and committed all
+    that was produced when the kill came: the test then proved nothing of the window,
+    and failed a full CI run on ee5ee70 saying so.)
+
     "while held": ``flaky`` keeps failing every 50th id, so each partition's commit stays
     below a held message while everything above it finishes; only the commit metadata
     says those are done. The stop waits until the broker's commit shows such a message,
     so forgetting (or not writing) the remembered offsets re-hands them and fails here."""
-    held = stop == "SIGTERM while held"
+    held, killed = stop == "SIGTERM while held", stop == "kill -9"
     count, watchers = 3000, ("everything", "flaky" if held else "mirror")
+    if killed:
+        watchers += ("stuck",)
     topic = create_topic("orders", partitions=PARTITIONS)
     group = consumer_group(connection, topic)
     record = tmp_path / "handouts"
@@ -362,17 +373,22 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
     config = write_config(tmp_path / "sharedstream.toml", database_url=sqlite_url,
                           connection=connection)
     process = triggerers(config, env={"E2E_TOPIC": topic, "E2E_WATCHERS": ",".join(watchers),
-                                      "E2E_HANDOUTS": str(record), "E2E_FLAKY_FLAG": str(flag)})
+                                      "E2E_HANDOUTS": str(record), "E2E_FLAKY_FLAG": str(flag),
+                                      "E2E_STUCK_FLAG": str(flag), "E2E_STUCK_IDS": str(STUCK)})
     process.start().wait_ready()
     create_schema(sqlite_url)
     with producing(kafka_bootstrap, topic, range(count),
                    lambda: event_count(sqlite_url, "everything")):
         until(lambda: event_count(sqlite_url, "everything") >= count // 3,
               "a third of the events", 60, 0.02)
+        if killed:  # id n is at offset n // PARTITIONS of partition n % PARTITIONS
+            stuck_at = ("stuck", STUCK % PARTITIONS, STUCK // PARTITIONS)
+            until(lambda: any(stuck_at in c for c in handouts(record).values()),
+                  f"id {STUCK} handed to the stuck watcher", 60, 0.02)
         if held:
             until(lambda: remembered_above_the_commit(kafka_bootstrap, group, topic),
                   "a commit remembering finished messages above a held one", 60, 0.05)
-        if stop == "kill -9":
+        if killed:
             process.kill()
         else:
             process.signal(signal.SIGTERM)
@@ -382,7 +398,7 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
     produced = {(p, o) for p, end in end_offsets(kafka_bootstrap, topic, PARTITIONS).items()
                 for o in range(end)}
     assert produced - covered, "the first process had handled everything before it stopped"
-    if stop == "kill -9":
+    if killed:
         handed_first = {(p, o) for _, p, o in first}
         assert handed_first - covered, "nothing handed out was uncommitted at the kill"
     else:
