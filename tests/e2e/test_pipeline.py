@@ -96,7 +96,7 @@ def test_20000_messages_three_watchers_each_event_once(
 
 @contextmanager
 def producing(bootstrap: str, topic: str, ids: range,
-              handled: Callable[[], int]) -> Iterator[None]:
+              handled: Callable[[], int], after: int | None = None) -> Iterator[None]:
     """Produce ``ids`` on a thread while the body runs; the body's end waits for the thread.
 
     Chunks of 50, each acknowledged before the next, through one producer (a new one per
@@ -104,7 +104,8 @@ def producing(bootstrap: str, topic: str, ids: range,
     chunk from id ``start`` is sent once ``handled()`` (ids with an event so far; ids count
     from 0) reaches ``start - LEAD``, so a stop or kill at an event count below
     ``ids.stop - LEAD`` lands while ids are still being produced. Once the body ends (the
-    triggerer stopped), the rest goes out unpaced."""
+    triggerer stopped), the rest goes out unpaced; ids from ``after`` on only then, so
+    however late the stop, some of them were never read before it."""
     failure: list[BaseException] = []
     released = threading.Event()
 
@@ -112,7 +113,8 @@ def producing(bootstrap: str, topic: str, ids: range,
         try:
             producer = new_producer(bootstrap)
             for start in range(ids.start, ids.stop, 50):
-                while not released.is_set() and handled() < start - LEAD:
+                while not released.is_set() and (handled() < start - LEAD or (
+                        after is not None and start >= after)):
                     released.wait(0.05)
                 produce(bootstrap, topic, range(start, min(start + 50, ids.stop)), PARTITIONS,
                         producer)
@@ -348,7 +350,9 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
     remembered above it) is read from the broker. The second process must hand each watcher
     every message outside that commit and none inside it. After SIGTERM, also, every message
     both watchers had persisted is inside it: a clean stop leaves no window. After kill -9
-    the window is what resolved since the last commit: handed again, as documented.
+    the window is what resolved since the last commit: handed again, as documented. The
+    last third of the ids is produced only once the first process stopped, so however
+    late the stop lands, the second process has messages the first never read.
 
     "kill -9": ``stuck`` hangs on id ``STUCK`` (partition 0) until the kill, so the window
     is never empty when the kill lands: that message was handed out and is unresolved.
@@ -378,7 +382,7 @@ def test_a_restart_hands_out_exactly_what_the_commit_does_not_cover(
     process.start().wait_ready()
     create_schema(sqlite_url)
     with producing(kafka_bootstrap, topic, range(count),
-                   lambda: event_count(sqlite_url, "everything")):
+                   lambda: event_count(sqlite_url, "everything"), after=2 * count // 3):
         until(lambda: event_count(sqlite_url, "everything") >= count // 3,
               "a third of the events", 60, 0.02)
         if killed:  # id n is at offset n // PARTITIONS of partition n % PARTITIONS
