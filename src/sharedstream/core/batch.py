@@ -64,10 +64,11 @@ from typing import Any
 
 from sharedstream.core.batchtake import Pieces
 from sharedstream.core.deadline import AckDeadline
-from sharedstream.core.inline import NOTHING_TAKEN, InlineCalls, Resumed
+from sharedstream.core.inline import NOTHING_TAKEN, InlineCalls, Resumed, batch_of
 from sharedstream.core.ledger import Entry, State
 from sharedstream.core.message import ValueDecodeError, where_read
 from sharedstream.core.messagebatch import MessageBatch
+from sharedstream.core.shares import Shares
 from sharedstream.core.stream import SharedStream, StreamOwner
 from sharedstream.core.streamconfig import ABSENT, Clock, InfrastructureError, ManagerSettings
 from sharedstream.core.window import Window, current_stream
@@ -123,7 +124,7 @@ class BatchRunner(InlineCalls):
         self._prepare = prepare
         self._limit = min(BATCH_LIMIT, settings.subscriber_queue_size)
         # The batch being handled (a piece of a counted slice, until it needs entries).
-        self._taken: list[Entry] | Pieces = NOTHING_TAKEN
+        self._taken: list[Entry] | Pieces | Shares = NOTHING_TAKEN
         self._done = 0  # how many of it are settled (halves settle in order: a prefix)
         self._token = 0  # moves when the batch is given up (timeout, release)
         self._calling = False
@@ -173,11 +174,6 @@ class BatchRunner(InlineCalls):
             self._taken = entries
         return entries
 
-    @staticmethod
-    def _batch_of(part: list[Entry] | Pieces) -> MessageBatch:
-        return MessageBatch(part.messages if isinstance(part, Pieces)
-                            else [entry.raw for entry in part])
-
     def _abandon_call(self) -> None:
         """Drop what the failed call staged."""
         window, self._window = self._window, None
@@ -208,7 +204,7 @@ class BatchRunner(InlineCalls):
             await self._split(self._entries(part), token, exc)
 
     async def _handle(self, part: list[Entry] | Pieces, token: int) -> None:
-        batch = self._batch_of(part)
+        batch = batch_of(part)
         failure: Exception | None = None
         if self._prepare is not None:
             try:
@@ -251,9 +247,9 @@ class BatchRunner(InlineCalls):
         group, name = self._group, self.name
         why = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, InfrastructureError):
-            for entry in self._entries(self._taken)[self._done:]:
+            for entry in self._entries(self._opened())[self._done:]:
                 group.fail(entry, name, why, counts=False, retry_after=exc.retry_after)
-            self._done = len(self._taken)
+            self._done = len(self._opened())
             raise exc  # the runner backs off, as a per-message filter does
         if len(part) == 1:
             log.warning("watcher %r: filter_shared_batch raised %r on %s", name, exc,
@@ -389,7 +385,7 @@ class BatchRunner(InlineCalls):
 
     def _give_up(self) -> list[Entry]:
         """Drop the batch being handled; the messages of it not yet settled."""
-        owed = self._entries(self._taken)[self._done:]
+        owed = self._entries(self._opened())[self._done:]
         self._taken = NOTHING_TAKEN
         self._done = 0
         self._token += 1

@@ -38,7 +38,7 @@ from sharedstream.core.ledger import Entry, Ledger, Slice
 from sharedstream.core.resolution import Resolution
 from sharedstream.core.routes import Routes
 from sharedstream.core.routing import RoutingIndex
-from sharedstream.core.shares import Share
+from sharedstream.core.shares import Shares
 from sharedstream.core.stream import SharedStream
 from sharedstream.core.streamconfig import ABSENT
 from sharedstream.core.targets import CommitTargets
@@ -177,7 +177,7 @@ class Fanout:
         if not slices:
             return
         woken: list[SharedStream] = []
-        single: dict[str, Share | None] = {}  # a watcher's one share (None: several)
+        single: dict[str, Shares | None] = {}  # the slice of a watcher's one share (None: several)
         flow = self._flow
         for run in slices:
             if counted and run.entries is None and [
@@ -199,24 +199,24 @@ class Fanout:
         for stream in woken:
             stream.offered()  # a batch runner waiting for them handles them now
 
-    def _give(self, single: dict[str, Share | None]) -> list[SharedStream]:
+    def _give(self, single: dict[str, Shares | None]) -> list[SharedStream]:
         """Each watcher routed one share of this batch: its runner calls it now, past
         the queue (``on_share``, core/inline.py), or it is queued; the streams it was
         queued for, to check for lag and wake."""
         streams = self._streams
         queued: list[SharedStream] = []
-        for name, share in single.items():
-            if share is None:
+        for name, shares in single.items():
+            if shares is None:
                 continue  # several: queued as they were routed
             stream = streams[name]
             call = stream.on_share
-            if call is None or not call(share):
-                stream.offer(share)
+            if call is None or not call(shares, shares.routed[name][1]):
+                stream.offer(shares.open(name))
                 queued.append(stream)
         return queued
 
     def _route_counted(self, run: Slice, index: RoutingIndex, everyone: list[SharedStream],
-                       woken: list[SharedStream], single: dict[str, Share | None]) -> None:
+                       woken: list[SharedStream], single: dict[str, Shares | None]) -> None:
         """A counted slice's shares: a watcher's first share of the batch waits in
         ``single`` (given past the queue when it stays the only one), a second queues
         both, in order."""
@@ -226,7 +226,7 @@ class Fanout:
         run.targets = self.routes.everyone
         shares, unrouted = self.routes.share(run, index)
         run.shares = shares
-        run.pending = len(everyone) + len(shares)
+        run.pending = len(everyone) + len(shares.routed)
         if not everyone:
             self.counters.unrouted += unrouted
         if not run.pending:
@@ -235,17 +235,16 @@ class Fanout:
         for stream in everyone:
             stream.offer(run)
         streams = self._streams
-        for share in shares:
-            name = share.watcher
-            first = single.setdefault(name, share)
-            if first is share:
+        for name in shares.routed:
+            first = single.setdefault(name, shares)
+            if first is shares:
                 continue
             stream = streams[name]
             if first is not None:
-                stream.offer(first)
+                stream.offer(first.open(name))
                 single[name] = None
                 woken.append(stream)
-            stream.offer(share)
+            stream.offer(shares.open(name))
 
     def _route_entries(self, entries: list[Entry], index: RoutingIndex,
                        everyone: list[SharedStream], absent: dict[str, str] | None,

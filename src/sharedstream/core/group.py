@@ -141,8 +141,8 @@ class Group:
         # What a stream calls back (its StreamOwner), bound once: one call each, straight
         # to the part that does it.
         resolution = self.resolution
-        self.ack, self.ack_many, self.ack_range = (
-            resolution.ack, resolution.ack_many, resolution.ack_range)
+        self.ack, self.ack_many, self.ack_range, self.share_done = (
+            resolution.ack, resolution.ack_many, resolution.ack_range, resolution.share_done)
         self.reject, self.fail = resolution.reject, resolution.fail
         self.itemise = resolution.itemise
         self.maybe_resume = self.flow_control.maybe_resume

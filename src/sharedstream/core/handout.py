@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sharedstream.core.batchtake import HANDOUT_RUN, ChunkQueue, Counted, TakeOwner
 from sharedstream.core.deadline import AckDeadline
-from sharedstream.core.ledger import Entry, State
+from sharedstream.core.ledger import Entry, Slice, State
 from sharedstream.core.message import where_read
 from sharedstream.core.streamconfig import Clock, InfrastructureError, ManagerSettings
 from sharedstream.core.window import OPEN, Window, current_stream
@@ -68,6 +68,9 @@ class StreamOwner(TakeOwner, Protocol):
 
     def ack_range(self, run: Counted, start: int, stop: int, watcher: str) -> None:
         """A clean acknowledgement of ``[start, stop)`` of a counted slice or share."""
+
+    def share_done(self, run: Slice) -> None:
+        """A watcher resolved all of its share of counted slice ``run`` cleanly."""
 
     def reject(self, entry: Entry, watcher: str, reason: str) -> None: ...
 

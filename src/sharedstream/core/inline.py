@@ -11,10 +11,14 @@ would have. The runner's task is never woken.
 
 A routed watcher handed exactly one share of a consumed batch (with 10,000 watchers
 each wanting 1/10,000, nearly every one) skips even its queue: the fan-out gives the
-share to :meth:`InlineCalls.given`, which calls it at once when the runner waits with
-nothing queued and the share is whole (its slice neither itemised nor dropped), counting
-it as taken (``took``); else it declines, and the fan-out queues the share and hands it
-over as above. The queue's append, cut and length checks were a tenth of such a call.
+share's messages to :meth:`InlineCalls.given`, which calls the filter at once when the
+runner waits with nothing queued and the share is whole (its slice neither itemised nor
+dropped), counting them as taken (``took``); else it declines, and the fan-out queues
+the share and hands it over as above. The queue's append, cut and length checks were a
+tenth of such a call. A call that returns having said and staged nothing resolves the
+share with one count, and the share is never made an object
+(:class:`~sharedstream.core.shares.Shares`); any other outcome opens it and goes on as a
+call of a queued share would.
 
 A call that does wait (a state read, a sleep), or raises, is not finished here: what
 remains of it runs in the runner's own task, as if that task had made the call (its ack
@@ -39,17 +43,15 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sharedstream.core.batchtake import HANDOUT_RUN, Pieces
 from sharedstream.core.deadline import AckDeadline
 from sharedstream.core.ledger import Entry, State
-from sharedstream.core.shares import Share
-from sharedstream.core.stream import SharedStream
+from sharedstream.core.messagebatch import MessageBatch
+from sharedstream.core.shares import Shares
+from sharedstream.core.stream import SharedStream, StreamOwner
 from sharedstream.core.streamconfig import Clock
-
-if TYPE_CHECKING:
-    from sharedstream.core.messagebatch import MessageBatch
 
 running: str | None = None
 """The watcher whose batch call runs inline right now (read by the loop watch's thread)."""
@@ -57,6 +59,13 @@ running: str | None = None
 PENDING = State.PENDING
 _RETURNED = object()  # what the first step of a call that returned gives
 NOTHING_TAKEN: list[Entry] = []  # a runner's batch between calls (never changed)
+
+
+def batch_of(part: list[Entry] | Pieces) -> MessageBatch:
+    """What the filter is called with for ``part`` (the messages of its entries or
+    pieces)."""
+    return MessageBatch(part.messages if isinstance(part, Pieces)
+                        else [entry.raw for entry in part])
 
 
 class Resumed:
@@ -98,9 +107,10 @@ class InlineCalls:
 
     name: str
     _stream: SharedStream
+    _group: StreamOwner
     _call: Callable[[MessageBatch], Coroutine[Any, Any, None]]
     _limit: int
-    _taken: list[Entry] | Pieces
+    _taken: list[Entry] | Pieces | Shares  # Shares: a share called unopened (``given``)
     _done: int
     _token: int
     _calling: bool
@@ -108,7 +118,6 @@ class InlineCalls:
     _deadline: AckDeadline
     _clock: Clock
     # The runner's own methods inline calls use.
-    _batch_of: Callable[[list[Entry] | Pieces], MessageBatch]
     _settle: Callable[[MessageBatch, list[Entry] | Pieces], None]
     _abandon_call: Callable[[], None]
     _finish: Callable[[list[Entry] | Pieces, MessageBatch, int,
@@ -140,30 +149,54 @@ class InlineCalls:
             if not n:
                 continue  # dropped entries only: look again
             handled += n
-            if not self._call_now(part):
+            batch = batch_of(part)
+            if not self._call_now(part, batch):
                 return  # the rest is the task's now
+            self._settle(batch, part)
+            self._taken = NOTHING_TAKEN
 
-    def given(self, share: Share) -> bool:
-        """Call the filter now for ``share``, the one part of a consumed batch routed to
-        this watcher, past the queue; False (nothing done) when the runner's task is not
-        parked waiting, something is queued before it, or the share is no longer whole
-        or is bigger than a batch: the caller queues it then."""
+    def given(self, shares: Shares, raws: list[Any]) -> bool:
+        """Call the filter now on ``raws``, this watcher's share of the routed slice of
+        ``shares``, past the queue; False (nothing done) when the runner's task is not
+        parked waiting, something is queued before it, or the slice is no longer whole
+        or the share is bigger than a batch: the caller queues it then.
+
+        A call that returns having said and staged nothing resolves the share with one
+        count and no object (nearly every call at 10,000 watchers); any other outcome
+        opens the share (``Shares.open``) and goes on as a call of it would."""
         stream = self._stream
-        run = share.run
+        run = shares.run
+        n = len(raws)
         if (self._context is None or self._pending is not None or not stream.idle
-                or share.n > self._limit or run.chunk is not None or run.state is not PENDING):
+                or n > self._limit or run.chunk is not None or run.state is not PENDING):
             return False
-        stream.took(share.n)
-        self._call_now(share)
+        stream.took(n)
+        batch = MessageBatch(raws)
+        if self._call_now(shares, batch):
+            if (batch.emitted is None and batch.rejected is None and self._window is None
+                    and run.entries is None and run.state is PENDING):
+                shares.resolved.add(self.name)  # kept nothing: no object, one count
+                self._group.share_done(run)
+            else:
+                self._settle(batch, self._opened())
+            self._taken = NOTHING_TAKEN
         return True
 
-    def _call_now(self, part: list[Entry] | Pieces) -> bool:
-        """Start the call for ``part`` here; True when it ended here too (settled)."""
+    def _opened(self) -> list[Entry] | Pieces:
+        """The batch being handled; a share called unopened (``given``) is opened now."""
+        taken = self._taken
+        if isinstance(taken, Shares):
+            taken = self._taken = taken.open(self.name)
+        return taken
+
+    def _call_now(self, part: list[Entry] | Pieces | Shares, batch: MessageBatch) -> bool:
+        """Start the call on ``batch`` (of ``part``) here; True when it returned here too
+        (the caller settles it), False when it raised or waits (the rest is the task's)
+        or was given up meanwhile."""
         context = self._context
         assert context is not None
         self._taken, self._done = part, 0
         token = self._token
-        batch = self._batch_of(part)
         self._window = None
         self._calling = True
         coro = self._call(batch)
@@ -176,23 +209,23 @@ class InlineCalls:
         except BaseException as exc:
             self._calling = False
             self._abandon_call()
-            self._later(functools.partial(self._failed, part, token, exc))
+            self._later(functools.partial(self._failed, self._opened(), token, exc))
             return False
         finally:
             running = None
         if yielded is _RETURNED:
             self._calling = False
             if token == self._token:
-                self._settle(batch, part)
+                return True
             self._taken = NOTHING_TAKEN
-            return True
+            return False
         # Only a call that waits can overrun its ack timeout: its deadline starts here
         # (the step before it held the loop, and was no one else's wait).
         deadline = self._deadline
         deadline.start = self._clock.now()
         deadline.arm()
         self._suspended = coro
-        self._later(functools.partial(self._finish, part, batch, token, coro, yielded))
+        self._later(functools.partial(self._finish, self._opened(), batch, token, coro, yielded))
         return False
 
     def _later(self, work: Callable[[], Awaitable[None]]) -> None:
@@ -201,4 +234,4 @@ class InlineCalls:
         self._stream.interrupt()
 
 
-__all__ = ["InlineCalls", "Resumed", "running"]
+__all__ = ["InlineCalls", "Resumed", "batch_of", "running"]

@@ -150,9 +150,7 @@ class Resolution:
                 if share.done == start:
                     share.done = stop
                     if stop == share.n:
-                        whole.pending -= 1
-                        if not whole.pending:
-                            self.settle_slice(whole)
+                        self.share_done(whole)
                     return
         elif run.entries is None:
             if run.state is not PENDING:
@@ -172,6 +170,14 @@ class Resolution:
                     self.settle_slice(run)
                 return
         self.ack_many(self.itemise(run)[start:stop], watcher)
+
+    def share_done(self, run: Slice) -> None:
+        """A watcher with a match resolved all of its share of counted slice ``run``
+        cleanly (not itemised, not dropped): it owes the slice nothing now, and the slice
+        settles when no watcher owes it."""
+        run.pending -= 1
+        if not run.pending:
+            self.settle_slice(run)
 
     def itemise(self, run: Counted) -> list[Entry]:
         """The entries of a slice (or of a watcher's share of one), aligned with it (a
@@ -220,8 +226,8 @@ class Resolution:
         for name in run.targets:
             acked[name] += run.n
         assert isinstance(run.shares, Shares)
-        for share in run.shares:
-            acked[share.watcher] += share.n
+        for name, (positions, _) in run.shares.routed.items():
+            acked[name] += len(positions)
         self._settle_clean(run.n, self.ledger.settle, run, clean=False)
 
     def _settled_clean(self, entries: list[Entry]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from sharedstream.core.partition import Slice
 from sharedstream.core.routing import MatchError, RoutingIndex, Rule, compile_match
-from sharedstream.core.shares import Share, Shares
+from sharedstream.core.shares import Shares
 
 
 def check_match(name: str, match: Any) -> tuple[Rule, ...] | None:
@@ -116,13 +116,11 @@ class Routes:
         return self._index
 
     def share(self, run: Slice, index: RoutingIndex) -> tuple[Shares, int]:
-        """The shares of a counted slice, one per watcher routed some of it, and how
+        """The shares of a counted slice, one per watcher routed some of it (no object
+        each until one is needed: :class:`~sharedstream.core.shares.Shares`), and how
         many of its messages no match took."""
         routed, unrouted = index.route_all(run.raws)
-        shares = Shares()
-        for name, (positions, raws) in routed.items():
-            shares.append(Share(run, name, positions, raws))
-        return shares, unrouted
+        return Shares(run, routed), unrouted
 
     def targets(self, names: tuple[str, ...]) -> frozenset[str]:
         """Every watcher a message routed to ``names`` is addressed to (and those taking

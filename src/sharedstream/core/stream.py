@@ -40,7 +40,7 @@ from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaker, Chunk, ChunkQue
 from sharedstream.core.handout import MessageHandout, StreamOwner
 from sharedstream.core.ledger import Entry
 from sharedstream.core.lifecycle import check_move
-from sharedstream.core.shares import Share
+from sharedstream.core.shares import Shares
 from sharedstream.core.streamconfig import ABSENT, GroupFailedError
 
 if TYPE_CHECKING:
@@ -105,9 +105,9 @@ class SharedStream:
         """A batch runner's own release (``fail_pending``), told when the stream stops."""
         self.on_offer: Callable[[], None] | None = None
         """A batch runner's inline hand-over (core/inline.py), instead of a wake."""
-        self.on_share: Callable[[Share], bool] | None = None
-        """A batch runner's call of a routed share past the queue (core/inline.py);
-        False when it cannot call now (nothing done: queue it)."""
+        self.on_share: Callable[[Shares, list[Any]], bool] | None = None
+        """A batch runner's call of its routed share of a slice past the queue
+        (core/inline.py); False when it cannot call now (nothing done: queue it)."""
 
     # -- iteration (a per-message filter's side: the hand-out) ---------------------
 

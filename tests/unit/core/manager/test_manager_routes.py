@@ -464,6 +464,35 @@ async def test_an_inline_call_that_waits_ends_in_its_task_and_may_time_out() -> 
     await h.stop()
 
 
+async def test_an_inline_call_that_emits_holds_the_commit_until_its_events_are_stored() -> None:
+    """Both watchers' calls run in the fan-out's step on the same slice: w1 keeps
+    nothing (its share resolves with one count, no object), w0 emits (its share is
+    opened and waits for its unit of work). The commit stops before w0's message until
+    the sink confirms it, then covers the slice; each watcher is counted its own."""
+    seen: Seen = {}
+
+    async def emit(batch: MessageBatch) -> None:
+        for msg in batch:
+            batch.emit(msg, TriggerEvent(name_of(msg)))
+
+    h = Harness(["w0", "w1"])
+    run(h, "w0", RoutedBatch(keyed(0), seen, "w0", emit))
+    run(h, "w1", RoutedBatch(keyed(1), seen, "w1"))
+    await settle()
+    feed(h, "1", "0", "1")
+    await settle()
+    assert seen == {"w0": ["p:1"], "w1": ["p:0", "p:2"]}
+    assert h.publish() == {"p": 1}  # p:1 waits for w0's events
+    [window] = h.sink.windows
+    assert window.watcher == "w0" and [e.payload for e in window.events] == ["p:1"]
+    window.confirm()
+    await settle()
+    assert h.publish() == {"p": 3} and h.group.in_flight == 0
+    assert {w: h.group.counters.outcomes(w)["acked"] for w in ("w0", "w1")} == {
+        "w0": 1, "w1": 2}
+    await h.stop()
+
+
 async def test_an_inline_call_that_raises_is_split_in_its_task() -> None:
     seen: Seen = {}
 
