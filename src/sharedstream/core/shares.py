@@ -69,9 +69,10 @@ class Share(Pieces):
     """The messages of a counted slice routed to one watcher, in order.
 
     ``positions`` in the slice, ``raws`` the messages there (the filter's batch, also
-    ``messages``: the slice's own list when the watcher takes all of it, never
-    changed). ``done`` is the prefix of it the watcher resolved cleanly; when it reaches
-    ``n`` the slice's ``pending`` drops by one. Once the slice is itemised,
+    ``messages``: the list the index routed, never changed; not the slice's own, which
+    is emptied when the slice is itemised, perhaps before the share is made). ``done``
+    is the prefix of it the watcher resolved cleanly; when it reaches ``n`` the slice's
+    ``pending`` drops by one. Once the slice is itemised,
     :attr:`chunk` is the entries of the share, aligned with it.
 
     Handed out whole, it is its own :class:`Pieces` (one part: all of it); it has no
@@ -85,8 +86,8 @@ class Share(Pieces):
         self.run = run
         self.watcher = watcher
         self.positions = positions
-        self.n = n = len(positions)
-        self.raws = self.messages = raws if n < run.n else run.raws
+        self.n = len(positions)
+        self.raws = self.messages = raws
         self.done = 0
         self._chunk: list[Entry] | None = None
 

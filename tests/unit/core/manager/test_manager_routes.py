@@ -24,6 +24,7 @@ from sharedstream.core import inline
 from sharedstream.core.ledger import State
 from sharedstream.core.routing import MatchError
 from sharedstream.core.shares import Share
+from sharedstream.core.stream import SharedStream
 from sharedstream.testing.memorystream import LocalRecord
 from sharedstream.triggers.base import TriggerEvent, reject_shared_stream_event
 
@@ -490,6 +491,40 @@ async def test_an_inline_call_that_emits_holds_the_commit_until_its_events_are_s
     assert h.publish() == {"p": 3} and h.group.in_flight == 0
     assert {w: h.group.counters.outcomes(w)["acked"] for w in ("w0", "w1")} == {
         "w0": 1, "w1": 2}
+    await h.stop()
+
+
+async def test_a_share_queued_after_its_slice_was_itemised_keeps_its_messages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """w0's call, made in the fan-out's step, emits and so itemises the slice before w1,
+    routed all of the same slice, is handed its share: w1's share is queued then, and is
+    made an object only then. It still holds its messages, and w1 gets them all."""
+    seen: Seen = {}
+    queued: list[Share] = []
+
+    async def emit(batch: MessageBatch) -> None:
+        for msg in batch:
+            batch.emit(msg, TriggerEvent(name_of(msg)))
+
+    h = Harness(["w0", "w1"])
+    h.sink.auto = True
+    run(h, "w0", RoutedBatch(keyed(0), seen, "w0", emit))
+    run(h, "w1", RoutedBatch(keyed(0), seen, "w1"))
+    await settle()
+    offer = SharedStream.offer
+
+    def noted(stream: SharedStream, chunk: Any) -> None:
+        if isinstance(chunk, Share):
+            queued.append(chunk)
+        offer(stream, chunk)
+
+    monkeypatch.setattr(SharedStream, "offer", noted)
+    feed(h, "0", "0", "0")
+    await settle()
+    assert [(share.watcher, share.messages) for share in queued] == [
+        ("w1", [message(i, "0") for i in range(3)])]
+    assert seen == {"w0": ["p:0", "p:1", "p:2"], "w1": ["p:0", "p:1", "p:2"]}
+    assert h.publish() == {"p": 3}
     await h.stop()
 
 
