@@ -247,9 +247,10 @@ class BatchRunner(InlineCalls):
         group, name = self._group, self.name
         why = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, InfrastructureError):
-            for entry in self._entries(self._opened())[self._done:]:
+            taken = self._entries(self._opened())
+            for entry in taken[self._done:]:
                 group.fail(entry, name, why, counts=False, retry_after=exc.retry_after)
-            self._done = len(self._opened())
+            self._done = len(taken)
             raise exc  # the runner backs off, as a per-message filter does
         if len(part) == 1:
             log.warning("watcher %r: filter_shared_batch raised %r on %s", name, exc,
