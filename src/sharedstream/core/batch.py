@@ -135,11 +135,12 @@ class BatchRunner(InlineCalls):
         self._context: contextvars.Context | None = None  # the task's, once it runs
         self._pending: Callable[[], Awaitable[None]] | None = None
         self._suspended: Coroutine[Any, Any, None] | None = None  # an inline call's rest
+        self.past_queue = 0
         stream.on_release = self._release
         stream.batch = True  # the group may queue counted slices for it
         if prepare is None and inspect.iscoroutinefunction(call):  # see core/inline.py
             stream.on_offer = self.offered
-            stream.on_share = self.given
+            stream.share_caller = self
 
     async def run(self) -> None:
         """Take batches and handle them until the stream ends (returns) or the group

@@ -227,16 +227,6 @@ class BatchTaker:
                     self._interrupted = False
                     return []
 
-    def took(self, n: int) -> None:
-        """``n`` messages went to the filter without passing the queue (a routed share
-        called at once, core/inline.py): counted as :meth:`take_now` counts what it
-        takes. The queue is empty then, so a paused group may resume."""
-        queue = self._queue
-        queue.handed += n
-        queue.run += n
-        if self._group.paused:
-            self._group.maybe_resume()
-
     def take_now(self, limit: int) -> list[Entry] | Pieces:
         """What :meth:`take_part` takes, without waiting: maybe nothing (an inline batch
         call takes its messages so, in the step that queued them: core/inline.py)."""

@@ -145,6 +145,7 @@ class Group:
             resolution.ack, resolution.ack_many, resolution.ack_range, resolution.share_done)
         self.reject, self.fail = resolution.reject, resolution.fail
         self.itemise = resolution.itemise
+        self.ready = self.fanout.ready
         self.maybe_resume = self.flow_control.maybe_resume
         self.low_queue = self.flow_control.low_queue
         self.submit = WindowOutbox(key, sink).submit

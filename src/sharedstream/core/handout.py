@@ -43,6 +43,7 @@ from sharedstream.core.window import OPEN, Window, current_stream
 
 if TYPE_CHECKING:
     from sharedstream.core.event import TriggerEvent
+    from sharedstream.core.shares import Ready
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,11 @@ class StreamOwner(TakeOwner, Protocol):
 
     @property
     def settings(self) -> ManagerSettings: ...
+
+    @property
+    def ready(self) -> Ready:
+        """The group's runners that call a routed share at once (the stream lists its own
+        while that holds)."""
 
     def ack(self, entry: Entry, watcher: str) -> None: ...
 

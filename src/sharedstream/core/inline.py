@@ -10,15 +10,21 @@ anything (the usual batch: parse, test, emit) settles it there, exactly as the r
 would have. The runner's task is never woken.
 
 A routed watcher handed exactly one share of a consumed batch (with 10,000 watchers
-each wanting 1/10,000, nearly every one) skips even its queue: the fan-out gives the
-share's messages to :meth:`InlineCalls.given`, which calls the filter at once when the
-runner waits with nothing queued and the share is whole (its slice neither itemised nor
-dropped), counting them as taken (``took``); else it declines, and the fan-out queues
-the share and hands it over as above. The queue's append, cut and length checks were a
-tenth of such a call. A call that returns having said and staged nothing resolves the
-share with one count, and the share is never made an object
+each wanting 1/10,000, nearly every one) skips even its queue: when its runner is in
+the group's ``ready`` (its task waits for messages, nothing is queued for it, no call's
+rest is owed), the fan-out gives the share's messages to
+:meth:`InlineCalls.call_share`, which calls the filter at once if the share is whole
+(its slice neither itemised nor dropped) and fits a batch; else it declines, and the
+fan-out queues the share and hands it over as above. The stream keeps that list (it
+lists its runner as the task starts to wait, and takes it out when something is queued,
+the task is woken or the stream released), so the fan-out asks one dict per share and
+touches no other object of the watcher's before the call: at 10,000 watchers each is
+cold in the cache, and the stream, its queue and its task's future checked per call
+were a fifth of the cost of a message. A call that returns having said and staged
+nothing resolves the share with one count, and the share is never made an object
 (:class:`~sharedstream.core.shares.Shares`); any other outcome opens it and goes on as a
-call of a queued share would.
+call of a queued share would. The messages count into the stream's ``handed`` (the
+runner's progress) through ``past_queue``.
 
 A call that does wait (a state read, a sleep), or raises, is not finished here: what
 remains of it runs in the runner's own task, as if that task had made the call (its ack
@@ -35,7 +41,11 @@ format) is never called inline: that step awaits.
 framework, is what holds the loop then.
 
 Failure windows: none added; a call started here is settled, failed or given up exactly
-as one the runner's task made (its messages were taken the same way).
+as one the runner's task made (its messages were taken the same way). A runner whose
+task is cancelled while it waits stays listed until the task runs its cancellation: a
+share routed to it in that turn is still called (as if it had come a turn earlier) and
+settled by the runner, which outlives its task; a call of it that waits is given up
+when the watcher leaves, as that cancellation goes on to do, like any call running then.
 """
 
 from __future__ import annotations
@@ -110,7 +120,8 @@ class InlineCalls:
     _group: StreamOwner
     _call: Callable[[MessageBatch], Coroutine[Any, Any, None]]
     _limit: int
-    _taken: list[Entry] | Pieces | Shares  # Shares: a share called unopened (``given``)
+    _taken: list[Entry] | Pieces | Shares  # Shares: one called unopened (``call_share``)
+    past_queue: int  # messages called past the queue (``SharedStream.handed`` adds them)
     _done: int
     _token: int
     _calling: bool
@@ -154,23 +165,25 @@ class InlineCalls:
                 return  # the rest is the task's now
             self._settle(batch, part)
             self._taken = NOTHING_TAKEN
+        stream.listed_ready()
 
-    def given(self, shares: Shares, raws: list[Any]) -> bool:
+    def call_share(self, shares: Shares, raws: list[Any]) -> bool:
         """Call the filter now on ``raws``, this watcher's share of the routed slice of
-        ``shares``, past the queue; False (nothing done) when the runner's task is not
-        parked waiting, something is queued before it, or the slice is no longer whole
-        or the share is bigger than a batch: the caller queues it then.
+        ``shares``, past the queue. The fan-out calls it only while this runner is in
+        its group's ``ready`` (its task waits, nothing is queued, no call's rest is owed:
+        ``SharedStream`` keeps that list); False (nothing done) when the slice is no
+        longer whole or the share is bigger than a batch: the caller queues it then.
 
         A call that returns having said and staged nothing resolves the share with one
         count and no object (nearly every call at 10,000 watchers); any other outcome
         opens the share (``Shares.open``) and goes on as a call of it would."""
-        stream = self._stream
         run = shares.run
         n = len(raws)
-        if (self._context is None or self._pending is not None or not stream.idle
-                or n > self._limit or run.chunk is not None or run.state is not PENDING):
+        if n > self._limit or run.chunk is not None or run.state is not PENDING:
             return False
-        stream.took(n)
+        self.past_queue += n
+        if self._group.paused:  # as a take from the (empty) queue would check
+            self._group.maybe_resume()
         batch = MessageBatch(raws)
         if self._call_now(shares, batch):
             if (batch.emitted is None and batch.rejected is None and self._window is None
@@ -183,7 +196,8 @@ class InlineCalls:
         return True
 
     def _opened(self) -> list[Entry] | Pieces:
-        """The batch being handled; a share called unopened (``given``) is opened now."""
+        """The batch being handled; a share called unopened (``call_share``) is opened
+        now."""
         taken = self._taken
         if isinstance(taken, Shares):
             taken = self._taken = taken.open(self.name)

@@ -22,7 +22,7 @@ Failure window: none of its own; shares live in memory with their slice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from sharedstream.core.partition import Entry, Slice, State
 
@@ -133,7 +133,7 @@ class Shares:
     :class:`Share` object only for the watchers that needed one.
 
     A watcher whose call on its share ran and returned cleanly in the fan-out's own
-    step (``InlineCalls.given``) needs no object: its name in ``resolved`` says it owes
+    step (``InlineCalls.call_share``) needs no object: its name in ``resolved`` says it owes
     nothing. Any other watcher's share is opened (:meth:`open`: it was queued, or its
     call did more than return), and its ``done`` says what it still owes. (A
     :class:`Share` per watcher was a third of the cost of a routed call at 10,000
@@ -185,4 +185,21 @@ class Shares:
                               for i, found in enumerate(names)]
 
 
-__all__ = ["Counted", "Piece", "Pieces", "Routed", "Share", "Shares"]
+class ShareCaller(Protocol):
+    """A batch runner whose task waits with nothing queued: it calls a routed share at
+    once, in the fan-out's step (``InlineCalls.call_share``, core/inline.py).
+    ``past_queue`` counts the messages it was handed so."""
+
+    past_queue: int
+
+    def call_share(self, shares: Shares, raws: list[Any]) -> bool:
+        """Call the filter on ``raws``, this watcher's share of ``shares``' slice; False
+        (nothing done) when it cannot take it so: the caller queues it."""
+
+
+Ready = dict[str, ShareCaller]
+"""A group's batch runners that call a routed share at once, by watcher name: each is
+listed while its task waits for messages with nothing queued (``SharedStream``)."""
+
+
+__all__ = ["Counted", "Piece", "Pieces", "Ready", "Routed", "Share", "ShareCaller", "Shares"]

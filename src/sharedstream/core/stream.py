@@ -40,7 +40,7 @@ from sharedstream.core.batchtake import HANDOUT_RUN, BatchTaker, Chunk, ChunkQue
 from sharedstream.core.handout import MessageHandout, StreamOwner
 from sharedstream.core.ledger import Entry
 from sharedstream.core.lifecycle import check_move
-from sharedstream.core.shares import Shares
+from sharedstream.core.shares import ShareCaller
 from sharedstream.core.streamconfig import ABSENT, GroupFailedError
 
 if TYPE_CHECKING:
@@ -77,8 +77,7 @@ class SharedStream:
     """
 
     __slots__ = ("_failure", "_group", "_handout", "_queue", "_state", "_taker", "_waiter",
-                 "batch", "name", "on_offer", "on_release", "on_share", "on_stuck", "take_now",
-                 "took")
+                 "batch", "name", "on_offer", "on_release", "on_stuck", "share_caller", "take_now")
 
     def __init__(self, group: StreamOwner, name: str, now: Callable[[], float]) -> None:
         self.name = name
@@ -91,8 +90,6 @@ class SharedStream:
         self.take_now = self._taker.take_now
         """What :meth:`take_part` takes, without waiting: maybe nothing (the taker's own
         method, not a delegation: an inline batch call makes one call less)."""
-        self.took = self._taker.took
-        """Count messages handed to the filter past the queue (the taker's own method)."""
         # Set by a batch runner: the group may queue counted slices for this stream.
         self.batch = False
         self._waiter: asyncio.Future[None] | None = None
@@ -105,9 +102,9 @@ class SharedStream:
         """A batch runner's own release (``fail_pending``), told when the stream stops."""
         self.on_offer: Callable[[], None] | None = None
         """A batch runner's inline hand-over (core/inline.py), instead of a wake."""
-        self.on_share: Callable[[Shares, list[Any]], bool] | None = None
-        """A batch runner's call of its routed share of a slice past the queue
-        (core/inline.py); False when it cannot call now (nothing done: queue it)."""
+        self.share_caller: ShareCaller | None = None
+        """A batch runner that calls a routed share past the queue (core/inline.py): in
+        its group's ``ready`` while the task waits for messages and nothing is queued."""
 
     # -- iteration (a per-message filter's side: the hand-out) ---------------------
 
@@ -172,12 +169,18 @@ class SharedStream:
         waiter = self._waiter
         return waiter is not None and not waiter.done()
 
-    @property
-    def idle(self) -> bool:
-        """The stream's task waits for messages and none is queued: what it is handed
-        now is its next batch (one check of both, on the path of every routed call)."""
-        waiter = self._waiter
-        return waiter is not None and not self._queue.queued and not waiter.done()
+    def listed_ready(self) -> None:
+        """The queue was emptied in the group's step (core/inline.py) and the task still
+        waits: the runner takes the next routed share at once again."""
+        caller, waiter = self.share_caller, self._waiter
+        if (caller is not None and waiter is not None and not waiter.done()
+                and not self._queue.queued):
+            self._group.ready[self.name] = caller
+
+    def _unlisted(self) -> None:
+        """Not (or no longer) waiting with nothing queued: out of the group's ``ready``."""
+        if self.share_caller is not None:
+            self._group.ready.pop(self.name, None)
 
     def offered(self) -> None:
         """The group queued messages for this stream: its batch runner handles them now
@@ -194,6 +197,8 @@ class SharedStream:
         """Queue entries for this watcher: one call per consumed batch (the fan-out).
         ``entries`` is shared with the sibling watchers and must not change."""
         self._queue.offer(entries)
+        if self._waiter is not None:
+            self._unlisted()  # what comes next is queued behind this
 
     def dropped(self) -> None:
         """The group dropped entries (partitions ended): some queued ones may be among
@@ -207,8 +212,10 @@ class SharedStream:
 
     @property
     def handed(self) -> int:
-        """Messages handed to the filter so far (the runner's progress mark)."""
-        return self._queue.handed
+        """Messages handed to the filter so far (the runner's progress mark), those its
+        batch runner was handed past the queue included."""
+        caller = self.share_caller
+        return self._queue.handed + (0 if caller is None else caller.past_queue)
 
     # -- waiting for more --------------------------------------------------------------
 
@@ -224,10 +231,14 @@ class SharedStream:
         if state is CLOSED:
             raise StopAsyncIteration
         waiter = self._waiter = asyncio.get_running_loop().create_future()
+        caller = self.share_caller
+        if caller is not None:  # nothing is queued (or it would not wait)
+            self._group.ready[self.name] = caller
         try:
             await waiter
         finally:
             self._waiter = None
+            self._unlisted()  # also when cancelled: the future is done before this runs
         self._queue.run = 0
 
     def _resume_check(self) -> None:
@@ -241,10 +252,13 @@ class SharedStream:
             group.maybe_resume()
 
     def wake(self) -> None:
-        """Wake the filter if it waits for a message (cheap when it does not)."""
+        """Wake the filter if it waits for a message (cheap when it does not); either
+        way its runner no longer takes a share at once (a release ends that too)."""
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+            self._unlisted()
 
     def _stuck(self) -> None:
         if self.on_stuck is not None:

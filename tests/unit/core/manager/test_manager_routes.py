@@ -549,3 +549,40 @@ async def test_an_inline_call_that_raises_is_split_in_its_task() -> None:
     assert sorted(w.events[0].payload for w in h.sink.windows) == ["p:0", "p:2"]
     assert h.publish() == {"p": 3}
     await h.stop()
+
+
+async def test_a_runner_is_ready_for_a_share_only_while_its_task_waits_with_nothing_queued(
+        ) -> None:
+    """The fan-out calls a routed share at once only for a runner in ``group.ready``: one
+    whose task waits for messages with nothing queued. A call that waits takes it out
+    (the next share is queued behind the call, in order), it is listed again once its
+    task waits again, and a watcher whose task was cancelled or that left is not listed."""
+    seen: Seen = {}
+    gate = asyncio.Event()
+
+    async def wait_on_p1(batch: MessageBatch) -> None:
+        if any(msg.offset == 1 for msg in batch):
+            await gate.wait()
+
+    h = Harness(["w0", "w1"])
+    w0 = run(h, "w0", RoutedBatch(keyed(0), seen, "w0", wait_on_p1))
+    run(h, "w1", RoutedBatch(keyed(1), seen, "w1"))
+    await settle()
+    assert set(h.group.ready) == {"w0", "w1"}
+    feed(h, "0", "0")  # p:0 and p:1: one call that waits
+    await settle()
+    assert w0.calls == [["p:0", "p:1"]] and "w0" not in h.group.ready  # type: ignore[attr-defined]
+    feed(h, "0", "1", start=2)
+    await settle()
+    assert w0.calls == [["p:0", "p:1"]] and seen["w1"] == ["p:3"]  # type: ignore[attr-defined]
+    assert h.group.streams["w0"].queued == 1 and set(h.group.ready) == {"w1"}
+    gate.set()
+    await settle()
+    assert w0.calls == [["p:0", "p:1"], ["p:2"]]  # type: ignore[attr-defined]
+    assert set(h.group.ready) == {"w0", "w1"} and h.publish() == {"p": 4}
+    h.tasks["w1"].cancel()
+    await settle()
+    group = h.group
+    assert set(group.ready) == {"w0"}
+    await h.stop()
+    assert not group.ready
