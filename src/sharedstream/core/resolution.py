@@ -225,9 +225,13 @@ class Resolution:
         acked = self.counters.acked
         for name in run.targets:
             acked[name] += run.n
-        assert isinstance(run.shares, Shares)
-        for name, (positions, _) in run.shares.routed.items():
-            acked[name] += len(positions)
+        shares = run.shares
+        assert isinstance(shares, Shares)
+        if shares.several:
+            for name, (positions, _) in shares.routed.items():
+                acked[name] += len(positions)
+        else:  # one each (10,000 watchers each wanting 1/10,000): counted in C
+            acked.update(shares.routed.keys())
         self._settle_clean(run.n, self.ledger.settle, run, clean=False)
 
     def _settled_clean(self, entries: list[Entry]) -> None:

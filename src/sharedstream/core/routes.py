@@ -119,8 +119,8 @@ class Routes:
         """The shares of a counted slice, one per watcher routed some of it (no object
         each until one is needed: :class:`~sharedstream.core.shares.Shares`), and how
         many of its messages no match took."""
-        routed, unrouted = index.route_all(run.raws)
-        return Shares(run, routed), unrouted
+        routed, unrouted, several = index.route_all(run.raws)
+        return Shares(run, routed, several), unrouted
 
     def targets(self, names: tuple[str, ...]) -> frozenset[str]:
         """Every watcher a message routed to ``names`` is addressed to (and those taking

@@ -140,11 +140,13 @@ class Shares:
     watchers.)
     """
 
-    __slots__ = ("opened", "resolved", "routed", "run")
+    __slots__ = ("opened", "resolved", "routed", "run", "several")
 
-    def __init__(self, run: Slice, routed: Routed) -> None:
+    def __init__(self, run: Slice, routed: Routed, several: bool) -> None:
         self.run = run
         self.routed = routed
+        self.several = several
+        """Some watcher was routed more than one message (else each exactly one)."""
         self.resolved: set[str] = set()
         self.opened: dict[str, Share] | None = None
 

@@ -278,7 +278,7 @@ def test_the_index_routes_as_each_match_says(group: dict[str, Any],
                                              batch: list[KafkaMessage]) -> None:
     index = RoutingIndex(group)
     assert index.everyone == {w for w, m in group.items() if m is None}
-    shares, unrouted = index.route_all(batch)
+    shares, unrouted, several = index.route_all(batch)
     for i, msg in enumerate(batch):
         expected = {w for w, m in group.items() if m is not None and wants(m, msg)}
         routed = index.route(msg)
@@ -291,6 +291,7 @@ def test_the_index_routes_as_each_match_says(group: dict[str, Any],
         assert routed == [batch[i] for i in positions]
     assert unrouted == sum(1 for i in range(len(batch))
                            if not any(i in positions for positions, _ in shares.values()))
+    assert several == any(len(positions) > 1 for positions, _ in shares.values())
     EXAMPLES[0] += 1
 
 
@@ -320,11 +321,12 @@ def test_one_lookup_routes_a_watcher_per_key(n: int, keys: list[int]) -> None:
         assert index.route(msg) == ((f"w{k}",) if 0 <= k < n else ())
         SEEN["direct"] += 1
     batch = [KafkaMessage("t", 0, i, 0, str(k).encode(), b"{}", ()) for i, k in enumerate(keys)]
-    shares, unrouted = index.route_all(batch)  # the table's batch path agrees with route
+    shares, unrouted, several = index.route_all(batch)  # the table's batch path agrees with route
     assert shares == {name: ([i for i, m in enumerate(batch) if index.route(m) == (name,)],
                              [m for m in batch if index.route(m) == (name,)])
                       for name in {n for m in batch for n in index.route(m)}}
     assert unrouted == sum(1 for m in batch if not index.route(m))
+    assert several == any(len(positions) > 1 for positions, _ in shares.values())
 
 
 def test_one_lookup_reads_a_message_without_the_field_as_none() -> None:
@@ -333,7 +335,7 @@ def test_one_lookup_reads_a_message_without_the_field_as_none() -> None:
 
     index = RoutingIndex({"w0": {"key": ["0"]}, "w1": {"key": ["1"]}})
     keyed_msg = KafkaMessage("t", 0, 0, 0, b"1", b"{}", ())
-    assert index.route_all([Bare(), keyed_msg, Bare()]) == ({"w1": ([1], [keyed_msg])}, 2)
+    assert index.route_all([Bare(), keyed_msg, Bare()]) == ({"w1": ([1], [keyed_msg])}, 2, False)
 
 
 @settings(max_examples=200, deadline=None)

@@ -323,15 +323,17 @@ class RoutingIndex:
         return tuple(names)
 
     def route_all(self, messages: Sequence[Any]
-                  ) -> tuple[dict[str, tuple[list[int], list[Any]]], int]:
+                  ) -> tuple[dict[str, tuple[list[int], list[Any]]], int, bool]:
         """Per routed watcher, the positions in ``messages`` it wants and those messages
-        (in order), and how many messages no routed watcher wants."""
+        (in order); how many messages no routed watcher wants; and whether a watcher
+        wants more than one of them (else each wants exactly one: counted in C)."""
         direct = self._direct
         if direct is not None:
             return self._route_all_direct(messages, direct)
         shares: dict[str, tuple[list[int], list[Any]]] = {}
         route = self.route
         unrouted = 0
+        several = False
         for i, message in enumerate(messages):
             names = route(message)
             if not names:
@@ -344,10 +346,11 @@ class RoutingIndex:
                 else:
                     share[0].append(i)
                     share[1].append(message)
-        return shares, unrouted
+                    several = True
+        return shares, unrouted, several
 
     def _route_all_direct(self, messages: Sequence[Any], table: dict[Any, tuple[str, ...]]
-                          ) -> tuple[dict[str, tuple[list[int], list[Any]]], int]:
+                          ) -> tuple[dict[str, tuple[list[int], list[Any]]], int, bool]:
         """:meth:`route_all` by the one-lookup table: each message's raw value read and
         looked up in C (``attrgetter``, ``map``), Python only per message routed."""
         try:
@@ -357,6 +360,7 @@ class RoutingIndex:
         shares: dict[str, tuple[list[int], list[Any]]] = {}
         found = shares.get
         routed = 0
+        several = False
         for i, message, names in zip(count(), messages, map(table.get, values)):
             if names is None:
                 continue
@@ -368,7 +372,8 @@ class RoutingIndex:
                 else:
                     share[0].append(i)
                     share[1].append(message)
-        return shares, len(messages) - routed
+                    several = True
+        return shares, len(messages) - routed, several
 
     def _residual_holds(self, rule: _Rule, message: Any, cache: dict[Selector, Values]) -> bool:
         for selector, holds in rule.residual:

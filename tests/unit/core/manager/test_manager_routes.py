@@ -586,3 +586,22 @@ async def test_a_runner_is_ready_for_a_share_only_while_its_task_waits_with_noth
     assert set(group.ready) == {"w0"}
     await h.stop()
     assert not group.ready
+
+
+async def test_each_routed_watcher_is_counted_what_it_acked_one_each_or_several() -> None:
+    """A slice where each watcher was routed exactly one message counts one each (in one
+    C call); one where a watcher was routed several counts each watcher its own."""
+    seen: Seen = {}
+    h = Harness(["w0", "w1", "w2"])
+    for i in range(3):
+        run(h, f"w{i}", RoutedBatch(keyed(i), seen, f"w{i}"))
+    await settle()
+    feed(h, "2", "0", "1", "9")
+    await settle()
+    acked = {w: h.group.counters.outcomes(w)["acked"] for w in ("w0", "w1", "w2")}
+    assert acked == {"w0": 1, "w1": 1, "w2": 1} and h.publish() == {"p": 4}
+    feed(h, "0", "1", "0", "0", start=4)
+    await settle()
+    acked = {w: h.group.counters.outcomes(w)["acked"] for w in ("w0", "w1", "w2")}
+    assert acked == {"w0": 4, "w1": 2, "w2": 1} and h.publish() == {"p": 8}
+    await h.stop()
