@@ -182,17 +182,34 @@ class InlineCalls:
         if n > self._limit or run.chunk is not None or run.state is not PENDING:
             return False
         self.past_queue += n
-        if self._group.paused:  # as a take from the (empty) queue would check
-            self._group.maybe_resume()
         batch = MessageBatch(raws)
-        if self._call_now(shares, batch):
-            if (batch.emitted is None and batch.rejected is None and self._window is None
-                    and run.entries is None and run.state is PENDING):
-                shares.resolved.add(self.name)  # kept nothing: no object, one count
-                self._group.share_done(run)
-            else:
-                self._settle(batch, self._opened())
-            self._taken = NOTHING_TAKEN
+        # ``_call_now``'s start, written out: one Python frame fewer on the path of
+        # nearly every call at 10,000 watchers.
+        self._taken, self._done = shares, 0
+        token = self._token
+        self._window = None
+        self._calling = True
+        coro = self._call(batch)
+        global running
+        running = self.name
+        try:
+            yielded = self._context.run(next, coro.__await__(), _RETURNED)  # type: ignore[union-attr]
+        except BaseException as exc:
+            running = None
+            self._raised(token, exc)
+            return True
+        running = None
+        if yielded is not _RETURNED:
+            self._waits(batch, token, coro, yielded)
+            return True
+        self._calling = False
+        if (batch.emitted is None and batch.rejected is None and self._window is None
+                and run.entries is None and run.state is PENDING):
+            shares.resolved.add(self.name)  # kept nothing: no object, one count
+            self._group.share_done(run)
+        elif token == self._token:
+            self._settle(batch, self._opened())
+        self._taken = NOTHING_TAKEN
         return True
 
     def _opened(self) -> list[Entry] | Pieces:
@@ -221,9 +238,7 @@ class InlineCalls:
             # without a StopIteration raised and caught (a third of a bare call's cost).
             yielded = context.run(next, coro.__await__(), _RETURNED)
         except BaseException as exc:
-            self._calling = False
-            self._abandon_call()
-            self._later(functools.partial(self._failed, self._opened(), token, exc))
+            self._raised(token, exc)
             return False
         finally:
             running = None
@@ -233,14 +248,25 @@ class InlineCalls:
                 return True
             self._taken = NOTHING_TAKEN
             return False
-        # Only a call that waits can overrun its ack timeout: its deadline starts here
-        # (the step before it held the loop, and was no one else's wait).
+        self._waits(batch, token, coro, yielded)
+        return False
+
+    def _raised(self, token: int, exc: BaseException) -> None:
+        """The call's first step raised: the task splits its batch (``_failed``)."""
+        self._calling = False
+        self._abandon_call()
+        self._later(functools.partial(self._failed, self._opened(), token, exc))
+
+    def _waits(self, batch: MessageBatch, token: int, coro: Coroutine[Any, Any, None],
+               yielded: Any) -> None:
+        """The call waits on ``yielded``: the task resumes it (``_finish``). Only a call
+        that waits can overrun its ack timeout: its deadline starts here (the step before
+        it held the loop, and was no one else's wait)."""
         deadline = self._deadline
         deadline.start = self._clock.now()
         deadline.arm()
         self._suspended = coro
         self._later(functools.partial(self._finish, self._opened(), batch, token, coro, yielded))
-        return False
 
     def _later(self, work: Callable[[], Awaitable[None]]) -> None:
         """Hand the rest of the call to the runner's task (see the module docstring)."""
