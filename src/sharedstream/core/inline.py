@@ -196,15 +196,15 @@ class InlineCalls:
             yielded = self._context.run(next, coro.__await__(), _RETURNED)  # type: ignore[union-attr]
         except BaseException as exc:
             running = None
-            self._raised(token, exc)
+            self._to_task(token, batch, coro, None, exc)
             return True
         running = None
         if yielded is not _RETURNED:
-            self._waits(batch, token, coro, yielded)
+            self._to_task(token, batch, coro, yielded)
             return True
         self._calling = False
         if (batch.emitted is None and batch.rejected is None and self._window is None
-                and run.entries is None and run.state is PENDING):
+                and run.entries is None and run.state is PENDING and token == self._token):
             shares.resolved.add(self.name)  # kept nothing: no object, one count
             self._group.share_done(run)
         elif token == self._token:
@@ -238,7 +238,7 @@ class InlineCalls:
             # without a StopIteration raised and caught (a third of a bare call's cost).
             yielded = context.run(next, coro.__await__(), _RETURNED)
         except BaseException as exc:
-            self._raised(token, exc)
+            self._to_task(token, batch, coro, None, exc)
             return False
         finally:
             running = None
@@ -248,28 +248,27 @@ class InlineCalls:
                 return True
             self._taken = NOTHING_TAKEN
             return False
-        self._waits(batch, token, coro, yielded)
+        self._to_task(token, batch, coro, yielded)
         return False
 
-    def _raised(self, token: int, exc: BaseException) -> None:
-        """The call's first step raised: the task splits its batch (``_failed``)."""
-        self._calling = False
-        self._abandon_call()
-        self._later(functools.partial(self._failed, self._opened(), token, exc))
-
-    def _waits(self, batch: MessageBatch, token: int, coro: Coroutine[Any, Any, None],
-               yielded: Any) -> None:
-        """The call waits on ``yielded``: the task resumes it (``_finish``). Only a call
-        that waits can overrun its ack timeout: its deadline starts here (the step before
-        it held the loop, and was no one else's wait)."""
-        deadline = self._deadline
-        deadline.start = self._clock.now()
-        deadline.arm()
-        self._suspended = coro
-        self._later(functools.partial(self._finish, self._opened(), batch, token, coro, yielded))
-
-    def _later(self, work: Callable[[], Awaitable[None]]) -> None:
-        """Hand the rest of the call to the runner's task (see the module docstring)."""
+    def _to_task(self, token: int, batch: MessageBatch, coro: Coroutine[Any, Any, None],
+                 yielded: Any, exc: BaseException | None = None) -> None:
+        """Hand the rest of the call to the runner's task (see the module docstring):
+        its split when the first step raised ``exc`` (``_failed``), else its resumption
+        where it waits on ``yielded`` (``_finish``). Only a call that waits can overrun
+        its ack timeout: its deadline starts here (the step before it held the loop, and
+        was no one else's wait)."""
+        work: Callable[[], Awaitable[None]]
+        if exc is not None:
+            self._calling = False
+            self._abandon_call()
+            work = functools.partial(self._failed, self._opened(), token, exc)
+        else:
+            deadline = self._deadline
+            deadline.start = self._clock.now()
+            deadline.arm()
+            self._suspended = coro
+            work = functools.partial(self._finish, self._opened(), batch, token, coro, yielded)
         self._pending = work
         self._stream.interrupt()
 

@@ -178,9 +178,13 @@ class SharedStream:
             self._group.ready[self.name] = caller
 
     def _unlisted(self) -> None:
-        """Not (or no longer) waiting with nothing queued: out of the group's ``ready``."""
-        if self.share_caller is not None:
-            self._group.ready.pop(self.name, None)
+        """Not (or no longer) waiting with nothing queued: out of the group's ``ready``
+        (only its own runner: a watcher of the same name that joined since keeps its)."""
+        caller = self.share_caller
+        if caller is not None:
+            ready = self._group.ready
+            if ready.get(self.name) is caller:
+                del ready[self.name]
 
     def offered(self) -> None:
         """The group queued messages for this stream: its batch runner handles them now
