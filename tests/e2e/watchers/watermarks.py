@@ -10,6 +10,8 @@ did not durably handle must come back ``catching_up``, or this skip loses it.
 
 * ``wm_stream``: per-message (``filter_shared_stream``), keeps every id;
 * ``wm_batch``: a batch filter (``filter_shared_batch``) doing the same;
+* ``wm_routed``: the same batch filter with a match (``ROUTED``: the keys that start
+  with ``1``), so it is handed only those ids (issue 42), and raises as ``wm_batch``;
 * ``wm_reject``: per-message, rejects ids in ``$E2E_REJECT_EVERY`` (every Nth id) to
   the DLQ, keeps the rest;
 * ``wm_slow``: per-message, sleeps ``$E2E_SLOW_SECONDS`` on each id (it lags, and its
@@ -17,8 +19,8 @@ did not durably handle must come back ``catching_up``, or this skip loses it.
 
 Faults, each while its flag file exists (a test removes it to end the fault):
 
-* ``$E2E_RAISE_FLAG``: ``wm_stream`` and ``wm_batch`` raise on ids that are multiples
-  of ``$E2E_RAISE_EVERY``;
+* ``$E2E_RAISE_FLAG``: ``wm_stream``, ``wm_batch`` and ``wm_routed`` raise on ids that
+  are multiples of ``$E2E_RAISE_EVERY``;
 * ``$E2E_STUCK_FLAG``: ``wm_stream`` hangs on ids that are multiples of
   ``$E2E_STUCK_EVERY`` (only ``ack_timeout`` gets it off them).
 
@@ -154,13 +156,16 @@ class Slow(Watermarked):
 
 
 CATALOGUE: dict[str, type[Watermarked]] = {
-    "wm_stream": Raising, "wm_batch": RaisingBatch, "wm_reject": Rejecting, "wm_slow": Slow}
+    "wm_stream": Raising, "wm_batch": RaisingBatch, "wm_routed": RaisingBatch,
+    "wm_reject": Rejecting, "wm_slow": Slow}
 SELECTED = os.environ.get("E2E_WATCHERS", "wm_stream,wm_batch").split(",")
+ROUTED: dict[str, Any] = {"wm_routed": {"key": [{"prefix": "1"}]}}
+"""The watchers with a match: the ids whose key (the id as text) starts with ``1``."""
 
 
 def watcher(name: str) -> Watermarked:
     trigger = CATALOGUE[name](topics=[TOPIC], kafka_config_id="e2e", poll_timeout=0.2,
-                              dlq_topic=DLQ)
+                              dlq_topic=DLQ, match=ROUTED.get(name))
     trigger.name = name
     return trigger
 
