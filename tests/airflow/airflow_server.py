@@ -596,20 +596,30 @@ class AirflowStack:
         most); any other answer is raised at once.
         """
         found: list[dict[str, Any]] = []
-        with self.api() as api:
-            while True:
-                # Ordered by timestamp (the API sorts by no "id"), then by id here.
-                params = {"asset_id": asset_id, "limit": 100, "offset": len(found)}
+        while True:
+            # Ordered by timestamp (the API sorts by no "id"), then by id here.
+            response = self._events_page(
+                {"asset_id": asset_id, "limit": 100, "offset": len(found)})
+            response.raise_for_status()
+            page = response.json()["asset_events"]
+            found.extend(page)
+            if len(page) < 100:
+                return sorted(found, key=lambda event: int(event["id"]))
+
+    def _events_page(self, params: dict[str, int]) -> httpx.Response:
+        """One page of the listing, asked again on a 500 (see ``asset_events``).
+
+        Each ask goes on a new connection: that 500 is an exception in the app, after
+        which the API server (uvicorn) closes the connection, but only once it has logged
+        the error; a request sent on the kept-alive connection before that close is reset
+        (``ReadError: Connection reset by peer``, seen in CI on a busy machine)."""
+        deadline = time.monotonic() + 10
+        while True:
+            with self.api() as api:
                 response = api.get("/api/v2/assets/events", params=params)
-                deadline = time.monotonic() + 10
-                while response.status_code == 500 and time.monotonic() < deadline:
-                    time.sleep(0.2)  # the queued run starts within one scheduler loop
-                    response = api.get("/api/v2/assets/events", params=params)
-                response.raise_for_status()
-                page = response.json()["asset_events"]
-                found.extend(page)
-                if len(page) < 100:
-                    return sorted(found, key=lambda event: int(event["id"]))
+            if response.status_code != 500 or time.monotonic() >= deadline:
+                return response
+            time.sleep(0.2)  # the queued run starts within one scheduler loop
 
     def events(self, uri: str) -> list[dict[str, Any]]:
         """As ``AirflowServer.events``: every event of the asset ``uri``."""

@@ -270,3 +270,52 @@ def test_a_restart_delivers_the_rest_through_listing_500s_without_failing_or_a_s
     # One Airflow event per message: the 13 posted before the kill were not posted again.
     assert len(new_events(stack, before)) == count
     assert set(new_events(stack, before).values()) == {1}
+
+
+def test_the_listing_helper_asks_again_after_airflow_s_500_on_a_new_connection(
+        stack: AirflowStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow 3.3.2 answers the event listing 500 while a run an event created is queued
+    (``AirflowStack.asset_events``). The 500 comes from an exception in the app, after
+    which its server (uvicorn) closes the connection; the close comes after the error is
+    logged, so a request sent on that kept-alive connection meanwhile is reset (seen in
+    CI: ``ReadError: Connection reset by peer`` on a busy machine). The helper must ask
+    again on a new connection. Here the run is held queued (scheduler stopped, the row as
+    the scheduler leaves a queued run) and the helper's pause is taken out, so its next
+    request follows the 500 at once; the run is "started" at the third pause."""
+    import airflow_server
+
+    name, uri = KAFKA_ORDERS
+    asset_id = stack.asset_id(uri)
+    event_id = stack.post_event(asset_id, {"probe": "listing-500"})["id"]
+    until(lambda: next(e["created_dagruns"] for e in stack.asset_events(asset_id)
+                       if e["id"] == event_id), "the probe's run", 60)
+    [run] = next(e["created_dagruns"] for e in stack.asset_events(asset_id)
+                 if e["id"] == event_id)
+    engine = sa.create_engine(stack.database_url.replace("+psycopg2", "+psycopg"))
+    stack.scheduler.stop()  # nothing starts the queued run but this test
+    try:
+        with engine.begin() as db:
+            started = db.execute(sa.text(
+                "UPDATE dag_run SET state = 'queued', start_date = NULL "
+                "WHERE dag_id = :dag AND run_id = :run RETURNING "
+                "(SELECT start_date FROM dag_run WHERE dag_id = :dag AND run_id = :run)"),
+                {"dag": stack.dag_id(name), "run": run["run_id"]}).scalar_one()
+        pauses: list[float] = []
+
+        def pause(seconds: float) -> None:
+            pauses.append(seconds)
+            if len(pauses) == 3:
+                with engine.begin() as db:
+                    db.execute(sa.text(
+                        "UPDATE dag_run SET state = 'success', start_date = :started "
+                        "WHERE dag_id = :dag AND run_id = :run"),
+                        {"started": started, "dag": stack.dag_id(name), "run": run["run_id"]})
+
+        with monkeypatch.context() as patch:
+            patch.setattr(airflow_server.time, "sleep", pause)
+            events = stack.asset_events(asset_id)
+        assert len(pauses) == 3  # three 500s, each asked again, then the listing
+        assert event_id in {e["id"] for e in events}
+    finally:
+        engine.dispose()
+        stack.start()
