@@ -280,9 +280,12 @@ def own_cost_us(n: int, messages: int, batch: int = 1_000) -> float:
 def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs: int,
             counts: tuple[int, ...] = COUNTS, sides: tuple[str, ...] = SIDES,
             baseline: str | None = None) -> dict[str, Any]:
-    """Every side per N, ``runs`` alternating rounds, medians. With ``baseline`` (the
-    ``src`` directory of another checkout) each sharedstream side also runs that code,
-    right after this one on the same topic, as the side ``<side>@baseline``."""
+    """Every side per N, ``runs`` alternating rounds, medians. Each round runs every side
+    of every N once, so a ratio between two Ns (10,000 watchers against 1) compares runs
+    minutes apart at most, never all of one N before all of the next (a machine's speed
+    drifts over the minutes a whole N takes). With ``baseline`` (the ``src`` directory
+    of another checkout) each sharedstream side also runs that code, right after this
+    one on the same topic, as the side ``<side>@baseline``."""
     from sharedstream.statestore import StateStore
 
     rows = []
@@ -292,31 +295,37 @@ def measure(bootstrap: str, messages: int, filter_messages: dict[int, int], runs
         schema = workdir / "schema.db"
         with StateStore.from_url(f"sqlite:///{schema}") as store:
             store.upgrade()
+        plans: dict[int, list[tuple[str, str, str, str, int]]] = {}
         for n in counts:
             big = fill(bootstrap, messages, n)
             small_count = filter_messages.get(n, messages)
             small = (big if small_count == messages or not any(
                 s.startswith("filter") for s in sides) else fill(bootstrap, small_count, n))
-            plan = [(label, side, src, big if not side.startswith("filter") else small,
-                     messages if not side.startswith("filter") else small_count)
-                    for side in sides
-                    for label, src in [(side, HERE)] + ([(f"{side}@baseline", baseline)]
-                                                        if baseline and side != "router" else [])]
-            found: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in plan}
-            for _ in range(runs):  # alternating: each round runs every side once
+            plans[n] = [(label, side, src, big if not side.startswith("filter") else small,
+                         messages if not side.startswith("filter") else small_count)
+                        for side in sides
+                        for label, src in [(side, HERE)] + (
+                            [(f"{side}@baseline", baseline)]
+                            if baseline and side != "router" else [])]
+        found: dict[tuple[int, str], list[dict[str, float]]] = {
+            (n, label): [] for n, plan in plans.items() for label, *_ in plan}
+        for _ in range(runs):  # alternating: each round runs every side of every N once
+            for n, plan in plans.items():
                 for label, side, src, topic, count in plan:
                     run = timed_run(side, bootstrap, topic, count, n, workdir, schema, src)
-                    found[label].append(run)
-                    log(f"x{n} {label}: {run['start_to_committed']:,.0f}/s start to committed, "
-                        f"{run['filter_side']:,.0f}/s filter-side, start-up "
+                    found[(n, label)].append(run)
+                    log(f"x{n} {label}: {run['start_to_committed']:,.0f}/s start to "
+                        f"committed, {run['filter_side']:,.0f}/s filter-side, start-up "
                         f"{run['startup_s']:.2f} s, commits {run['commit_tail_s']:.2f} s "
                         f"after the last message, {run['cpu_us']:.1f} µs CPU/msg "
                         f"({run['filter_cpu_us']:.1f} filter-side), "
                         f"RSS {run['rss_mb']:.0f} MB")
+        for n, plan in plans.items():
+            small_count = filter_messages.get(n, messages)
             own = (own_cost_us(n, small_count)
                    if n > 1 and any(s == "filter-batch" for s in sides) else None)
             for label, side, _src, _topic, count in plan:
-                got = found[label]
+                got = found[(n, label)]
                 row: dict[str, Any] = {"watchers": n, "side": label, "messages": count, **{
                     k: round(statistics.median(r[k] for r in got), 2)
                     for k in ("start_to_committed", "filter_side", "startup_s",
