@@ -36,13 +36,14 @@ from sharedstream.statestore.models import delivery_cursor
 WATCHERS = Path(__file__).resolve().parent / "destination_watchers.py"
 PACED = ("paced_orders", "s3://stack/paced")
 PACE = 2.0
+PROBE = ("listing_probe", "s3://stack/probe")  # an asset no triggerer posts to
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[AirflowStack]:
     try:
         url = fresh_postgres_database(database_url)
-        made = AirflowStack(tmp_path_factory.mktemp("airflow-stack"), [KAFKA_ORDERS, PACED],
+        made = AirflowStack(tmp_path_factory.mktemp("airflow-stack"), [KAFKA_ORDERS, PACED, PROBE],
                             database_url=url, dag_files={"refused_kafka.py": REFUSED_KAFKA_DAG},
                             airflow=ensure_airflow_stack())
         made.start()
@@ -284,7 +285,7 @@ def test_the_listing_helper_asks_again_after_airflow_s_500_on_a_new_connection(
     request follows the 500 at once; the run is "started" at the third pause."""
     import airflow_server
 
-    name, uri = KAFKA_ORDERS
+    name, uri = PROBE
     asset_id = stack.asset_id(uri)
     event_id = stack.post_event(asset_id, {"probe": "listing-500"})["id"]
     until(lambda: next(e["created_dagruns"] for e in stack.asset_events(asset_id)
@@ -292,14 +293,15 @@ def test_the_listing_helper_asks_again_after_airflow_s_500_on_a_new_connection(
     [run] = next(e["created_dagruns"] for e in stack.asset_events(asset_id)
                  if e["id"] == event_id)
     engine = sa.create_engine(stack.database_url.replace("+psycopg2", "+psycopg"))
+    where = {"dag": stack.dag_id(name), "run": run["run_id"]}
     stack.scheduler.stop()  # nothing starts the queued run but this test
     try:
         with engine.begin() as db:
-            started = db.execute(sa.text(
-                "UPDATE dag_run SET state = 'queued', start_date = NULL "
-                "WHERE dag_id = :dag AND run_id = :run RETURNING "
-                "(SELECT start_date FROM dag_run WHERE dag_id = :dag AND run_id = :run)"),
-                {"dag": stack.dag_id(name), "run": run["run_id"]}).scalar_one()
+            state, started = db.execute(sa.text(
+                "SELECT state, start_date FROM dag_run WHERE dag_id = :dag AND run_id = :run"),
+                where).one()
+            db.execute(sa.text("UPDATE dag_run SET state = 'queued', start_date = NULL "
+                               "WHERE dag_id = :dag AND run_id = :run"), where)
         pauses: list[float] = []
 
         def pause(seconds: float) -> None:
@@ -307,9 +309,9 @@ def test_the_listing_helper_asks_again_after_airflow_s_500_on_a_new_connection(
             if len(pauses) == 3:
                 with engine.begin() as db:
                     db.execute(sa.text(
-                        "UPDATE dag_run SET state = 'success', start_date = :started "
+                        "UPDATE dag_run SET state = :state, start_date = :started "
                         "WHERE dag_id = :dag AND run_id = :run"),
-                        {"started": started, "dag": stack.dag_id(name), "run": run["run_id"]})
+                        {**where, "state": state, "started": started})
 
         with monkeypatch.context() as patch:
             patch.setattr(airflow_server.time, "sleep", pause)
