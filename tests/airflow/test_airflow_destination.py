@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -281,43 +282,47 @@ def test_the_listing_helper_asks_again_after_airflow_s_500_on_a_new_connection(
     logged, so a request sent on that kept-alive connection meanwhile is reset (seen in
     CI: ``ReadError: Connection reset by peer`` on a busy machine). The helper must ask
     again on a new connection. Here the run is held queued (scheduler stopped, the row as
-    the scheduler leaves a queued run) and the helper's pause is taken out, so its next
-    request follows the 500 at once; the run is "started" at the third pause."""
+    the scheduler leaves a queued run) and the helper's clock is the test's: no pause, so
+    its next request follows the 500 at once, and no deadline, however slow the server;
+    the run is "started" at the third pause."""
     import airflow_server
 
     name, uri = PROBE
+    dag = stack.dag_id(name)
     asset_id = stack.asset_id(uri)
     event_id = stack.post_event(asset_id, {"probe": "listing-500"})["id"]
-    until(lambda: next(e["created_dagruns"] for e in stack.asset_events(asset_id)
-                       if e["id"] == event_id), "the probe's run", 60)
-    [run] = next(e["created_dagruns"] for e in stack.asset_events(asset_id)
-                 if e["id"] == event_id)
+    # Waited for by the runs' listing: the events' one answers 500 until the run starts.
+    stack.wait_until(lambda: [r.state for r in stack.dag_runs(dag, consumed=False)]
+                     == ["success"], 120, "the probe's run")
+    [run] = stack.dag_runs(dag, consumed=False)
     engine = sa.create_engine(stack.database_url.replace("+psycopg2", "+psycopg"))
-    where = {"dag": stack.dag_id(name), "run": run["run_id"]}
+    where = {"dag": dag, "run": run.run_id}
     stack.scheduler.stop()  # nothing starts the queued run but this test
     try:
         with engine.begin() as db:
-            state, started = db.execute(sa.text(
-                "SELECT state, start_date FROM dag_run WHERE dag_id = :dag AND run_id = :run"),
-                where).one()
+            started = db.execute(sa.text(
+                "SELECT start_date FROM dag_run WHERE dag_id = :dag AND run_id = :run"),
+                where).scalar_one()
             db.execute(sa.text("UPDATE dag_run SET state = 'queued', start_date = NULL "
                                "WHERE dag_id = :dag AND run_id = :run"), where)
         pauses: list[float] = []
 
         def pause(seconds: float) -> None:
             pauses.append(seconds)
+            assert len(pauses) <= 10, "the listing still answers 500 after its run started"
             if len(pauses) == 3:
                 with engine.begin() as db:
                     db.execute(sa.text(
-                        "UPDATE dag_run SET state = :state, start_date = :started "
-                        "WHERE dag_id = :dag AND run_id = :run"),
-                        {**where, "state": state, "started": started})
+                        "UPDATE dag_run SET state = 'success', start_date = :started "
+                        "WHERE dag_id = :dag AND run_id = :run"), {**where, "started": started})
 
         with monkeypatch.context() as patch:
-            patch.setattr(airflow_server.time, "sleep", pause)
+            patch.setattr(airflow_server, "time", SimpleNamespace(sleep=pause,
+                                                                  monotonic=lambda: 0.0))
             events = stack.asset_events(asset_id)
         assert len(pauses) == 3  # three 500s, each asked again, then the listing
-        assert event_id in {e["id"] for e in events}
+        [probe] = [e for e in events if e["id"] == event_id]
+        assert [r["run_id"] for r in probe["created_dagruns"]] == [run.run_id]
     finally:
         engine.dispose()
         stack.start()
