@@ -58,7 +58,8 @@ WATCHED = ("wm_stream", "wm_batch", "wm_routed", "wm_reject", "wm_slow")
 KEEPS = {"wm_stream": lambda n: True, "wm_batch": lambda n: True,
          "wm_routed": lambda n: True, "wm_reject": lambda n: n % 50 != 0,
          "wm_slow": lambda n: True}
-WANTS: dict[str, Callable[[int], bool]] = {"wm_routed": lambda n: str(n).startswith("1")}
+WANTS: dict[str, Callable[[int], bool]] = {
+    "wm_routed": lambda n: n == 0 or str(n).startswith("1")}
 """What a watcher with a match is handed (the others: every id)."""
 
 
@@ -158,7 +159,9 @@ def test_twenty_kills_with_every_kind_of_hold_live_lose_and_duplicate_nothing(
                 until(lambda t=target, d=deadline: event_count(db, "wm_batch") >= t
                       or time.monotonic() >= d, f"round {round_} (seed {seed}): the kill", 90, 0.02)
                 process.kill()
-                dead = {n for _, n in dlq_records(kafka_bootstrap, dlq, timeout=0.5)}
+                # The reader stops at the end it saw on opening: the timeout only bounds a
+                # new client's first requests, which a loaded machine can stall past 0.5 s.
+                dead = {n for _, n in dlq_records(kafka_bootstrap, dlq, timeout=10)}
                 left = unprotected(db, kafka_bootstrap, group, topic, produced, dead)
                 assert left == [], f"round {round_} (seed {seed}): {left[:10]}"
             raise_flag.unlink()

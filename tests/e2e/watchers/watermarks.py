@@ -10,8 +10,9 @@ did not durably handle must come back ``catching_up``, or this skip loses it.
 
 * ``wm_stream``: per-message (``filter_shared_stream``), keeps every id;
 * ``wm_batch``: a batch filter (``filter_shared_batch``) doing the same;
-* ``wm_routed``: the same batch filter with a match (``ROUTED``: the keys that start
-  with ``1``), so it is handed only those ids (issue 42), and raises as ``wm_batch``;
+* ``wm_routed``: the same batch filter with a match (``ROUTED``: the key ``0`` and the
+  keys that start with ``1``), so it is handed only those ids (issue 42), and raises
+  as ``wm_batch``;
 * ``wm_reject``: per-message, rejects ids in ``$E2E_REJECT_EVERY`` (every Nth id) to
   the DLQ, keeps the rest;
 * ``wm_slow``: per-message, sleeps ``$E2E_SLOW_SECONDS`` on each id (it lags, and its
@@ -159,8 +160,9 @@ CATALOGUE: dict[str, type[Watermarked]] = {
     "wm_stream": Raising, "wm_batch": RaisingBatch, "wm_routed": RaisingBatch,
     "wm_reject": Rejecting, "wm_slow": Slow}
 SELECTED = os.environ.get("E2E_WATCHERS", "wm_stream,wm_batch").split(",")
-ROUTED: dict[str, Any] = {"wm_routed": {"key": [{"prefix": "1"}]}}
-"""The watchers with a match: the ids whose key (the id as text) starts with ``1``."""
+ROUTED: dict[str, Any] = {"wm_routed": {"key": ["0", {"prefix": "1"}]}}
+"""The watchers with a match: id 0 (so its raise comes with the first message, as
+``wm_batch``'s) and the ids whose key (the id as text) starts with ``1``."""
 
 
 def watcher(name: str) -> Watermarked:
