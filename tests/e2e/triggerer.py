@@ -141,8 +141,19 @@ class Triggerer:
                 self._alive_or_fail(f"log line {pattern!r}")
             return match
 
-        result: re.Match[str] = until(found, f"log line {pattern!r}", timeout)
+        result: re.Match[str] = self._until(found, f"log line {pattern!r}", timeout)
         return result
+
+    def _until(self, condition: Callable[[], Any], what: str, timeout: float) -> Any:
+        """``until``, its timeout carrying this start's log tail: what the process was
+        doing meanwhile (a consumer waiting for partitions, a broker error) is all a CI
+        run keeps of a failure that does not come back on a second run."""
+        try:
+            return until(condition, what, timeout)
+        except AssertionError as exc:
+            if not str(exc).startswith("timed out"):
+                raise  # the process exited: its message has the log already
+            raise AssertionError(f"{exc}; log:\n{self.log()[-4000:]}") from None
 
     @property
     def port(self) -> int:
@@ -164,7 +175,7 @@ class Triggerer:
             self._alive_or_fail("/readyz 200")
             return self.get("/readyz")[0] == 200
 
-        until(ready, "/readyz 200", timeout)
+        self._until(ready, "/readyz 200", timeout)
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         assert self.process is not None
