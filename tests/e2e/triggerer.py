@@ -31,15 +31,17 @@ _HEALTH_LINE = re.compile(r"health and metrics on http://[^:/]+:(\d+)/")
 
 
 def until(condition: Callable[[], Any], what: str, timeout: float = 60.0,
-          interval: float = 0.05) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
+          interval: float = 0.05, detail: Callable[[], str] | None = None) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` (and
+    ``detail()``, read then: a process's log tail)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            more = "" if detail is None else f"; {detail()}"
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{more}")
         time.sleep(interval)
 
 
@@ -125,11 +127,17 @@ class Triggerer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""
 
+    def _log_tail(self) -> str:
+        """This start's last log lines, for a failure's message: what the process was
+        doing (a consumer waiting for partitions, a broker error) is all a CI run keeps
+        of a failure that does not come back on a second run."""
+        return f"log:\n{self.log()[-4000:]}"
+
     def _alive_or_fail(self, what: str) -> None:
         if not self.running():
             code = self.process.returncode if self.process else None
             raise AssertionError(f"the triggerer exited (code {code}) while waiting for "
-                                 f"{what}; log:\n{self.log()[-4000:]}")
+                                 f"{what}; {self._log_tail()}")
 
     def wait_log(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
         """The first match of ``pattern`` in this start's log, waiting for it to appear."""
@@ -141,19 +149,9 @@ class Triggerer:
                 self._alive_or_fail(f"log line {pattern!r}")
             return match
 
-        result: re.Match[str] = self._until(found, f"log line {pattern!r}", timeout)
+        result: re.Match[str] = until(found, f"log line {pattern!r}", timeout,
+                                      detail=self._log_tail)
         return result
-
-    def _until(self, condition: Callable[[], Any], what: str, timeout: float) -> Any:
-        """``until``, its timeout carrying this start's log tail: what the process was
-        doing meanwhile (a consumer waiting for partitions, a broker error) is all a CI
-        run keeps of a failure that does not come back on a second run."""
-        try:
-            return until(condition, what, timeout)
-        except AssertionError as exc:
-            if not str(exc).startswith("timed out"):
-                raise  # the process exited: its message has the log already
-            raise AssertionError(f"{exc}; log:\n{self.log()[-4000:]}") from None
 
     @property
     def port(self) -> int:
@@ -175,7 +173,7 @@ class Triggerer:
             self._alive_or_fail("/readyz 200")
             return self.get("/readyz")[0] == 200
 
-        self._until(ready, "/readyz 200", timeout)
+        until(ready, "/readyz 200", timeout, detail=self._log_tail)
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         assert self.process is not None
@@ -187,8 +185,8 @@ class Triggerer:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the triggerer still runs after {timeout:.0f}s; log:\n"
-                                 f"{self.log()[-4000:]}") from None
+            raise AssertionError(f"the triggerer still runs after {timeout:.0f}s; "
+                                 f"{self._log_tail()}") from None
 
     def kill(self) -> None:
         """``kill -9``: no shutdown at all, as a crash or an OOM kill would."""
