@@ -151,6 +151,29 @@ def test_a_paused_partition_returns_nothing_until_resumed(side: Side) -> None:
     assert [(r.partition(), r.offset(), r.value()) for r in seen] == [(0, 1, b"c")]
 
 
+def test_a_partition_paused_when_unassigned_is_still_paused_when_assigned_again(
+        side: Side) -> None:
+    """librdkafka keeps a partition's pause across an unassignment (a lost session, a
+    revocation): the adapter must resume a started partition itself (kafka/rebalance.py),
+    and its unit tests see the same only if the in-memory consumer keeps it too."""
+    topic = side.make_topic(2)
+    produce(side, topic, 0, b"a")
+    consumer = side.consumer(group())
+    both = [TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)]
+    consumer.incremental_assign(both)
+    consume_until(consumer, lambda s: len(s) >= 1)
+    consumer.pause([TopicPartition(topic, 0)])
+    consumer.incremental_unassign([TopicPartition(topic, 0)])
+    produce(side, topic, 0, b"b")
+    produce(side, topic, 1, b"c")
+    consumer.incremental_assign([TopicPartition(topic, 0, 1)])
+    seen = consume_until(consumer, lambda s: any(r.partition() == 1 for r in s))
+    assert [(r.partition(), r.value()) for r in seen] == [(1, b"c")]
+    consumer.resume([TopicPartition(topic, 0)])
+    seen = consume_until(consumer, lambda s: len(s) >= 1)
+    assert [(r.partition(), r.offset(), r.value()) for r in seen] == [(0, 1, b"b")]
+
+
 def test_seek_moves_the_next_record_and_needs_an_assigned_partition(side: Side) -> None:
     topic = side.make_topic(1)
     produce(side, topic, 0, b"a", b"b", b"c")

@@ -73,6 +73,8 @@ class _Group:
     members: list[MemoryConsumer] = field(default_factory=list)
     owner: dict[Key, MemoryConsumer] = field(default_factory=dict)
     committed: dict[Key, tuple[int, str]] = field(default_factory=dict)
+    # Members whose session expired and who are not back yet: assigned nothing.
+    away: set[int] = field(default_factory=set)
 
 
 class MemoryBroker:
@@ -169,14 +171,23 @@ class MemoryBroker:
         with self._lock:
             self._commit_failures.extend(errors)
 
-    def expire(self, member: MemoryConsumer) -> None:
+    def expire(self, member: MemoryConsumer, *, rejoin: bool = True) -> None:
         """``member``'s session times out: it loses its partitions (``on_lost`` in its next
-        ``consume()``), which go to the other members, and it rejoins."""
+        ``consume()``), which go to the other members, and it rejoins; with ``rejoin``
+        false it is assigned nothing until :meth:`rejoin` (a broker still down)."""
         with self._lock:
             group = self._groups[member.group_id]
             for key in [k for k, m in group.owner.items() if m is member]:
                 del group.owner[key]
+            if not rejoin:
+                group.away.add(id(member))
             member.lose()
+            self._data.notify_all()
+
+    def rejoin(self, member: MemoryConsumer) -> None:
+        """``member``, expired without rejoining, is assigned partitions again."""
+        with self._lock:
+            self._groups[member.group_id].away.discard(id(member))
             self._data.notify_all()
 
     # -- the consumers' face (GroupBroker) ----------------------------------------------
@@ -220,7 +231,7 @@ class MemoryBroker:
         subscribed = sorted({t for m in group.members for t in m.subscription})
         keys = [(t, p) for t in subscribed if t in self._topics
                 for p in range(len(self._topics[t].logs))]
-        members = [m for m in group.members if not m.closed]
+        members = [m for m in group.members if not m.closed and id(m) not in group.away]
         if member not in members:
             return set()
         return {k for k, m in zip(keys, itertools.cycle(members)) if m is member

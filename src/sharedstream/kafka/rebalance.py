@@ -16,7 +16,10 @@ or ``close()``).
   ``revoke_commit_failures``: the next owner hands out again what resolved since the
   last confirmed commit. Outcomes arriving later belong to an old generation and are
   dropped.
-* Lost: another member may own the partitions already: commit nothing.
+* Lost: another member may own the partitions already: commit nothing. librdkafka keeps
+  the pause of a partition lost (or revoked) while paused; assigned again, it would not
+  fetch, and the assignment's resume, made while nothing was assigned, reached none:
+  the assign callback pauses or resumes each started partition explicitly.
 * Close: the final commit is confirmed before the member leaves, serving a rebalance
   that overtakes it, within ``revoke_timeout``. A static member then unsubscribes to
   leave (unless ``leave_group_on_shutdown`` is off): closing alone would keep its
@@ -78,8 +81,10 @@ class Rebalancing(ConsumerCore):
             consumer.incremental_assign(start)
         else:
             consumer.assign(start)
-        if self.bp.assignment is not None:
-            consumer.pause(start)
+        # librdkafka keeps a partition's pause across an unassignment: one lost while
+        # paused would come back paused, with nothing here to resume it (the group's
+        # resume found no assignment). So each start says its state explicitly.
+        (consumer.pause if self.bp.assignment is not None else consumer.resume)(start)
         self.publish_paused()
         self.log.info("%s: assigned %s", self.s.consumer_group, _names(start))
         if self.owned:

@@ -442,6 +442,30 @@ async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
     await producer.aclose()
 
 
+async def test_a_partition_lost_while_paused_fetches_once_assigned_again() -> None:
+    """librdkafka keeps a partition's pause across a lost session (the in-memory
+    consumer too): the group's resume came while this member owned nothing, so reached
+    no partition, and the partition assigned back seconds later stayed paused, fetching
+    nothing for good (the broker-restart stall; tests/faults/test_session_loss.py)."""
+    cluster = broker()
+    fill(cluster, 1)
+    producer = make(cluster, pause_after=0, revoke_timeout=UNFINISHED_AT_CLOSE)
+    d = Driver(producer)
+    await d.take(1)
+    producer.pause()
+    member = cluster.consumers[0]
+    await eventually(lambda: member.pause_calls == 1)  # the assignment is paused
+    cluster.expire(member, rejoin=False)  # session timeout, the broker still down
+    assert await d.next_change() == PartitionsEnded(frozenset({(T, 0)}))
+    producer.resume()  # while this member owns nothing
+    await eventually(lambda: not producer.health().paused)
+    cluster.rejoin(member)  # the broker is back: the partition is assigned again
+    fill(cluster, 1)
+    again = await d.take(2)  # from offset 0: nothing was committed
+    assert [a.offset for a in again] == [0, 1]
+    await producer.aclose()
+
+
 async def test_transient_error_marks_unready_fatal_fails_the_stream() -> None:
     cluster = broker()
     fill(cluster, 1)
