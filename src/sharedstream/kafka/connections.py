@@ -44,17 +44,6 @@ never reads a single message:
   in 17 ms instead of 55 (10 is no faster). The cost: against a broker that is down,
   librdkafka tries about 75 times a second instead of 20 (measured: ``bench/startup.py``,
   issue 43); the consumer's ``broker error`` warnings are held back to one a minute.
-* ``metadata.recovery.strategy``: absent -> ``none`` (librdkafka's own default is
-  ``rebootstrap``). With ``rebootstrap`` a client that finds every broker it knows down at
-  once forgets them and starts again from ``bootstrap.servers``. Under librdkafka 2.16 a
-  consumer that did so while its broker restarted was now and then left with no broker
-  at all but its group coordinator, which had no address: no metadata, no fetch, no
-  rejoin, for good, with the broker back (about one broker restart in fifteen of
-  ``tests/faults/test_outages.py`` under load; its statistics listed one broker,
-  ``GroupCoordinator``, in ``TRY_CONNECT`` for minutes). With ``none`` a client keeps the
-  brokers it knows and connects to them again once they answer. The cost: a cluster all of
-  whose brokers moved to new addresses while this process was cut off from it is found
-  again only by a restart.
 * ``oauth_cb``: the dotted path of a function (``"mycompany.kafka.msk_iam_token"``),
   imported here and handed to librdkafka as its OAUTHBEARER token callback (MSK IAM,
   OIDC): a function cannot be written in TOML or an environment variable.
@@ -93,7 +82,6 @@ AIRFLOW_PREFIX = "AIRFLOW_CONN_"
 DEFAULT_GROUP_ID = "sharedstream"
 FETCH_QUEUE_BACKOFF_MS = 100  # see the module doc; chosen by bench/json_fanout.py
 RECONNECT_BACKOFF_MS = 25  # see the module doc; measured by bench/startup.py
-METADATA_RECOVERY = "none"  # see the module doc: librdkafka's re-bootstrap can strand a consumer
 
 # Keys whose values are secrets: matched on the dotted name, case-insensitive.
 _SECRET_KEY = re.compile(r"(password|secret|token|sasl\.jaas|\.key\.pem|credentials)", re.I)
@@ -145,7 +133,6 @@ def validate_connection(connection_id: str, config: Mapping[str, Any]) -> dict[s
     resolved.setdefault("auto.offset.reset", "earliest")
     resolved.setdefault("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
     resolved.setdefault("reconnect.backoff.ms", RECONNECT_BACKOFF_MS)
-    resolved.setdefault("metadata.recovery.strategy", METADATA_RECOVERY)
     return resolved
 
 

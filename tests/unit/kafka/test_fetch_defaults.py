@@ -1,14 +1,11 @@
-"""sharedstream's own librdkafka defaults (fetch: issue 27; reconnection: issue 43; metadata
-recovery: the broker-restart stall): set when absent, yours win."""
+"""sharedstream's own librdkafka fetch defaults (issue 27): set when absent, yours win."""
 
 from __future__ import annotations
 
 from sharedstream.kafka.connections import (
     FETCH_QUEUE_BACKOFF_MS,
-    METADATA_RECOVERY,
     RECONNECT_BACKOFF_MS,
     client_config,
-    producer_config,
     resolve_connection,
     validate_connection,
 )
@@ -42,17 +39,3 @@ def test_absent_reconnect_backoff_gets_sharedstreams_default_in_every_client() -
     mine = validate_connection("kafka_default", {"bootstrap.servers": "k:9092",
                                                  "reconnect.backoff.ms": 500})
     assert mine["reconnect.backoff.ms"] == 500
-
-
-def test_absent_metadata_recovery_strategy_is_none_in_every_client() -> None:
-    """librdkafka's re-bootstrap left a consumer with no broker it could reach after a
-    broker restart, for good (kafka/connections.py): every client built from a connection
-    turns it off (the admin and producer clients too, which a restart strands the same
-    way); a connection that sets it keeps its value."""
-    config = validate_connection("kafka_default", {"bootstrap.servers": "k:9092"})
-    assert config["metadata.recovery.strategy"] == METADATA_RECOVERY == "none"
-    assert client_config(config)["metadata.recovery.strategy"] == "none"
-    assert producer_config(config)["metadata.recovery.strategy"] == "none"
-    mine = validate_connection("kafka_default", {"bootstrap.servers": "k:9092",
-                                                 "metadata.recovery.strategy": "rebootstrap"})
-    assert mine["metadata.recovery.strategy"] == "rebootstrap"

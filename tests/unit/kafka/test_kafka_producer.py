@@ -446,7 +446,8 @@ async def test_a_partition_lost_while_paused_fetches_once_assigned_again() -> No
     """librdkafka keeps a partition's pause across a lost session (the in-memory
     consumer too): the group's resume came while this member owned nothing, so reached
     no partition, and the partition assigned back seconds later stayed paused, fetching
-    nothing for good (the broker-restart stall; tests/faults/test_session_loss.py)."""
+    nothing for good (the broker-restart stall, seen on the real broker stopped 8 s while
+    a slow watcher held the group paused)."""
     cluster = broker()
     fill(cluster, 1)
     producer = make(cluster, pause_after=0, revoke_timeout=UNFINISHED_AT_CLOSE)
