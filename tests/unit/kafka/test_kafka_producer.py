@@ -402,14 +402,21 @@ async def test_aclose_closes_the_consumer_once() -> None:
     await make(cluster).aclose()  # never opened: nothing to close, no error
 
 
-async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() -> None:
-    """Pausing partitions drops librdkafka's prefetch; a short hold must not pay for that."""
+async def paused_after_one(*, pause_after: float
+                           ) -> tuple[MemoryBroker, KafkaSharedStreamProducer, Driver]:
+    """A producer that handed out one message, then was asked to pause."""
     cluster = broker()
     fill(cluster, 1)
-    producer = make(cluster, pause_after=3600, revoke_timeout=UNFINISHED_AT_CLOSE)
+    producer = make(cluster, pause_after=pause_after, revoke_timeout=UNFINISHED_AT_CLOSE)
     d = Driver(producer)
     await d.take(1)
     producer.pause()
+    return cluster, producer, d
+
+
+async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() -> None:
+    """Pausing partitions drops librdkafka's prefetch; a short hold must not pay for that."""
+    cluster, producer, d = await paused_after_one(pause_after=3600)
     consumer = cluster.consumers[0]
     await eventually(lambda: producer.health().paused)  # the thread saw the pause
     await producer.commit()  # runs at the top of a consumer-thread turn
@@ -426,12 +433,7 @@ async def test_a_short_pause_stops_consuming_without_pausing_the_partitions() ->
 
 
 async def test_a_long_pause_pauses_the_assignment_but_keeps_polling() -> None:
-    cluster = broker()
-    fill(cluster, 1)
-    producer = make(cluster, pause_after=0, revoke_timeout=UNFINISHED_AT_CLOSE)
-    d = Driver(producer)
-    await d.take(1)
-    producer.pause()
+    cluster, producer, _driver = await paused_after_one(pause_after=0)
     consumer = cluster.consumers[0]
     await eventually(lambda: consumer.pause_calls == 1)
     polls = consumer.consume_calls
@@ -448,12 +450,7 @@ async def test_a_partition_lost_while_paused_fetches_once_assigned_again() -> No
     no partition, and the partition assigned back seconds later stayed paused, fetching
     nothing for good (the broker-restart stall, seen on the real broker stopped 8 s while
     a slow watcher held the group paused)."""
-    cluster = broker()
-    fill(cluster, 1)
-    producer = make(cluster, pause_after=0, revoke_timeout=UNFINISHED_AT_CLOSE)
-    d = Driver(producer)
-    await d.take(1)
-    producer.pause()
+    cluster, producer, d = await paused_after_one(pause_after=0)
     member = cluster.consumers[0]
     await eventually(lambda: member.pause_calls == 1)  # the assignment is paused
     cluster.expire(member, rejoin=False)  # session timeout, the broker still down
